@@ -1,0 +1,54 @@
+/* check.h - the assertions every ax test uses.
+ *
+ * A failed check prints file:line, the expression and both values, then
+ * aborts, so CTest reports the test as failed and a core/ASan trace points
+ * at the exact line. No framework: each test is a plain main() that returns
+ * 0 when every check passed. */
+#ifndef AX_TEST_CHECK_H
+#define AX_TEST_CHECK_H
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(cond)                                                            \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__,   \
+                    #cond);                                                    \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_EQ(a, b)                                                         \
+    do {                                                                       \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);        \
+        if (check_a_ != check_b_) {                                            \
+            fprintf(stderr, "%s:%d: CHECK_EQ failed: %s == %s (%lld vs %lld)\n", \
+                    __FILE__, __LINE__, #a, #b, check_a_, check_b_);           \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_LE(a, b)                                                         \
+    do {                                                                       \
+        long long check_a_ = (long long)(a), check_b_ = (long long)(b);        \
+        if (!(check_a_ <= check_b_)) {                                         \
+            fprintf(stderr, "%s:%d: CHECK_LE failed: %s <= %s (%lld vs %lld)\n", \
+                    __FILE__, __LINE__, #a, #b, check_a_, check_b_);           \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+#define CHECK_STR(a, b)                                                        \
+    do {                                                                       \
+        const char *check_a_ = (a), *check_b_ = (b);                           \
+        if (strcmp(check_a_, check_b_) != 0) {                                 \
+            fprintf(stderr, "%s:%d: CHECK_STR failed: \"%s\" vs \"%s\"\n",     \
+                    __FILE__, __LINE__, check_a_, check_b_);                   \
+            abort();                                                           \
+        }                                                                      \
+    } while (0)
+
+#endif
