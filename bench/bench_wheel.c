@@ -62,8 +62,7 @@ static struct ax_wheel wheel; /* 3.2 KB: static, like a worker's */
 static struct ax_wheel_node *background(size_t n)
 {
     struct ax_wheel_node *bg = calloc(n, sizeof *bg);
-    if (!bg)
-        abort();
+    if (!bg) abort();
     for (size_t i = 0; i < n; i++)
         ax_wheel_add(&wheel, &bg[i], wheel.now + 1 + rnd() % SPAN_MS);
     return bg;
@@ -74,8 +73,7 @@ static double bench_arm_cancel(size_t inflight)
     enum { OPS = 1 << 24 };
     struct ax_wheel_node *nodes = calloc(inflight, sizeof *nodes);
     uint64_t *exp = malloc(1024 * sizeof *exp);
-    if (!nodes || !exp)
-        abort();
+    if (!nodes || !exp) abort();
     for (size_t i = 0; i < 1024; i++) /* timeouts of 1..30 s, precomputed */
         exp[i] = wheel.now + 1000 + rnd() % 29000;
 
@@ -105,14 +103,12 @@ static void bench_scale(size_t n, int memorder, double *ins, double *can, double
 {
     struct ax_wheel_node *nodes = calloc(n, sizeof *nodes);
     uint64_t *when = malloc(n * sizeof *when);
-    if (!nodes || !when)
-        abort();
+    if (!nodes || !when) abort();
 
     ax_wheel_init(&wheel, 1000);
     for (size_t i = 0; i < n; i++)
         when[i] = wheel.now + 1 + rnd() % SPAN_MS;
-    if (memorder)
-        qsort(when, n, sizeof *when, cmp_u64);
+    if (memorder) qsort(when, n, sizeof *when, cmp_u64);
 
     double t0 = now_ns();
     for (size_t i = 0; i < n; i++)
@@ -131,8 +127,7 @@ static void bench_scale(size_t n, int memorder, double *ins, double *can, double
         fired += ax_wheel_advance(&wheel, ax_wheel_next(&wheel), &out);
     }
     double t4 = now_ns();
-    if (fired != n)
-        abort();
+    if (fired != n) abort();
 
     *ins = (t1 - t0) / (double)n;
     *can = (t2 - t1) / (double)n;

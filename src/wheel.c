@@ -146,8 +146,7 @@ static inline void slot_push(struct ax_wheel *w, struct ax_wheel_node *n, unsign
 
     n->next = first;
     n->pprev = head;
-    if (first)
-        first->pprev = &n->next;
+    if (first) first->pprev = &n->next;
     *head = n;
     w->occupied[idx / AX_WHEEL_SLOTS] |= (uint64_t)1 << (idx % AX_WHEEL_SLOTS);
 }
@@ -192,8 +191,7 @@ void ax_wheel_del(struct ax_wheel *w, struct ax_wheel_node *n)
 {
     struct ax_wheel_node **pprev = n->pprev, *next = n->next;
 
-    if (!pprev)
-        return;
+    if (!pprev) return;
     *pprev = next;
     if (next) {
         next->pprev = pprev;
@@ -281,8 +279,7 @@ size_t ax_wheel_advance(struct ax_wheel *w, uint64_t now, struct ax_wheel_node *
 
     while (*tail)
         tail = &(*tail)->next;
-    if (now < w->now)
-        now = w->now;
+    if (now < w->now) now = w->now;
 
     while (wheel_first(w, &idx, &at) && at <= now) {
         struct ax_wheel_node *list = w->slot[idx], *n;

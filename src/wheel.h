@@ -18,9 +18,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define AX_WHEEL_LEVEL_BITS 6                         /* log2(slots per level) */
-#define AX_WHEEL_SLOTS (1u << AX_WHEEL_LEVEL_BITS)    /* 64 */
-#define AX_WHEEL_LEVELS 6                             /* 64^6 ticks ~ 2.2 years at 1 ms */
+#define AX_WHEEL_LEVEL_BITS 6                      /* log2(slots per level) */
+#define AX_WHEEL_SLOTS (1u << AX_WHEEL_LEVEL_BITS) /* 64 */
+#define AX_WHEEL_LEVELS 6                          /* 64^6 ticks ~ 2.2 years at 1 ms */
 #define AX_WHEEL_RANGE_BITS (AX_WHEEL_LEVEL_BITS * AX_WHEEL_LEVELS) /* 36 */
 /* Level AX_WHEEL_LEVELS is the overflow bucket: one slot holding every timer
  * that lies beyond the current 2^36-tick window; it is re-cascaded whenever
@@ -38,11 +38,11 @@ struct ax_wheel_node {
 };
 
 struct ax_wheel {
-    uint64_t now;                                  /* every expiry < now has been handed out */
-    size_t count;                                  /* armed nodes */
-    uint64_t occupied[AX_WHEEL_LEVELS + 1];        /* bit s of [l]: slot (l, s) non-empty */
-    uint64_t visits;                               /* slots emptied by advance, ever (stats) */
-    struct ax_wheel_node *slot[AX_WHEEL_NSLOTS];   /* list heads, newest node first */
+    uint64_t now;                                /* every expiry < now has been handed out */
+    size_t count;                                /* armed nodes */
+    uint64_t occupied[AX_WHEEL_LEVELS + 1];      /* bit s of [l]: slot (l, s) non-empty */
+    uint64_t visits;                             /* slots emptied by advance, ever (stats) */
+    struct ax_wheel_node *slot[AX_WHEEL_NSLOTS]; /* list heads, newest node first */
 };
 
 /* Start an empty wheel whose clock reads `now`. */

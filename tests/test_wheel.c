@@ -77,8 +77,7 @@ static void ref_del(struct ref *r, struct ax_wheel *w, struct tnode *t)
 static int by_due_seq(const void *a, const void *b)
 {
     const struct tnode *x = *(struct tnode *const *)a, *y = *(struct tnode *const *)b;
-    if (x->due != y->due)
-        return x->due < y->due ? -1 : 1;
+    if (x->due != y->due) return x->due < y->due ? -1 : 1;
     return x->seq < y->seq ? -1 : (x->seq > y->seq);
 }
 
@@ -117,8 +116,7 @@ static size_t ref_advance(struct ref *r, struct ax_wheel *w, uint64_t t, struct 
             (*scratch)[k++] = r->v[i];
         }
     }
-    if (k > 1)
-        qsort(*scratch, k, sizeof **scratch, by_due_seq);
+    if (k > 1) qsort(*scratch, k, sizeof **scratch, by_due_seq);
 
     got = ax_wheel_advance(w, t, &out);
     CHECK_EQ(got, k);
@@ -161,8 +159,7 @@ static void test_random_ordering(uint64_t start)
         for (int a = 0; a < adds; a++) {
             struct tnode *x = &t[rnd() % N];
             uint64_t e;
-            if (ax_wheel_node_armed(&x->wn))
-                continue;
+            if (ax_wheel_node_armed(&x->wn)) continue;
             switch (rnd() % 8) {
             case 0: /* same expiry as an earlier add: FIFO */
                 e = last_expiry;
@@ -296,8 +293,18 @@ static void test_level_boundaries(void)
         offs[no++] = b;
         offs[no++] = b + 1;
     }
-    const uint64_t more[] = {0,       1,       2,        62,          1000,         30000,
-                             day,     7 * day, 30 * day, 365 * day,   3 * 365 * day, 100 * 365 * day,
+    const uint64_t more[] = {0,
+                             1,
+                             2,
+                             62,
+                             1000,
+                             30000,
+                             day,
+                             7 * day,
+                             30 * day,
+                             365 * day,
+                             3 * 365 * day,
+                             100 * 365 * day,
                              (uint64_t)1 << 44};
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         offs[no++] = more[i];
@@ -335,8 +342,7 @@ static void test_cancel_in_slot(void)
             /* expected: the two survivors sorted by (expiry, add order) */
             int a = -1, b = -1;
             for (int i = 0; i < 3; i++) {
-                if (i == victim)
-                    continue;
+                if (i == victim) continue;
                 if (a < 0)
                     a = i;
                 else
@@ -397,15 +403,15 @@ static void test_cancel_after_cascade(void)
     CHECK_EQ(ax_wheel_next(&w), 4096);
     uint64_t v = w.visits;
     CHECK_EQ(ax_wheel_advance(&w, 4100, &out), 0);
-    CHECK_EQ(w.visits - v, 1);            /* the cascade happened */
-    CHECK_EQ(ax_wheel_next(&w), 4992);    /* now in level 1, slot 78 & 63 */
+    CHECK_EQ(w.visits - v, 1);         /* the cascade happened */
+    CHECK_EQ(ax_wheel_next(&w), 4992); /* now in level 1, slot 78 & 63 */
     ax_wheel_del(&w, &a);
-    CHECK_EQ(ax_wheel_next(&w), 4992);    /* b still there */
+    CHECK_EQ(ax_wheel_next(&w), 4992); /* b still there */
     ax_wheel_del(&w, &b);
-    CHECK_EQ(ax_wheel_next(&w), 262144);  /* only c, still in level 3 */
+    CHECK_EQ(ax_wheel_next(&w), 262144); /* only c, still in level 3 */
     CHECK_EQ(ax_wheel_advance(&w, 299999, &out), 0);
     CHECK(ax_wheel_next(&w) <= 300000);
-    ax_wheel_del(&w, &c);                 /* cancelled after two cascades */
+    ax_wheel_del(&w, &c); /* cancelled after two cascades */
     CHECK(ax_wheel_next(&w) == UINT64_MAX);
     CHECK_EQ(ax_wheel_advance(&w, 1000000, &out), 0);
     CHECK(out == NULL);
@@ -492,9 +498,9 @@ static void test_expiry_not_after_now(void)
 static void test_huge_jumps(void)
 {
     static const uint64_t offs[] = {1,
-                                    3600000ull,              /* 1 h */
-                                    86400000ull,             /* 1 day */
-                                    365ull * 86400000ull,    /* 1 year */
+                                    3600000ull,                /* 1 h */
+                                    86400000ull,               /* 1 day */
+                                    365ull * 86400000ull,      /* 1 year */
                                     10ull * 365 * 86400000ull, /* 10 years */
                                     (uint64_t)1 << 50,
                                     (uint64_t)1 << 62};
