@@ -1,0 +1,285 @@
+/* ax.h - the whole public API of libax.
+ *
+ * ax runs many short, bursty tasks inside one process: callers *submit* a task
+ * and ax alone decides when it runs (three priority buckets with quota rounds),
+ * on which worker thread (each task is a coroutine), for how long (a deadline
+ * every blocking ax call honours), and what happens when it fails or overruns
+ * (retries with back-off through a timing wheel, or a terminal callback).
+ *
+ * Conventions
+ *  - Every function that can fail returns 0 (AX_OK) or a negative AX_E* code.
+ *    ax_strerror() names the code; ax_error_detail() gives the detailed
+ *    message of the last failure on the calling thread ("spec.timeout_ms must
+ *    be > 0", "config.quota_high: ...").
+ *  - Types are opaque; configuration structs are filled by *_default() and
+ *    then overridden field by field.
+ *  - Times are milliseconds unless a name ends in _ns. Deadlines are absolute
+ *    on the CLOCK_MONOTONIC scale of ax_now_ns().
+ *  - Every admitted task reaches exactly one terminal state and its on_done
+ *    runs exactly once: after success, failure, timeout, cancellation and at
+ *    shutdown. A rejected submission creates no task and allocates nothing.
+ */
+#ifndef AX_H
+#define AX_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define AX_VERSION_MAJOR 0
+#define AX_VERSION_MINOR 1
+#define AX_VERSION_PATCH 0
+
+/* ---- errors ------------------------------------------------------------ */
+
+enum {
+    AX_OK = 0,
+    AX_EINVAL = -1,     /* an argument or config field is invalid (see ax_error_detail) */
+    AX_ENOMEM = -2,     /* out of memory, or the process-wide task table is full */
+    AX_EFULL = -3,      /* the task's priority bucket is at its bound */
+    AX_ESHED = -4,      /* overload: NORMAL/LOW shed above shed_ratio of capacity */
+    AX_ERATE = -5,      /* submission rate limit exceeded */
+    AX_ESHUTDOWN = -6,  /* the scheduler is shutting down */
+    AX_ETIMEDOUT = -7,  /* the deadline passed */
+    AX_ECANCELED = -8,  /* the task was cancelled */
+    AX_ENOTFOUND = -9,  /* no such task (never existed, or already finished and released) */
+    AX_ESTATE = -10,    /* not allowed in the current state (e.g. in-task call outside its task) */
+    AX_ESYS = -11,      /* a system call failed; ax_error_detail() has errno's text */
+    AX_EPANIC = -12,    /* the task called ax_panic */
+    AX_EBUSY = -13,     /* resource already in use (e.g. another task waits on this fd) */
+    AX_EFAILED = -14,   /* the task function returned a non-zero code */
+};
+
+/* Short English name of a code ("deadline passed"); never NULL. */
+const char *ax_strerror(int code);
+/* Detailed message of the last failure on this thread; "" if none. */
+const char *ax_error_detail(void);
+
+/* ---- time -------------------------------------------------------------- */
+
+/* CLOCK_MONOTONIC in nanoseconds: the scale of every absolute deadline. */
+uint64_t ax_now_ns(void);
+
+/* ---- tasks: priorities, states, results -------------------------------- */
+
+/* NORMAL is 0 so that a zero-initialised spec does not jump the queue. Index
+ * per-priority arrays with these names, not by rank. */
+typedef enum { AX_PRIO_NORMAL = 0, AX_PRIO_HIGH = 1, AX_PRIO_LOW = 2 } ax_priority;
+#define AX_PRIO_COUNT 3
+
+typedef enum {
+    AX_STATE_PENDING = 0, /* admitted, waiting in its bucket (or its delay) */
+    AX_STATE_RUNNING,     /* holds a concurrency slot, its coroutine exists */
+    AX_STATE_SUCCEEDED,   /* terminal: the function returned 0 */
+    AX_STATE_FAILED,      /* terminal: non-zero return or ax_panic, no retry left */
+    AX_STATE_TIMED_OUT,   /* terminal: the deadline passed, no retry left */
+    AX_STATE_RETRYING,    /* waiting out a back-off delay before PENDING again */
+    AX_STATE_CANCELLED,   /* terminal: ax_cancel, or queued/running at shutdown */
+    AX_STATE_REJECTED,    /* never admitted (appears in events only) */
+} ax_state;
+
+const char *ax_priority_name(ax_priority p); /* "high", "normal", "low" */
+const char *ax_state_name(ax_state s);       /* "pending", ..., "cancelled" */
+
+#define AX_TRACE_ID_MAX 32 /* bytes, including the terminating NUL */
+#define AX_ERROR_MAX 128
+
+/* What a callback or a join learns about a task. Self-contained: no pointer
+ * into ax's memory, so it may be copied and kept. */
+typedef struct ax_result {
+    uint64_t id;
+    char trace_id[AX_TRACE_ID_MAX];
+    ax_priority priority;
+    ax_state state;        /* the terminal state (TIMED_OUT for on_timeout) */
+    unsigned attempts;     /* attempts that started or were due (1 = no retry) */
+    int code;              /* 0, the function's return, or AX_ETIMEDOUT/ECANCELED/EPANIC */
+    uint64_t wait_ns;      /* queue wait of the last attempt */
+    uint64_t run_ns;       /* run time of the last attempt (0 if it never ran) */
+    char error[AX_ERROR_MAX]; /* human-readable reason, "" on success */
+} ax_result;
+
+typedef struct ax_sched ax_sched; /* a scheduler: buckets, workers, timers */
+typedef struct ax_task ax_task;   /* one running attempt, handed to the task function */
+
+/* The task function. Return 0 for success; any other value fails the attempt
+ * (and is reported as result.code). */
+typedef int (*ax_fn)(ax_task *t, void *arg);
+/* on_done / on_timeout. Must not block for long: on_done runs on the thread
+ * that ended the task (a worker, the monitor, or the caller of
+ * ax_cancel/ax_shutdown); on_timeout runs on the callback pool. */
+typedef void (*ax_callback)(const ax_result *r, void *cb_arg);
+
+/* ---- retries ----------------------------------------------------------- */
+
+typedef enum {
+    /* delay = min(max, base * 2^attempt) + random(0, jitter)   (the seed, §5.5) */
+    AX_BACKOFF_EXPONENTIAL = 0,
+    /* delay = random(0, min(max, base * 2^attempt))            ("full jitter") */
+    AX_BACKOFF_FULL_JITTER = 1,
+} ax_backoff;
+
+typedef struct ax_retry_policy {
+    ax_backoff mode;
+    uint32_t base_ms;   /* default 1000 */
+    uint32_t max_ms;    /* default 30000; >= base_ms */
+    uint32_t jitter_ms; /* default 1000; EXPONENTIAL mode only */
+} ax_retry_policy;
+
+/* The delay before retry number `attempt` (0 = first retry) given a uniform
+ * random 64-bit value `rnd`. Exposed so callers and tests can check bounds. */
+int ax_retry_delay_ms(const ax_retry_policy *p, unsigned attempt, uint64_t rnd, uint64_t *delay_ms);
+
+/* ---- scheduler configuration ------------------------------------------- */
+
+typedef struct ax_config {
+    unsigned workers;          /* worker threads; 0 = CPUs online (default 0) */
+    unsigned max_concurrency;  /* running tasks at most (default 500) */
+    unsigned quota_high;       /* HIGH per round; 0 = max_concurrency/2 (default 0) */
+    unsigned quota_normal;     /* NORMAL per round; 0 = max_concurrency/3 (default 0) */
+    unsigned low_guaranteed;   /* LOW per round (default 1) */
+    unsigned capacity[AX_PRIO_COUNT]; /* bucket bounds: HIGH 10000, NORMAL 30000, LOW 10000 */
+    double shed_ratio;         /* shed NORMAL/LOW above this share of total capacity (0.8) */
+    double rate_limit;         /* admitted submissions per second; 0 = off (default 0) */
+    unsigned rate_burst;       /* token-bucket depth (default 0 = rate_limit, min 1) */
+    size_t stack_size;         /* coroutine stack bytes (default 64 KiB, min 16 KiB) */
+    unsigned max_retry_cap;    /* largest spec.max_retry accepted (default 16) */
+    ax_retry_policy retry;     /* default back-off (exponential 1 s .. 30 s, jitter 1 s) */
+    bool retry_enabled[AX_PRIO_COUNT]; /* per-priority retry switch (all true) */
+    uint32_t grace_ms;         /* a timed-out task still running after this is "lingering" (3000) */
+    unsigned callback_threads; /* threads running on_timeout (default 1) */
+    uint32_t callback_timeout_ms; /* an on_timeout running longer is counted as overrun and
+                                     the pool adds a thread so others are not held up (1000) */
+} ax_config;
+
+void ax_config_default(ax_config *cfg);
+
+/* Create a scheduler and start its threads. Refuses an inconsistent config
+ * with AX_EINVAL and a detail naming the field. */
+int ax_new(const ax_config *cfg, ax_sched **out);
+
+/* Stop admitting (ax_submit returns AX_ESHUTDOWN), cancel every queued and
+ * delayed task (they end CANCELLED with their on_done), let running tasks
+ * finish for up to timeout_ms, then cancel them too. Returns 0 when every
+ * task's coroutine has ended, AX_ETIMEDOUT if some cancelled task still has
+ * not returned (its on_done has run; its coroutine is still on a worker).
+ * Safe to call more than once. */
+int ax_shutdown(ax_sched *s, int64_t timeout_ms);
+
+/* Shut down (if not yet, with no wait) and free everything. Waits for the
+ * worker threads, so a task that never returns blocks ax_free. NULL is ok. */
+void ax_free(ax_sched *s);
+
+/* ---- submission -------------------------------------------------------- */
+
+typedef struct ax_spec {
+    ax_fn fn;                 /* required */
+    void *arg;
+    ax_priority priority;     /* default (0) NORMAL */
+    uint64_t timeout_ms;      /* per attempt, required > 0 */
+    uint64_t deadline_ns;     /* absolute (ax_now_ns scale), covers queue wait and all
+                                 attempts; 0 = none */
+    uint64_t delay_ms;        /* start no earlier than this from now; 0 = now */
+    unsigned max_retry;       /* retries after the first attempt (0 = none) */
+    const ax_retry_policy *retry; /* NULL = the scheduler's default */
+    const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes; NULL = generated */
+    ax_callback on_done;      /* exactly once per admitted task; may be NULL */
+    ax_callback on_timeout;   /* each timed-out attempt, on the callback pool; may be NULL */
+    void *cb_arg;
+} ax_spec;
+
+/* Validate, assign an id, apply admission, queue. From any thread, including
+ * from inside a task. On success *id_out (if not NULL) gets the task id,
+ * unique in the process. Errors: AX_EINVAL, AX_ERATE, AX_ESHED, AX_EFULL,
+ * AX_ESHUTDOWN, AX_ENOMEM. */
+int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out);
+
+/* Cancel a task from any thread: a queued or delayed task ends CANCELLED at
+ * once; a running one ends CANCELLED at once (slot freed) and every blocking
+ * ax call in it returns AX_ECANCELED. AX_ENOTFOUND if it already ended. */
+int ax_cancel(ax_sched *s, uint64_t id);
+
+/* ---- inside a task (t is the handle the task function received) --------- */
+
+uint64_t ax_task_id(const ax_task *t);
+const char *ax_task_trace_id(const ax_task *t);
+ax_priority ax_task_priority(const ax_task *t);
+unsigned ax_task_attempt(const ax_task *t); /* 0 on the first attempt */
+uint64_t ax_task_deadline_ns(const ax_task *t); /* this attempt's deadline */
+ax_sched *ax_task_sched(const ax_task *t);
+
+/* Each blocking call parks the coroutine (never the thread) and returns 0,
+ * or AX_ETIMEDOUT once the task's deadline passed, or AX_ECANCELED once the
+ * task was cancelled, or AX_ESTATE when called outside the task's own
+ * coroutine. */
+int ax_sleep(ax_task *t, uint64_t ms);
+int ax_yield(ax_task *t);
+#define AX_READ 1u
+#define AX_WRITE 2u
+/* Wait until fd is readable/writable. timeout_ms < 0: only the task's deadline
+ * bounds it; a timeout_ms that ends first returns AX_ETIMEDOUT too. */
+int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms);
+/* 0 while the task may go on; AX_ETIMEDOUT or AX_ECANCELED once it should stop. */
+int ax_cancelled(const ax_task *t);
+
+/* Register a cleanup; cleanups run last-in first-out when the task function
+ * returns, when it panics, and when a timed-out or cancelled task returns. */
+int ax_defer(ax_task *t, void (*fn)(void *), void *arg);
+/* End the task now: run its cleanups, fail the attempt with the message
+ * (code AX_EPANIC). Does not return when called from the task; returns
+ * AX_ESTATE otherwise. */
+int ax_panic(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Set the message reported in result.error when the attempt fails. */
+int ax_task_set_error(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Fan-out / fan-in: submit a child that this attempt may join. Same checks and
+ * errors as ax_submit. A child not joined is released (not cancelled) when the
+ * parent's attempt ends. */
+int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out);
+/* Wait for a child's terminal state, at most timeout_ms (< 0: until the
+ * parent's deadline). Fills *out (may be NULL) and returns 0 once the child
+ * ended, AX_ETIMEDOUT / AX_ECANCELED as for every wait, AX_ENOTFOUND if id is
+ * not an unjoined child of this attempt. Joining does not wait for the
+ * child's own success: check out->state. */
+int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out);
+
+/* ---- run-time control (thread-safe) ------------------------------------- */
+
+/* Quotas left at 0 in the config follow max_concurrency when it changes. */
+int ax_set_max_concurrency(ax_sched *s, unsigned n);
+int ax_set_quotas(ax_sched *s, unsigned high, unsigned normal, unsigned low_guaranteed);
+int ax_set_retry_enabled(ax_sched *s, ax_priority p, bool enabled);
+int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst);
+/* Hold and release dispatch: submissions queue, nothing new starts. */
+int ax_pause(ax_sched *s);
+int ax_resume(ax_sched *s);
+
+/* ---- statistics --------------------------------------------------------- */
+
+typedef struct ax_stats {
+    uint64_t queued[AX_PRIO_COUNT]; /* waiting in each bucket */
+    uint64_t delayed;     /* waiting out a delay or a retry back-off */
+    uint64_t running;     /* holding a concurrency slot */
+    uint64_t limit;       /* max_concurrency */
+    uint64_t submitted;   /* admitted */
+    uint64_t rejected;    /* refused: invalid, full, rate, shutdown */
+    uint64_t shed;        /* refused with AX_ESHED */
+    uint64_t started;     /* attempts started */
+    uint64_t succeeded, failed, timed_out, cancelled; /* terminal states */
+    uint64_t retried;     /* retries scheduled */
+    uint64_t panicked;    /* attempts ended by ax_panic */
+    uint64_t orphans;     /* coroutines still running after their task timed out / was cancelled */
+    uint64_t stacks_in_use;
+    uint64_t callback_overruns; /* on_timeout calls that ran past callback_timeout_ms */
+} ax_stats;
+
+/* A consistent snapshot, taken without stopping the workers. */
+int ax_stats_get(ax_sched *s, ax_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* AX_H */
