@@ -1,0 +1,148 @@
+/* finish.c - the end of an attempt: slot, counters, retry or terminal
+ * callback (seed §3.1 state machine, §3.4 handleTimeout, §5.5 back-off).
+ *
+ * Called by whoever won the CAS that ended the attempt (see internal.h):
+ *   - a worker (w != NULL): the slot release and counters are batched into
+ *     the worker's next dispatch lock section, so a plain success costs no
+ *     extra lock; retries and joined children take the lock now;
+ *   - any other thread (w == NULL: monitor, ax_cancel, shutdown): under
+ *     s->lock at once, and sleeping workers are woken since a slot freed.
+ *
+ * Order of effects: the slot is released (a timed-out task's slot is free at
+ * the deadline even if its coroutine goes on), on_timeout is posted to the
+ * callback pool, then either the job is re-queued through the monitor's
+ * wheel after its back-off (state RETRYING) or it is terminal: joiners are
+ * woken and on_done runs exactly once, on this thread, with no lock held.
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void result_fill(const struct job *j, unsigned state, int code, const char *err, ax_result *r)
+{
+    r->id = j->id;
+    trace_format(j, r->trace_id);
+    r->priority = (ax_priority)j->prio;
+    r->state = (ax_state)state;
+    r->attempts = j->attempt + 1u;
+    r->code = code;
+    r->wait_ns = j->wait_ns;
+    r->run_ns = j->run_ns;
+    if (err)
+        snprintf(r->error, sizeof r->error, "%s", err);
+    else
+        r->error[0] = 0;
+}
+
+/* Add one terminal outcome to counters (s->lock held). */
+static void count_terminal_locked(struct ax_sched *s, unsigned state)
+{
+    switch (state) {
+    case AX_STATE_SUCCEEDED: s->st.succeeded++; break;
+    case AX_STATE_FAILED: s->st.failed++; break;
+    case AX_STATE_TIMED_OUT: s->st.timed_out++; break;
+    case AX_STATE_CANCELLED: s->st.cancelled++; break;
+    default: break;
+    }
+}
+
+static void count_terminal_pending(struct worker_pending *p, unsigned state)
+{
+    switch (state) {
+    case AX_STATE_SUCCEEDED: p->succeeded++; break;
+    case AX_STATE_FAILED: p->failed++; break;
+    case AX_STATE_TIMED_OUT: p->timed_out++; break;
+    case AX_STATE_CANCELLED: p->cancelled++; break;
+    default: break;
+    }
+}
+
+void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned state, int code,
+                    const char *err, bool slot)
+{
+    ax_result r;
+    bool want_retry = false;
+    uint64_t now = w ? w->now_ns : now_ns();
+
+    if ((state == AX_STATE_FAILED || state == AX_STATE_TIMED_OUT) && j->attempt < j->max_retry &&
+        code != AX_ENOMEM && !(j->deadline_ns && now >= j->deadline_ns))
+        want_retry = true;
+
+    if (state == AX_STATE_TIMED_OUT && j->on_timeout) {
+        result_fill(j, state, code, err, &r);
+        cb_pool_post(s, j->on_timeout, j->cb_arg, &r);
+    }
+
+    /* Fast path: a worker ends an attempt that neither retries nor has a
+     * joiner. Everything counted goes into the next dispatch section. */
+    if (w && !want_retry && !j->is_child) {
+        w->pend.release += slot;
+        count_terminal_pending(&w->pend, state);
+        j->code = code;
+        if (j->on_done) {
+            result_fill(j, state, code, err, &r);
+            j->on_done(&r, j->cb_arg);
+        }
+        if (atomic_fetch_sub_explicit(&j->refs, 1, memory_order_acq_rel) == 1) {
+            j->next = w->pend.free_list;
+            w->pend.free_list = j;
+        }
+        return;
+    }
+
+    struct wake_msg msg;
+    bool wake_joiner = false;
+    pthread_mutex_lock(&s->lock);
+    if (slot)
+        s->running--;
+    if (want_retry && (s->closing || !s->retry_enabled[j->prio]))
+        want_retry = false;
+    if (want_retry) {
+        uint64_t delay_ms = 0;
+        ax_retry_delay_ms(&j->retry, j->attempt, ax_rand64(), &delay_ms);
+        j->attempt++;
+        atomic_store_explicit(&j->sw, sw_make(j->id, j->attempt, AX_STATE_RETRYING),
+                              memory_order_release);
+        s->st.retried++;
+        monitor_add_locked(s, j, now + delay_ms * 1000000u, WHERE_RETRY);
+    } else {
+        count_terminal_locked(s, state);
+        s->load--;
+        j->in_system = 0;
+        j->code = code;
+        if (j->is_child)
+            wake_joiner = join_notify_locked(s, j, &msg);
+    }
+    bool wake_workers = slot && s->running < s->cap && !s->paused &&
+                        (s->b[0].head || s->b[1].head || s->b[2].head);
+    if (s->closing && s->running == 0)
+        pthread_cond_broadcast(&s->idle_cond);
+    pthread_mutex_unlock(&s->lock);
+
+    if (!w && wake_workers)
+        sched_wake_workers(s, 1); /* a worker dispatches at its next iteration anyway */
+    if (want_retry)
+        return;
+    if (wake_joiner)
+        worker_post_wake(msg.run->w, &msg);
+    if (j->on_done) {
+        result_fill(j, state, code, err, &r);
+        j->on_done(&r, j->cb_arg);
+    }
+    if (w) {
+        if (atomic_fetch_sub_explicit(&j->refs, 1, memory_order_acq_rel) == 1) {
+            j->next = w->pend.free_list;
+            w->pend.free_list = j;
+        }
+    } else {
+        job_unref(s, j);
+    }
+}
+
+bool finish_try_cas(struct job *j, uint64_t expect, unsigned state)
+{
+    uint64_t e = expect;
+    return atomic_compare_exchange_strong(&j->sw, &e,
+                                          (expect & ~(uint64_t)0xff) | (uint64_t)state);
+}

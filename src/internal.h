@@ -1,0 +1,377 @@
+/* internal.h - the structures the three layers share.
+ *
+ * Data flows one way (DESIGN.md §2):
+ *   ax_submit (submit.c) -> bucket (sched.c) -> dispatch -> worker (exec.c)
+ *   -> result -> finalize (finish.c) -> [retry: monitor wheel (monitor.c)
+ *   -> bucket] -> on_done.
+ *
+ * Two objects describe a task:
+ *  - struct job: the admitted unit of work (what ax_submit created). Lives in
+ *    the process-wide job table (job.c) from admission until its terminal
+ *    state has been reported and nobody references it. <= 256 bytes: this is
+ *    what a queued task costs.
+ *  - struct ax_task: one attempt running as a coroutine on one worker (the
+ *    handle the task function receives). A job that is retried gets a new
+ *    run; a run whose job timed out or was cancelled goes on ("orphan") until
+ *    its function returns, then is recycled. Runs live in per-worker pools
+ *    that are never unmapped while the worker lives, so a stale pointer plus a
+ *    generation number is always safe to check.
+ *
+ * Who decides an attempt's outcome: the job's 64-bit state word `sw` packs
+ * (low 32 bits of the id's sequence, attempt, state). Every party that may end
+ * an attempt -- the worker when the function returns, the worker's wheel or
+ * the monitor at the deadline, ax_cancel, shutdown -- does one CAS from
+ * (seq, attempt, RUNNING/STARTING) to the outcome. The winner finalizes
+ * (frees the slot, counts, retries or calls on_done); losers only clean up.
+ * Packing the id and attempt makes a stale CAS (a late timer of attempt 1, a
+ * monitor reading a recycled job) fail instead of ending the wrong attempt.
+ *
+ * Locks: one scheduler mutex `s->lock` guards buckets, quota round state,
+ * counters, the job table's free list and the monitor's wheel. It is held
+ * only for O(1) list operations, never while user code runs. Workers batch
+ * their slot releases and counter updates into the lock section in which they
+ * take the next task (exec.c), so the common path costs one lock per task on
+ * each side (submit; complete + dispatch).
+ */
+#ifndef AX_INTERNAL_H
+#define AX_INTERNAL_H
+
+#include "ax.h"
+#include "coro/coro.h"
+#include "coro/stack.h"
+#include "wheel.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <time.h>
+
+#define AX_LIKELY(x) __builtin_expect(!!(x), 1)
+#define AX_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define AX_CONTAINER_OF(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
+#define AX_CACHELINE 64
+
+static inline void ax_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* ---- ids and the job table (job.c) ------------------------------------- */
+
+/* id = (sequence << AX_SLOT_BITS) | slot: unique in the process (the
+ * sequence is a process-wide counter) and O(1) to look up for ax_cancel. */
+#define AX_SLOT_BITS 22
+#define AX_MAX_JOBS (1u << AX_SLOT_BITS) /* live jobs per scheduler: 4 194 304 */
+#define AX_JOB_CHUNK 1024
+
+/* Internal states beyond ax_state. STARTING: taken from its bucket by a
+ * worker that is building its coroutine; holds a slot, not yet RUNNING. */
+enum { JS_STARTING = 16 };
+
+static inline uint64_t sw_make(uint64_t id, unsigned attempt, unsigned state)
+{
+    return ((id >> AX_SLOT_BITS) << 32) | ((uint64_t)(attempt & 0xffffff) << 8) | state;
+}
+static inline unsigned sw_state(uint64_t sw)
+{
+    return (unsigned)(sw & 0xff);
+}
+
+/* Where a queued job sits (guarded by s->lock). */
+enum { WHERE_NONE = 0, WHERE_BUCKET, WHERE_DELAY, WHERE_RETRY };
+
+struct job {
+    struct job *next, *prev;    /* bucket FIFO, or the free list */
+    struct ax_wheel_node tnode; /* monitor wheel: delay, back-off, queued deadline */
+    _Atomic uint64_t sw;        /* state word, see above */
+    uint64_t id;
+    ax_fn fn;
+    void *arg;
+    ax_callback on_done, on_timeout;
+    void *cb_arg;
+    uint64_t timeout_ns;  /* per attempt */
+    uint64_t deadline_ns; /* absolute over all attempts; 0 = none */
+    uint64_t enqueue_ns;  /* entered its bucket for the current attempt */
+    uint64_t wait_ns;     /* last attempt: queue wait */
+    uint64_t run_ns;      /* last attempt: run time */
+    ax_retry_policy retry;
+    struct ax_task *run;       /* current run; written by its worker before RUNNING */
+    struct ax_task *joiner;    /* parent parked in ax_join (s->lock) */
+    uint32_t joiner_gen;     /* the joiner's park_gen */
+    uint32_t joiner_life;    /* the joiner's life_gen */
+    uint32_t run_life;       /* run->life_gen of the current run, for ax_cancel */
+    _Atomic uint32_t refs;     /* the system's own ref + runs + parent + messages */
+    int32_t code;              /* last attempt's code, for ax_join */
+    uint16_t max_retry;
+    uint16_t attempt;          /* current attempt, 0-based */
+    uint8_t prio;
+    uint8_t where;             /* WHERE_*, s->lock */
+    uint8_t is_child;          /* spawned by a task that may join it */
+    uint8_t in_system;         /* counted in load (queued + running + delayed), s->lock */
+    char trace_id[AX_TRACE_ID_MAX];
+};
+
+struct ax_sched;
+int job_alloc_locked(struct ax_sched *s, struct job **out); /* s->lock held */
+void job_free_locked(struct ax_sched *s, struct job *j);   /* s->lock held */
+struct job *job_lookup(struct ax_sched *s, uint64_t id);    /* racy: caller checks j->id */
+static inline void job_ref(struct job *j)
+{
+    atomic_fetch_add_explicit(&j->refs, 1, memory_order_relaxed);
+}
+/* Drop a ref; the last one frees the job (takes s->lock). */
+void job_unref(struct ax_sched *s, struct job *j);
+void job_table_destroy(struct ax_sched *s);
+
+/* ---- runs (struct ax_task) ---------------------------------------------- */
+
+enum { PARK_NONE = 0, PARK_SLEEP, PARK_FD, PARK_JOIN, PARK_YIELD };
+
+struct defer_entry {
+    void (*fn)(void *);
+    void *arg;
+};
+#define AX_DEFER_INLINE 8
+#define AX_CHILD_INLINE 8
+
+struct worker;
+
+/* A timer in a worker's wheel, tagged so expiry knows what it was for. */
+enum { TIMER_DEADLINE = 1, TIMER_WAIT = 2 };
+struct run_timer {
+    struct ax_wheel_node node;
+    struct ax_task *run;
+    int kind;
+};
+
+struct ax_task {
+    struct ax_coro coro;
+    struct ax_sched *s;
+    struct worker *w;
+    struct job *job;
+    uint64_t expect_sw; /* job->sw while this attempt is RUNNING */
+    uint64_t id;        /* copies, valid after the job moved on */
+    uint64_t start_ns, deadline_ns;
+    struct run_timer deadline_timer; /* the attempt's deadline */
+    struct run_timer wait_timer;     /* a sleep / wait bound */
+    struct ax_task *next;                /* ready queue, or the free list */
+    uint32_t park_gen;                   /* bumped at every park; stale wakes compare it */
+    uint32_t attempt;
+    uint8_t parked;   /* PARK_* */
+    uint8_t panicked;
+    uint8_t finished;
+    uint8_t prio;
+    int wake_rc;      /* what the parked call returns */
+    int wait_fd;
+    int code;         /* the function's return */
+    struct ax_stack *stack;
+    struct job *join_child; /* PARK_JOIN: the child waited for */
+    uint32_t life_gen;      /* bumped when the run struct is reused */
+    uint8_t orphan;         /* its job ended without it (timeout, cancel) */
+    unsigned ndefers, defer_cap;
+    struct defer_entry *defers;
+    struct defer_entry defer_inline[AX_DEFER_INLINE];
+    unsigned nchildren, child_cap;
+    struct job **children;
+    struct job *child_inline[AX_CHILD_INLINE];
+    char err[AX_ERROR_MAX];
+    char trace[AX_TRACE_ID_MAX]; /* formatted on first ax_task_trace_id */
+};
+
+/* ---- workers (exec.c, reactor.c) ---------------------------------------- */
+
+/* A wake-up from another thread: resume `run` with rc if it is still the
+ * same run (life_gen) and, when park_gen != 0, still in the same park. */
+struct wake_msg {
+    struct ax_task *run;
+    uint32_t life_gen, park_gen;
+    int rc;
+};
+
+/* Deferred updates a worker applies in its next lock section. */
+struct worker_pending {
+    unsigned release; /* slots to release */
+    uint64_t succeeded, failed, timed_out, cancelled, retried, panicked;
+    struct job *free_list; /* jobs whose last ref dropped */
+};
+
+struct worker {
+    struct ax_sched *s;
+    unsigned index;
+    pthread_t thread;
+    struct ax_coro main;
+    struct ax_task *current;
+    struct ax_task *ready_head, *ready_tail;
+    unsigned nready;
+    uint64_t now_ns;
+    struct ax_wheel wheel;
+    int epfd, evfd;
+    struct ax_stack_pool stacks;
+    unsigned nfd_waits;       /* runs parked in ax_wait_fd */
+    _Atomic int busy;         /* out of epoll_wait: the monitor must watch for hogs */
+    struct ax_task *run_free; /* recycled runs */
+    struct ax_task **run_chunks;
+    unsigned nrun_chunks, run_chunk_cap;
+    unsigned live_runs;       /* runs not yet recycled, orphans included */
+    struct worker_pending pend;
+    /* remote wake-ups (other threads -> this worker), inbox_lock */
+    pthread_mutex_t inbox_lock;
+    struct wake_msg *inbox, *inbox_spare;
+    unsigned ninbox, inbox_cap, inbox_spare_cap;
+    _Atomic int sleeping; /* parked in epoll_wait; a waker CASes 1 -> 0 and writes evfd */
+    /* published for the monitor's hog watch (relaxed; validated by CAS) */
+    _Atomic uint64_t pub_seq; /* seqlock: odd while the three below change */
+    _Atomic(struct job *) pub_job;
+    _Atomic uint64_t pub_sw;
+    _Atomic uint64_t pub_deadline_ns;
+    _Atomic unsigned orphans; /* live runs whose job ended without them */
+    _Atomic uint64_t stacks_in_use;
+} __attribute__((aligned(AX_CACHELINE)));
+
+/* ---- the scheduler ------------------------------------------------------ */
+
+struct bucket {
+    struct job *head, *tail;
+    unsigned n;
+};
+
+struct cb_item;
+
+struct ax_sched {
+    ax_config cfg;
+    pthread_mutex_t lock;
+    /* --- s->lock --- */
+    struct bucket b[AX_PRIO_COUNT];
+    unsigned quota[AX_PRIO_COUNT];
+    bool quota_auto[AX_PRIO_COUNT]; /* follows max_concurrency */
+    unsigned rr;                    /* index into the round order H, N, L */
+    unsigned rr_taken;              /* taken in the current turn */
+    unsigned running;               /* slots held (STARTING + RUNNING) */
+    unsigned cap;
+    unsigned load;                  /* queued + running + delayed, for shedding */
+    unsigned delayed;
+    unsigned total_capacity;
+    unsigned shed_at;               /* load at which NORMAL/LOW are shed */
+    bool paused, closing;
+    bool retry_enabled[AX_PRIO_COUNT];
+    double rate, burst, tokens;
+    uint64_t rate_last_ns;
+    struct ax_stats st;             /* counters (gauges are filled on read) */
+    struct job **chunks;
+    unsigned nchunks;
+    struct job *job_free;
+    struct ax_wheel delay_wheel;    /* monitor: delays, back-offs, queued deadlines */
+    pthread_cond_t idle_cond;       /* signalled when running drops to 0 while closing */
+    /* --- monitor thread (monitor.c) --- */
+    pthread_t monitor;
+    pthread_cond_t monitor_cond;    /* with s->lock */
+    bool monitor_stop;
+    _Atomic bool monitor_idle; /* sleeping with no hog watch: workers kick it */
+    uint64_t monitor_wake_tick; /* when it plans to wake (s->lock) */
+    unsigned delayed_new[AX_PRIO_COUNT]; /* delayed submissions, counted in bucket bounds */
+    /* --- workers --- */
+    struct worker *workers;
+    unsigned nworkers;
+    _Atomic unsigned nsleeping;
+    _Atomic int stop;               /* workers leave their loop once idle */
+    _Atomic uint64_t total_live_runs;
+    /* --- callback pool (callback.c) --- */
+    struct cb_pool *cbp;
+    bool shut_done;
+};
+
+/* ---- cross-file functions ----------------------------------------------- */
+
+/* clock */
+static inline uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+/* Wheel ticks are milliseconds; round deadlines up so nothing fires early. */
+static inline uint64_t ns_to_tick_ceil(uint64_t ns)
+{
+    return (ns + 999999u) / 1000000u;
+}
+static inline uint64_t ns_to_tick(uint64_t ns)
+{
+    return ns / 1000000u;
+}
+
+/* error.c: set the thread's detail message, return code. */
+int ax_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ax_fail_static(int code, const char *msg);
+void ax_clear_error(void);
+
+/* config.c */
+int config_validate(const ax_config *c, ax_config *resolved);
+
+/* retry.c: per-thread random numbers */
+uint64_t ax_rand64(void);
+int retry_policy_check(const ax_retry_policy *p, const char *who);
+
+/* sched.c (s->lock held for *_locked) */
+void bucket_push_locked(struct ax_sched *s, struct job *j);
+void bucket_remove_locked(struct ax_sched *s, struct job *j);
+struct job *sched_pick_locked(struct ax_sched *s);
+void sched_recompute_locked(struct ax_sched *s);
+void sched_wake_workers(struct ax_sched *s, unsigned n); /* no lock needed */
+
+/* exec.c */
+void *worker_main(void *arg);
+void worker_post_wake(struct worker *w, const struct wake_msg *m);
+void worker_kick(struct worker *w);
+int worker_init(struct ax_sched *s, struct worker *w, unsigned index);
+void worker_destroy(struct worker *w);
+/* The task running on this thread, or NULL. */
+extern _Thread_local struct ax_task *ax_current_run;
+/* Park the current run (its park kind already set); returns its wake_rc. */
+int run_park(struct ax_task *t);
+/* Resume a parked run with rc (worker thread only). No-op if not parked. */
+void run_wake(struct ax_task *t, int rc);
+/* AX_ETIMEDOUT / AX_ECANCELED if the run's job has moved on without it. */
+int run_detached_rc(const struct ax_task *t);
+/* Run the cleanups and leave the coroutine for good (task stack only). */
+_Noreturn void run_exit(struct ax_task *t);
+
+/* finish.c: end an attempt whose CAS this thread won. `w` is the worker
+ * doing it (batched slot release) or NULL (any other thread: lock now).
+ * held_slot: the attempt was STARTING/RUNNING (not queued or delayed). */
+void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned state, int code,
+                    const char *err, bool held_slot);
+/* Try to end a job's attempt from outside the worker (cancel, monitor). */
+bool finish_try_cas(struct job *j, uint64_t expect, unsigned state);
+void result_fill(const struct job *j, unsigned state, int code, const char *err, ax_result *r);
+
+/* submit.c */
+int submit_common(struct ax_sched *s, const ax_spec *spec, uint64_t *id_out, struct ax_task *parent);
+void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX]);
+/* Re-queue a job after its delay or back-off (s->lock held). */
+void submit_requeue_locked(struct ax_sched *s, struct job *j, uint64_t now);
+
+/* monitor.c */
+int monitor_start(struct ax_sched *s);
+void monitor_stop(struct ax_sched *s);
+void monitor_add_locked(struct ax_sched *s, struct job *j, uint64_t when_ns, uint8_t where);
+void monitor_del_locked(struct ax_sched *s, struct job *j);
+void monitor_kick(struct ax_sched *s);
+
+/* callback.c */
+int cb_pool_start(struct ax_sched *s);
+void cb_pool_stop(struct ax_sched *s);
+void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r);
+uint64_t cb_pool_overruns(struct ax_sched *s);
+/* monitor: count overruns, add a thread if all are stuck; true while any
+ * callback runs (the monitor then keeps polling). */
+bool cb_pool_check(struct ax_sched *s, uint64_t now);
+
+/* join.c */
+void join_release_children(struct ax_task *t);
+bool join_notify_locked(struct ax_sched *s, struct job *j, struct wake_msg *out);
+
+#endif

@@ -1,0 +1,189 @@
+/* submit.c - layer 1: validate, assign an id, compute the deadline budget,
+ * admit or reject (seed §2.1, §2.3, §5.3).
+ *
+ * Validation happens before any lock and allocates nothing. Admission, in
+ * this order, under s->lock:
+ *   shutting down           -> AX_ESHUTDOWN
+ *   rate limit (token bucket, seed §4.3 "refuse traffic above 1.5 x peak")
+ *                           -> AX_ERATE
+ *   NORMAL/LOW while load >= shed_at, where load = queued + running +
+ *   delayed and shed_at = shed_ratio x total capacity (seed §5.3)
+ *                           -> AX_ESHED   (HIGH is never shed)
+ *   the bucket (plus its delayed submissions) at its bound
+ *                           -> AX_EFULL
+ * A rejection returns before a job is taken from the table: it allocates
+ * nothing and only bumps a counter. Memory is bounded by configuration.
+ *
+ * Retries re-enter their bucket without the bound check: they were admitted
+ * once, and ax never drops an admitted task.
+ *
+ * Hot: ax_submit -> submit_common (one lock section, O(1)).
+ */
+#include "internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define AX_MAX_TIMEOUT_MS (365ull * 24 * 3600 * 1000) /* one year */
+
+static int validate(const ax_sched *s, const ax_spec *sp, uint64_t now)
+{
+    if (!sp)
+        return ax_fail_static(AX_EINVAL, "spec is NULL");
+    if (!sp->fn)
+        return ax_fail_static(AX_EINVAL, "spec.fn is NULL");
+    if ((unsigned)sp->priority >= AX_PRIO_COUNT)
+        return ax_fail(AX_EINVAL, "spec.priority %d is out of range (HIGH, NORMAL or LOW)",
+                       (int)sp->priority);
+    if (sp->timeout_ms == 0)
+        return ax_fail_static(AX_EINVAL, "spec.timeout_ms must be > 0");
+    if (sp->timeout_ms > AX_MAX_TIMEOUT_MS)
+        return ax_fail(AX_EINVAL, "spec.timeout_ms %llu overflows (max one year)",
+                       (unsigned long long)sp->timeout_ms);
+    if (sp->delay_ms > AX_MAX_TIMEOUT_MS)
+        return ax_fail(AX_EINVAL, "spec.delay_ms %llu overflows (max one year)",
+                       (unsigned long long)sp->delay_ms);
+    if (sp->deadline_ns && sp->deadline_ns <= now)
+        return ax_fail_static(AX_EINVAL, "spec.deadline_ns is in the past");
+    if (sp->deadline_ns && sp->deadline_ns <= now + sp->delay_ms * 1000000u)
+        return ax_fail_static(AX_EINVAL, "spec.deadline_ns falls before the end of spec.delay_ms");
+    if (sp->max_retry > s->cfg.max_retry_cap)
+        return ax_fail(AX_EINVAL, "spec.max_retry %u exceeds config.max_retry_cap %u",
+                       sp->max_retry, s->cfg.max_retry_cap);
+    if (sp->retry) {
+        int rc = retry_policy_check(sp->retry, "spec.retry");
+        if (rc)
+            return rc;
+    }
+    if (sp->trace_id && strnlen(sp->trace_id, AX_TRACE_ID_MAX) >= AX_TRACE_ID_MAX)
+        return ax_fail(AX_EINVAL, "spec.trace_id is longer than %d bytes", AX_TRACE_ID_MAX - 1);
+    return AX_OK;
+}
+
+/* Token bucket; s->lock held. */
+static bool rate_admit_locked(struct ax_sched *s, uint64_t now)
+{
+    if (s->rate <= 0.0)
+        return true;
+    double dt = (double)(now - s->rate_last_ns) / 1e9;
+    s->rate_last_ns = now;
+    s->tokens += dt * s->rate;
+    if (s->tokens > s->burst)
+        s->tokens = s->burst;
+    if (s->tokens < 1.0)
+        return false;
+    s->tokens -= 1.0;
+    return true;
+}
+
+static int reject_locked(struct ax_sched *s, int code, const char *msg)
+{
+    if (code == AX_ESHED)
+        s->st.shed++;
+    else
+        s->st.rejected++;
+    pthread_mutex_unlock(&s->lock);
+    return ax_fail_static(code, msg);
+}
+
+int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_task *parent)
+{
+    if (AX_UNLIKELY(!s))
+        return ax_fail_static(AX_EINVAL, "scheduler is NULL");
+    uint64_t now = now_ns();
+    int rc = validate(s, sp, now);
+    if (AX_UNLIKELY(rc)) {
+        pthread_mutex_lock(&s->lock);
+        s->st.rejected++;
+        pthread_mutex_unlock(&s->lock);
+        return rc;
+    }
+    unsigned p = (unsigned)sp->priority;
+    struct job *j;
+
+    pthread_mutex_lock(&s->lock);
+    if (AX_UNLIKELY(s->closing))
+        return reject_locked(s, AX_ESHUTDOWN, "the scheduler is shutting down");
+    if (AX_UNLIKELY(!rate_admit_locked(s, now)))
+        return reject_locked(s, AX_ERATE, "submission rate limit exceeded");
+    if (p != AX_PRIO_HIGH && s->load >= s->shed_at)
+        return reject_locked(s, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
+    if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
+        return reject_locked(s, AX_EFULL, "the priority bucket is full");
+    rc = job_alloc_locked(s, &j);
+    if (AX_UNLIKELY(rc)) {
+        s->st.rejected++;
+        pthread_mutex_unlock(&s->lock);
+        return rc;
+    }
+    j->fn = sp->fn;
+    j->arg = sp->arg;
+    j->on_done = sp->on_done;
+    j->on_timeout = sp->on_timeout;
+    j->cb_arg = sp->cb_arg;
+    j->timeout_ns = sp->timeout_ms * 1000000u;
+    j->deadline_ns = sp->deadline_ns;
+    j->retry = sp->retry ? *sp->retry : s->cfg.retry;
+    j->max_retry = (uint16_t)sp->max_retry;
+    j->attempt = 0;
+    j->prio = (uint8_t)p;
+    j->is_child = parent != NULL;
+    j->in_system = 1;
+    j->joiner = NULL;
+    j->code = 0;
+    j->wait_ns = j->run_ns = 0;
+    j->run = NULL;
+    atomic_store_explicit(&j->refs, parent ? 2u : 1u, memory_order_relaxed);
+    atomic_store_explicit(&j->sw, sw_make(j->id, 0, AX_STATE_PENDING), memory_order_relaxed);
+    s->load++;
+    s->st.submitted++;
+    bool wake = false;
+    if (sp->delay_ms) {
+        s->delayed_new[p]++;
+        monitor_add_locked(s, j, now + sp->delay_ms * 1000000u, WHERE_DELAY);
+    } else {
+        j->enqueue_ns = now;
+        bucket_push_locked(s, j);
+        if (j->deadline_ns)
+            monitor_add_locked(s, j, j->deadline_ns, WHERE_BUCKET);
+        wake = !s->paused && s->running < s->cap;
+    }
+    /* An empty trace id means "generated from the id" (trace_format):
+     * formatting it here would lengthen the lock section for nothing. */
+    if (sp->trace_id)
+        memcpy(j->trace_id, sp->trace_id, strlen(sp->trace_id) + 1);
+    else
+        j->trace_id[0] = 0;
+    uint64_t id = j->id;
+    pthread_mutex_unlock(&s->lock);
+
+    if (id_out)
+        *id_out = id;
+    if (wake)
+        sched_wake_workers(s, 1);
+    return AX_OK;
+}
+
+void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX])
+{
+    if (j->trace_id[0])
+        memcpy(out, j->trace_id, AX_TRACE_ID_MAX);
+    else
+        snprintf(out, AX_TRACE_ID_MAX, "ax-%016llx", (unsigned long long)j->id);
+}
+
+int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out)
+{
+    return submit_common(s, spec, id_out, NULL);
+}
+
+/* A delayed or backed-off job is due: into its bucket (s->lock held). */
+void submit_requeue_locked(struct ax_sched *s, struct job *j, uint64_t now)
+{
+    j->enqueue_ns = now;
+    atomic_store_explicit(&j->sw, sw_make(j->id, j->attempt, AX_STATE_PENDING),
+                          memory_order_release);
+    bucket_push_locked(s, j);
+    if (j->deadline_ns)
+        monitor_add_locked(s, j, j->deadline_ns, WHERE_BUCKET);
+}

@@ -1,0 +1,193 @@
+/* task.c - the API a task calls on itself (seed §3.4, DESIGN.md §7).
+ *
+ * Every call checks that it runs on the task's own coroutine (AX_ESTATE
+ * otherwise: a task handle leaked to another thread must not corrupt a
+ * worker), then whether the attempt is still its own: once the job timed out
+ * or was cancelled every blocking call returns AX_ETIMEDOUT / AX_ECANCELED at
+ * once, so a task that checks its return codes stops promptly, and one that
+ * does not is at least never parked again.
+ *
+ * Waits park the coroutine, never the thread: the worker goes on with other
+ * tasks, and the wheel, the reactor or another thread's wake-up resumes it.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+static int check_current(const ax_task *t, const char *fn)
+{
+    if (AX_UNLIKELY(!t))
+        return ax_fail(AX_EINVAL, "%s: task is NULL", fn);
+    if (AX_UNLIKELY(t != ax_current_run))
+        return ax_fail(AX_ESTATE, "%s: called outside the task's own coroutine", fn);
+    return AX_OK;
+}
+
+uint64_t ax_task_id(const ax_task *t)
+{
+    return t ? t->id : 0;
+}
+
+const char *ax_task_trace_id(const ax_task *t)
+{
+    if (!t)
+        return "";
+    ax_task *m = (ax_task *)t;
+    if (!m->trace[0])
+        trace_format(t->job, m->trace);
+    return m->trace;
+}
+
+ax_priority ax_task_priority(const ax_task *t)
+{
+    return t ? (ax_priority)t->prio : AX_PRIO_NORMAL;
+}
+
+unsigned ax_task_attempt(const ax_task *t)
+{
+    return t ? t->attempt : 0;
+}
+
+uint64_t ax_task_deadline_ns(const ax_task *t)
+{
+    return t ? t->deadline_ns : 0;
+}
+
+ax_sched *ax_task_sched(const ax_task *t)
+{
+    return t ? t->s : NULL;
+}
+
+int ax_cancelled(const ax_task *t)
+{
+    int rc = check_current(t, "ax_cancelled");
+    return rc ? rc : run_detached_rc(t);
+}
+
+int ax_yield(ax_task *t)
+{
+    int rc = check_current(t, "ax_yield");
+    if (rc || (rc = run_detached_rc(t)))
+        return rc;
+    struct worker *w = t->w;
+    /* To the back of the ready queue: everything else ready runs first. */
+    t->next = NULL;
+    if (w->ready_tail)
+        w->ready_tail->next = t;
+    else
+        w->ready_head = t;
+    w->ready_tail = t;
+    w->nready++;
+    t->parked = PARK_YIELD;
+    t->wake_rc = 0;
+    run_park(t);
+    t->parked = PARK_NONE;
+    return run_detached_rc(t);
+}
+
+int ax_sleep(ax_task *t, uint64_t ms)
+{
+    int rc = check_current(t, "ax_sleep");
+    if (rc || (rc = run_detached_rc(t)))
+        return rc;
+    if (ms == 0)
+        return ax_yield(t);
+    struct worker *w = t->w;
+    if (ms > 365ull * 24 * 3600 * 1000)
+        ms = 365ull * 24 * 3600 * 1000;
+    ax_wheel_add(&w->wheel, &t->wait_timer.node, ns_to_tick_ceil(now_ns() + ms * 1000000u));
+    t->parked = PARK_SLEEP;
+    rc = run_park(t);
+    return rc ? rc : run_detached_rc(t);
+}
+
+int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
+{
+    int rc = check_current(t, "ax_wait_fd");
+    if (rc)
+        return rc;
+    if (fd < 0)
+        return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d is negative", fd);
+    if (events == 0 || (events & ~(AX_READ | AX_WRITE)))
+        return ax_fail(AX_EINVAL, "ax_wait_fd: events must be AX_READ and/or AX_WRITE");
+    if ((rc = run_detached_rc(t)))
+        return rc;
+    struct worker *w = t->w;
+    struct epoll_event ev = {.events = 0, .data.ptr = t};
+    if (events & AX_READ)
+        ev.events |= EPOLLIN | EPOLLRDHUP;
+    if (events & AX_WRITE)
+        ev.events |= EPOLLOUT;
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
+        int e = errno;
+        if (e == EEXIST)
+            return ax_fail(AX_EBUSY, "ax_wait_fd: another task on this worker waits on fd %d",
+                           fd);
+        if (e == EBADF || e == EPERM)
+            return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d cannot be waited on: %s", fd,
+                           strerror(e));
+        return ax_fail(AX_ESYS, "ax_wait_fd: epoll_ctl: %s", strerror(e));
+    }
+    w->nfd_waits++;
+    t->wait_fd = fd;
+    if (timeout_ms >= 0)
+        ax_wheel_add(&w->wheel, &t->wait_timer.node,
+                     ns_to_tick_ceil(now_ns() + (uint64_t)timeout_ms * 1000000u));
+    t->parked = PARK_FD;
+    rc = run_park(t);
+    return rc ? rc : run_detached_rc(t);
+}
+
+int ax_defer(ax_task *t, void (*fn)(void *), void *arg)
+{
+    int rc = check_current(t, "ax_defer");
+    if (rc)
+        return rc;
+    if (!fn)
+        return ax_fail(AX_EINVAL, "ax_defer: fn is NULL");
+    if (t->ndefers == t->defer_cap) {
+        unsigned cap = t->defer_cap * 2;
+        struct defer_entry *d = malloc(cap * sizeof *d);
+        if (!d)
+            return ax_fail(AX_ENOMEM, "ax_defer: out of memory for %u cleanups", cap);
+        memcpy(d, t->defers, t->ndefers * sizeof *d);
+        if (t->defers != t->defer_inline)
+            free(t->defers);
+        t->defers = d;
+        t->defer_cap = cap;
+    }
+    t->defers[t->ndefers++] = (struct defer_entry){fn, arg};
+    return AX_OK;
+}
+
+int ax_panic(ax_task *t, const char *fmt, ...)
+{
+    int rc = check_current(t, "ax_panic");
+    if (rc)
+        return rc;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->err, sizeof t->err, fmt ? fmt : "panic", ap);
+    va_end(ap);
+    t->panicked = 1;
+    t->code = AX_EPANIC;
+    run_exit(t);
+}
+
+int ax_task_set_error(ax_task *t, const char *fmt, ...)
+{
+    int rc = check_current(t, "ax_task_set_error");
+    if (rc)
+        return rc;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->err, sizeof t->err, fmt ? fmt : "", ap);
+    va_end(ap);
+    return AX_OK;
+}
