@@ -56,6 +56,10 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j)
  * look at the concurrency cap or pause: the caller does. */
 struct job *sched_pick_locked(struct ax_sched *s)
 {
+    /* Nothing queued: leave the round where it is (an empty pick must not
+     * move LOW's turn). */
+    if (!s->b[0].head && !s->b[1].head && !s->b[2].head)
+        return NULL;
     for (int tries = 0; tries <= AX_PRIO_COUNT; tries++) {
         unsigned p = round_order[s->rr];
         if (s->b[p].head && s->rr_taken < s->quota[p]) {
