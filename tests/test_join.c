@@ -1,0 +1,344 @@
+/* test_join.c - fan-out / fan-in with ax_spawn and ax_join (DESIGN.md §7).
+ *
+ *  1. A parent spawns 50 children, joins each, and sums the results they
+ *     leave in their args; every join reports SUCCEEDED for that child's id.
+ *  2. A join whose timeout ends first returns AX_ETIMEDOUT near the timeout;
+ *     the child is still an unjoined child (a second join gets its result),
+ *     and a child its parent gave up on completes later with its on_done.
+ *     A join with timeout < 0 is bounded by the parent's deadline.
+ *  3. AX_ENOTFOUND for an unknown id, a second join of the same child, a task
+ *     that is not a child (ax_submit) and the parent's own id.
+ *  4. A child that ended before the join is still joinable, and the join
+ *     reports its state and code (FAILED / 7 too: joining does not wait for
+ *     success).
+ *  5. Children never joined are released, not cancelled: they all succeed,
+ *     the stats settle, and ax_free is clean under ASan.
+ */
+#include "util.h"
+
+#define NCHILD 50
+
+static uint64_t mono_ms(void)
+{
+    return ax_now_ns() / 1000000u;
+}
+
+struct child_arg {
+    int in;
+    atomic_int out;
+    uint64_t sleep_ms;
+    int ret;
+    atomic_int done_calls;
+    atomic_int state;
+    _Atomic uint64_t done_ms;
+};
+
+static int child_fn(ax_task *t, void *arg)
+{
+    struct child_arg *c = arg;
+    if (c->sleep_ms) CHECK_EQ(ax_sleep(t, c->sleep_ms), 0);
+    atomic_store(&c->out, c->in * c->in);
+    return c->ret;
+}
+
+static void child_done(const ax_result *r, void *arg)
+{
+    struct child_arg *c = arg;
+    atomic_store(&c->state, (int)r->state);
+    atomic_store(&c->done_ms, mono_ms());
+    atomic_fetch_add(&c->done_calls, 1);
+}
+
+static int spawn(ax_task *t, struct child_arg *c, uint64_t *id)
+{
+    ax_spec sp = {.fn = child_fn, .arg = c, .timeout_ms = 5000, .on_done = child_done, .cb_arg = c};
+    return ax_spawn(t, &sp, id);
+}
+
+struct parent_out {
+    atomic_int done_calls;
+    atomic_int state;
+    _Atomic uint64_t done_ms;
+};
+
+static void parent_done(const ax_result *r, void *arg)
+{
+    struct parent_out *p = arg;
+    atomic_store(&p->state, (int)r->state);
+    atomic_store(&p->done_ms, mono_ms());
+    atomic_fetch_add(&p->done_calls, 1);
+}
+
+static void submit_parent(ax_sched *s, ax_fn fn, uint64_t timeout_ms, struct parent_out *p)
+{
+    ax_spec sp = {.fn = fn, .timeout_ms = timeout_ms, .on_done = parent_done, .cb_arg = p};
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+}
+
+/* ---- 1. fan-out / fan-in ------------------------------------------------ */
+
+static struct child_arg fan[NCHILD];
+static atomic_long fan_sum = -1;
+
+static int fan_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    uint64_t ids[NCHILD];
+    for (int i = 0; i < NCHILD; i++) {
+        fan[i].in = i + 1;
+        fan[i].sleep_ms = (uint64_t)(i % 7); /* some end before their join, some after */
+        CHECK_EQ(spawn(t, &fan[i], &ids[i]), 0);
+    }
+    long sum = 0;
+    for (int i = 0; i < NCHILD; i++) {
+        ax_result r;
+        memset(&r, 0xff, sizeof r);
+        CHECK_EQ(ax_join(t, ids[i], -1, &r), 0);
+        CHECK_EQ(r.id, ids[i]);
+        CHECK_EQ(r.state, AX_STATE_SUCCEEDED);
+        CHECK_EQ(r.code, 0);
+        CHECK_EQ(r.attempts, 1);
+        sum += atomic_load(&fan[i].out);
+    }
+    atomic_store(&fan_sum, sum);
+    return 0;
+}
+
+static void test_fan(ax_sched *s)
+{
+    struct parent_out p = {0};
+    submit_parent(s, fan_parent, 10000, &p);
+    CHECK(WAIT_UNTIL(atomic_load(&p.done_calls) == 1, 5000));
+    CHECK_EQ(atomic_load(&p.state), AX_STATE_SUCCEEDED);
+    long want = 0;
+    for (int i = 1; i <= NCHILD; i++)
+        want += (long)i * i;
+    CHECK_EQ(atomic_load(&fan_sum), want);
+    for (int i = 0; i < NCHILD; i++) {
+        CHECK_EQ(atomic_load(&fan[i].done_calls), 1);
+        CHECK_EQ(atomic_load(&fan[i].state), AX_STATE_SUCCEEDED);
+    }
+}
+
+/* ---- 2. join timeouts ---------------------------------------------------- */
+
+static struct child_arg slow1 = {.in = 3, .sleep_ms = 400};
+static struct child_arg slow2 = {.in = 4, .sleep_ms = 300};
+static struct child_arg slow3 = {.in = 5, .sleep_ms = 1000};
+static atomic_int rejoin_rc = 1, rejoin_state = -1, rejoin_out = -1, gaveup_rc = 1;
+static atomic_int timeout_rc = 1, deadline_rc = 1;
+static _Atomic uint64_t timeout_ms_taken, deadline_ms_taken;
+
+static int rejoin_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    uint64_t id;
+    CHECK_EQ(spawn(t, &slow1, &id), 0);
+    uint64_t t0 = mono_ms();
+    atomic_store(&timeout_rc, ax_join(t, id, 50, NULL));
+    atomic_store(&timeout_ms_taken, mono_ms() - t0);
+    CHECK_EQ(ax_cancelled(t), 0); /* the join timed out, not the parent */
+    ax_result r;
+    atomic_store(&rejoin_rc, ax_join(t, id, -1, &r));
+    atomic_store(&rejoin_state, (int)r.state);
+    atomic_store(&rejoin_out, atomic_load(&slow1.out));
+    return 0;
+}
+
+static int gaveup_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    uint64_t id;
+    CHECK_EQ(spawn(t, &slow2, &id), 0);
+    atomic_store(&gaveup_rc, ax_join(t, id, 50, NULL));
+    return 0; /* the child is released and goes on */
+}
+
+static int deadline_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    uint64_t id;
+    CHECK_EQ(spawn(t, &slow3, &id), 0);
+    uint64_t t0 = mono_ms();
+    atomic_store(&deadline_rc, ax_join(t, id, -1, NULL)); /* parent timeout: 150 ms */
+    atomic_store(&deadline_ms_taken, mono_ms() - t0);
+    return 0;
+}
+
+static void test_timeouts(ax_sched *s)
+{
+    struct parent_out p1 = {0}, p2 = {0}, p3 = {0};
+    submit_parent(s, rejoin_parent, 5000, &p1);
+    submit_parent(s, gaveup_parent, 5000, &p2);
+    submit_parent(s, deadline_parent, 150, &p3);
+
+    CHECK(WAIT_UNTIL(atomic_load(&p1.done_calls) == 1, 3000));
+    CHECK_EQ(atomic_load(&timeout_rc), AX_ETIMEDOUT);
+    CHECK(atomic_load(&timeout_ms_taken) + 5 >= 50);
+    CHECK_LE(atomic_load(&timeout_ms_taken), 350); /* the child sleeps 400 ms */
+    CHECK_EQ(atomic_load(&rejoin_rc), 0);
+    CHECK_EQ(atomic_load(&rejoin_state), AX_STATE_SUCCEEDED);
+    CHECK_EQ(atomic_load(&rejoin_out), 9);
+    CHECK_EQ(atomic_load(&p1.state), AX_STATE_SUCCEEDED);
+
+    /* The parent that gave up ended first; its child completes later. */
+    CHECK(WAIT_UNTIL(atomic_load(&slow2.done_calls) == 1, 3000));
+    CHECK_EQ(atomic_load(&gaveup_rc), AX_ETIMEDOUT);
+    CHECK_EQ(atomic_load(&p2.done_calls), 1);
+    CHECK_EQ(atomic_load(&p2.state), AX_STATE_SUCCEEDED);
+    CHECK_EQ(atomic_load(&slow2.state), AX_STATE_SUCCEEDED);
+    CHECK_EQ(atomic_load(&slow2.out), 16);
+    CHECK(atomic_load(&slow2.done_ms) >= atomic_load(&p2.done_ms));
+
+    /* Join bounded by the parent's own deadline. */
+    CHECK(WAIT_UNTIL(atomic_load(&p3.done_calls) == 1, 3000));
+    CHECK_EQ(atomic_load(&p3.state), AX_STATE_TIMED_OUT);
+    CHECK(WAIT_UNTIL(atomic_load(&deadline_ms_taken) != 0, 1000));
+    CHECK_EQ(atomic_load(&deadline_rc), AX_ETIMEDOUT);
+    CHECK(atomic_load(&deadline_ms_taken) + 10 >= 150);
+    CHECK_LE(atomic_load(&deadline_ms_taken), 900); /* the child sleeps 1 s */
+    CHECK(WAIT_UNTIL(atomic_load(&slow3.done_calls) == 1, 3000));
+    CHECK_EQ(atomic_load(&slow3.state), AX_STATE_SUCCEEDED);
+}
+
+/* ---- 3. AX_ENOTFOUND ---------------------------------------------------- */
+
+static struct child_arg nf_child = {.in = 6};
+static atomic_int nf_unknown = 1, nf_first = 1, nf_second = 1, nf_other = 1, nf_self = 1;
+static atomic_int nf_zero = 1;
+
+static int other_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return 0;
+}
+
+static int notfound_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    uint64_t id, other;
+    atomic_store(&nf_unknown, ax_join(t, 0x123456789abcull, 10, NULL));
+    atomic_store(&nf_zero, ax_join(t, 0, 10, NULL));
+    CHECK_EQ(spawn(t, &nf_child, &id), 0);
+    atomic_store(&nf_first, ax_join(t, id, -1, NULL));
+    atomic_store(&nf_second, ax_join(t, id, 10, NULL));
+    ax_spec sp = {.fn = other_fn, .timeout_ms = 1000};
+    CHECK_EQ(ax_submit(ax_task_sched(t), &sp, &other), 0);
+    atomic_store(&nf_other, ax_join(t, other, 10, NULL));
+    atomic_store(&nf_self, ax_join(t, ax_task_id(t), 10, NULL));
+    return 0;
+}
+
+static void test_notfound(ax_sched *s)
+{
+    struct parent_out p = {0};
+    submit_parent(s, notfound_parent, 5000, &p);
+    CHECK(WAIT_UNTIL(atomic_load(&p.done_calls) == 1, 3000));
+    CHECK_EQ(atomic_load(&p.state), AX_STATE_SUCCEEDED);
+    CHECK_EQ(atomic_load(&nf_unknown), AX_ENOTFOUND);
+    CHECK_EQ(atomic_load(&nf_zero), AX_ENOTFOUND);
+    CHECK_EQ(atomic_load(&nf_first), 0);
+    CHECK_EQ(atomic_load(&nf_second), AX_ENOTFOUND);
+    CHECK_EQ(atomic_load(&nf_other), AX_ENOTFOUND);
+    CHECK_EQ(atomic_load(&nf_self), AX_ENOTFOUND);
+}
+
+/* ---- 4. a child that ended before the join ------------------------------- */
+
+static struct child_arg early_ok = {.in = 7};
+static struct child_arg early_bad = {.in = 8, .ret = 7};
+static atomic_int early_rc1 = 1, early_rc2 = 1, early_st1 = -1, early_st2 = -1;
+static atomic_int early_code1 = -1, early_code2 = -1, early_both_done = -1;
+
+static int early_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    uint64_t a, b;
+    CHECK_EQ(spawn(t, &early_ok, &a), 0);
+    CHECK_EQ(spawn(t, &early_bad, &b), 0);
+    for (int i = 0; i < 1000; i++) { /* until both children's on_done ran */
+        if (atomic_load(&early_ok.done_calls) && atomic_load(&early_bad.done_calls)) break;
+        CHECK_EQ(ax_sleep(t, 2), 0);
+    }
+    atomic_store(&early_both_done,
+                 atomic_load(&early_ok.done_calls) && atomic_load(&early_bad.done_calls));
+    ax_result r;
+    atomic_store(&early_rc1, ax_join(t, a, 0, &r));
+    atomic_store(&early_st1, (int)r.state);
+    atomic_store(&early_code1, r.code);
+    atomic_store(&early_rc2, ax_join(t, b, 0, &r));
+    atomic_store(&early_st2, (int)r.state);
+    atomic_store(&early_code2, r.code);
+    return 0;
+}
+
+static void test_early(ax_sched *s)
+{
+    struct parent_out p = {0};
+    submit_parent(s, early_parent, 5000, &p);
+    CHECK(WAIT_UNTIL(atomic_load(&p.done_calls) == 1, 4000));
+    CHECK_EQ(atomic_load(&early_both_done), 1);
+    CHECK_EQ(atomic_load(&early_rc1), 0);
+    CHECK_EQ(atomic_load(&early_st1), AX_STATE_SUCCEEDED);
+    CHECK_EQ(atomic_load(&early_code1), 0);
+    CHECK_EQ(atomic_load(&early_rc2), 0);
+    CHECK_EQ(atomic_load(&early_st2), AX_STATE_FAILED);
+    CHECK_EQ(atomic_load(&early_code2), 7);
+}
+
+/* ---- 5. children never joined ------------------------------------------- */
+
+#define NORPHAN 100
+static struct child_arg unjoined[NORPHAN];
+
+static int careless_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < NORPHAN; i++) {
+        unjoined[i].in = i;
+        unjoined[i].sleep_ms = 50;
+        CHECK_EQ(spawn(t, &unjoined[i], NULL), 0);
+    }
+    return 0;
+}
+
+static void test_unjoined(ax_sched *s)
+{
+    struct parent_out p = {0};
+    submit_parent(s, careless_parent, 5000, &p);
+    CHECK(WAIT_UNTIL(atomic_load(&p.done_calls) == 1, 3000));
+    for (int i = 0; i < NORPHAN; i++) {
+        CHECK(WAIT_UNTIL(atomic_load(&unjoined[i].done_calls) == 1, 3000));
+        CHECK_EQ(atomic_load(&unjoined[i].state), AX_STATE_SUCCEEDED);
+        CHECK_EQ(atomic_load(&unjoined[i].out), i * i);
+    }
+}
+
+int main(void)
+{
+    ax_sched *s = test_sched(2, 100);
+    test_fan(s);
+    test_timeouts(s);
+    test_notfound(s);
+    test_early(s);
+    test_unjoined(s);
+
+    /* Everything settles. Tasks: fan-out 1 + 50, join timeouts 3 + 3,
+     * not-found 1 + 1 child + 1 submitted, early 1 + 2, unjoined 1 + 100. */
+    const uint64_t total = (1 + NCHILD) + (3 + 3) + (1 + 1 + 1) + (1 + 2) + (1 + NORPHAN);
+    CHECK(WAIT_UNTIL(test_stats(s).running == 0, 2000));
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.submitted, total);
+    CHECK_EQ(st.succeeded + st.failed + st.timed_out + st.cancelled, total);
+    CHECK_EQ(st.failed, 1);    /* early_bad */
+    CHECK_EQ(st.timed_out, 1); /* deadline_parent */
+    CHECK_EQ(st.cancelled, 0);
+    CHECK_EQ(st.queued[0] + st.queued[1] + st.queued[2], 0);
+    CHECK_EQ(st.delayed, 0);
+    CHECK_EQ(st.running, 0);
+    CHECK(WAIT_UNTIL(test_stats(s).stacks_in_use == 0, 2000));
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+    return 0;
+}
