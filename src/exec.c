@@ -245,8 +245,6 @@ static void complete_run(struct worker *w, struct ax_task *t)
         if (state == AX_STATE_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);
         finish_attempt(w->s, w, j, state, code, state == AX_STATE_SUCCEEDED ? "" : t->err, true);
-    } else if (t->orphan) {
-        atomic_fetch_sub_explicit(&w->orphans, 1, memory_order_relaxed);
     }
     if (t->panicked)
         w->pend.panicked++;
@@ -254,14 +252,6 @@ static void complete_run(struct worker *w, struct ax_task *t)
     t->job = NULL;
     run_recycle(w, t);
     worker_unref(w, j);
-}
-
-static void mark_orphan(struct worker *w, struct ax_task *t)
-{
-    if (!t->orphan) {
-        t->orphan = 1;
-        atomic_fetch_add_explicit(&w->orphans, 1, memory_order_relaxed);
-    }
 }
 
 /* The attempt's deadline fired on this worker's wheel. */
@@ -277,7 +267,7 @@ static void deadline_fired(struct worker *w, struct ax_task *t)
                  (unsigned long long)((t->deadline_ns - t->start_ns) / 1000000u));
         finish_attempt(w->s, w, j, AX_STATE_TIMED_OUT, AX_ETIMEDOUT, msg, true);
     }
-    mark_orphan(w, t); /* whoever won, the run now goes on without its job */
+    t->orphan = 1; /* whoever won, the run now goes on without its job */
     run_wake(t, AX_ETIMEDOUT);
 }
 
@@ -323,7 +313,7 @@ static void drain_inbox(struct worker *w)
         if (t->life_gen != m->life_gen || t->job == NULL)
             continue; /* the run ended and its struct was reused */
         if (m->rc == AX_ECANCELED && run_detached_rc(t))
-            mark_orphan(w, t);
+            t->orphan = 1;
         if (m->park_gen != 0 && t->park_gen != m->park_gen)
             continue; /* a later park: this wake-up was for an earlier one */
         run_wake(t, m->rc);
@@ -415,6 +405,7 @@ static void start_job(struct worker *w, struct job *j)
     t->panicked = t->finished = t->orphan = 0;
     t->code = 0;
     t->err[0] = 0;
+    t->trace[0] = 0;
     t->ndefers = 0;
     t->defers = t->defer_inline;
     t->defer_cap = AX_DEFER_INLINE;

@@ -228,7 +228,6 @@ struct worker {
     _Atomic(struct job *) pub_job;
     _Atomic uint64_t pub_sw;
     _Atomic uint64_t pub_deadline_ns;
-    _Atomic unsigned orphans; /* live runs whose job ended without them */
     _Atomic uint64_t stacks_in_use;
 } __attribute__((aligned(AX_CACHELINE)));
 
