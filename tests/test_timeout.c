@@ -99,6 +99,7 @@ static void second_done(const ax_result *r, void *arg)
 static void test_hog(ax_sched *s)
 {
     uint64_t hog_id = 0, second_id = 0;
+    uint64_t submit_ms = mono_ms();
     ax_spec hog = {
         .fn = hog_fn, .timeout_ms = HOG_TIMEOUT_MS, .on_done = hog_done, .on_timeout = hog_timeout};
     CHECK_EQ(ax_submit(s, &hog, &hog_id), 0);
@@ -114,9 +115,10 @@ static void test_hog(ax_sched *s)
     CHECK_EQ(atomic_load(&hog_done_state), AX_STATE_TIMED_OUT);
     CHECK_EQ(atomic_load(&hog_done_code), AX_ETIMEDOUT);
     CHECK_EQ(atomic_load(&hog_done_looping), 1);
-    uint64_t late = atomic_load(&hog_done_ms) - atomic_load(&hog_start_ms);
-    CHECK(late + 5 >= HOG_TIMEOUT_MS); /* not before its deadline */
-    CHECK_LE(late, 1000);              /* "well before" the 1.5 s loop ends */
+    /* Not before its deadline (which is at least 200 ms after the submit),
+     * and "well before" the 1.5 s loop ends. */
+    CHECK(atomic_load(&hog_done_ms) >= submit_ms + HOG_TIMEOUT_MS);
+    CHECK_LE(atomic_load(&hog_done_ms) - atomic_load(&hog_start_ms), 1000);
 
     /* The slot is free: the queued task starts while the hog still loops,
      * necessarily on the other worker. */
@@ -159,16 +161,16 @@ static void test_hog(ax_sched *s)
 
 static atomic_int sleep_rc = 1, sleeper_returned, sleeper_done_calls, sleeper_timeout_calls;
 static atomic_int sleeper_state = -1;
-static _Atomic uint64_t sleep_elapsed_ms;
+static _Atomic uint64_t sleep_deadline_ns, sleep_return_ns;
 static atomic_ulong sleeper_tid, sleeper_cb_tid;
 
 static int sleeper_fn(ax_task *t, void *arg)
 {
     (void)arg;
     atomic_store(&sleeper_tid, (unsigned long)pthread_self());
-    uint64_t start = mono_ms();
+    atomic_store(&sleep_deadline_ns, ax_task_deadline_ns(t));
     int rc = ax_sleep(t, 5000);
-    atomic_store(&sleep_elapsed_ms, mono_ms() - start);
+    atomic_store(&sleep_return_ns, ax_now_ns());
     atomic_store(&sleep_rc, rc);
     atomic_store(&sleeper_returned, 1);
     return rc;
@@ -196,12 +198,17 @@ static void test_sleeper(ax_sched *s)
                   .timeout_ms = 100,
                   .on_done = sleeper_done,
                   .on_timeout = sleeper_timeout};
+    uint64_t submit_ns = ax_now_ns();
     CHECK_EQ(ax_submit(s, &sp, NULL), 0);
     CHECK(WAIT_UNTIL(atomic_load(&sleeper_returned), 2000));
     CHECK_EQ(atomic_load(&sleep_rc), AX_ETIMEDOUT);
-    uint64_t el = atomic_load(&sleep_elapsed_ms);
-    CHECK(el + 5 >= 100); /* never before the deadline */
-    CHECK_LE(el, 1000);   /* and near it, not after the 5 s sleep */
+    /* The attempt's deadline is 100 ms after it started (so after the
+     * submit); ax_sleep returns at it, never before, and not at the end of
+     * the 5 s sleep. */
+    uint64_t deadline = atomic_load(&sleep_deadline_ns), ret = atomic_load(&sleep_return_ns);
+    CHECK(deadline >= submit_ns + 100 * 1000000ull);
+    CHECK(ret >= deadline);
+    CHECK_LE((ret - deadline) / 1000000u, 1000);
     CHECK(WAIT_UNTIL(atomic_load(&sleeper_done_calls) == 1, 1000));
     CHECK_EQ(atomic_load(&sleeper_state), AX_STATE_TIMED_OUT);
     CHECK(WAIT_UNTIL(atomic_load(&sleeper_timeout_calls) == 1, 1000));
