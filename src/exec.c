@@ -370,6 +370,7 @@ static void start_job(struct worker *w, struct job *j)
                                            sw_make(j->id, attempt, AX_STATE_TIMED_OUT)))
             finish_attempt(s, w, j, AX_STATE_TIMED_OUT, AX_ETIMEDOUT,
                            "deadline passed while queued", true);
+        worker_unref(w, j); /* the reference dispatch took for the run */
         return;
     }
     struct ax_task *t = run_alloc(w);
@@ -383,12 +384,14 @@ static void start_job(struct worker *w, struct job *j)
         if (atomic_compare_exchange_strong(&j->sw, &e, sw_make(j->id, attempt, AX_STATE_FAILED)))
             finish_attempt(s, w, j, AX_STATE_FAILED, AX_ENOMEM,
                            "out of memory for a coroutine stack", true);
+        worker_unref(w, j);
         return;
     }
     atomic_fetch_add_explicit(&w->stacks_in_use, 1, memory_order_relaxed);
     w->live_runs++;
     atomic_fetch_add_explicit(&s->total_live_runs, 1, memory_order_relaxed);
-    job_ref(j); /* the run's reference */
+    /* The run owns the reference dispatch took: a cancel that ends the job
+     * while it is STARTING cannot free it under us. */
 
     t->job = j;
     t->id = j->id;
@@ -473,6 +476,7 @@ static void dispatch(struct worker *w)
                 monitor_del_locked(s, j); /* its queued-deadline timer */
             atomic_store_explicit(&j->sw, sw_make(j->id, j->attempt, JS_STARTING),
                                   memory_order_relaxed);
+            job_ref(j); /* becomes the run's reference (start_job) */
             s->running++;
             s->st.started++;
             j->wait_ns = w->now_ns > j->enqueue_ns ? w->now_ns - j->enqueue_ns : 0;
