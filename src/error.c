@@ -31,7 +31,6 @@ const char *ax_strerror(int code)
     case AX_ESYS: return "system call failed";
     case AX_EPANIC: return "task panicked";
     case AX_EBUSY: return "resource busy";
-    case AX_EFAILED: return "task failed";
     default: return "unknown error code";
     }
 }
