@@ -1,0 +1,52 @@
+/* ax_lateness.c - how late ax_sleep wakes with many timers pending.
+ *
+ * `tasks` tasks (all running at once: max_concurrency raised) each note the
+ * time, ax_sleep(`sleep_ms`), and note how late they woke:
+ *   lateness = wake time - (time before ax_sleep + sleep_ms)
+ * Prints ax_lateness_p50_ms, ax_lateness_p99_ms.
+ * Peer: as many goroutines in time.Sleep (go/lateness.go).
+ */
+#include "ax_bench.h"
+
+static int64_t *late;
+static uint64_t sleep_ms;
+
+static int sleeper(ax_task *t, void *arg)
+{
+    uint64_t t0 = ax_now_ns();
+    int rc = ax_sleep(t, sleep_ms);
+    late[(uintptr_t)arg] = (int64_t)(ax_now_ns() - t0) - (int64_t)(sleep_ms * 1000000u);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    long tasks = (long)bu_arg(argc, argv, "tasks", 100000);
+    sleep_ms = bu_arg(argc, argv, "sleep_ms", 50);
+    late = bu_xcalloc((size_t)tasks, sizeof *late);
+
+    ax_config cfg;
+    ax_config_default(&cfg);
+    cfg.max_concurrency = (unsigned)tasks + 16;
+    ab_room_for(&cfg, 0, (unsigned)tasks, 0);
+    ax_sched *s;
+    ab_check(ax_new(&cfg, &s), "ax_new");
+
+    struct bu_latch done;
+    bu_latch_init(&done, tasks);
+    ax_spec spec = ab_spec(sleeper, NULL, AX_PRIO_NORMAL, 60000, ab_done, &done);
+    for (long i = 0; i < tasks; i++) {
+        spec.arg = (void *)(uintptr_t)i;
+        int rc = ax_submit(s, &spec, NULL);
+        if (rc != 0) {
+            fprintf(stderr, "ax_submit #%ld: %s %s\n", i, ax_strerror(rc), ax_error_detail());
+            exit(1);
+        }
+    }
+    ab_wait_all(&done, 600, "lateness");
+    printf("ax_lateness_p50_ms %.3f\n", (double)bu_percentile(late, (size_t)tasks, 50) / 1e6);
+    printf("ax_lateness_p99_ms %.3f\n", (double)bu_percentile(late, (size_t)tasks, 99) / 1e6);
+    ab_check(ax_shutdown(s, 1000), "ax_shutdown");
+    ax_free(s);
+    return 0;
+}
