@@ -1,0 +1,190 @@
+/* peer_threadpool.c - the thread-pool baseline for the full-path benchmark.
+ *
+ * What the seed replaced (§1.1: "thread pool + Future.get(timeout)"), written
+ * the ordinary pthread way and not handicapped:
+ *   - a fixed pool of `threads` worker threads;
+ *   - one queue (three FIFO lists, HIGH first, then NORMAL, then LOW) under
+ *     one mutex, with a condition variable workers sleep on;
+ *   - submit() mallocs a task and its future (mutex + condvar + done flag),
+ *     stamps its deadline (now + timeout) and queues it;
+ *   - the submitting thread then collects each future with
+ *     pthread_cond_timedwait until that task's deadline: the per-task
+ *     timeout of Future.get(timeout).
+ * Same work as ax_fullpath.c: `tasks` empty tasks, priorities cycling
+ * HIGH/NORMAL/LOW, 1 s timeout, from one submitting thread. Prints
+ *   tp_fullpath_t<threads>_ns  (last future collected - first submit) / tasks
+ */
+#include "bench_util.h"
+
+enum { HIGH, NORMAL, LOW, NPRIO };
+
+struct future {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    struct timespec deadline; /* CLOCK_MONOTONIC */
+    int done;
+    int rc;
+};
+
+struct task {
+    int (*fn)(void *);
+    void *arg;
+    struct future fut;
+    struct task *next;
+};
+
+struct pool {
+    pthread_mutex_t mu;
+    pthread_cond_t nonempty;
+    struct task *head[NPRIO], *tail[NPRIO];
+    int stop;
+    pthread_t *threads;
+    unsigned nthreads;
+};
+
+static pthread_condattr_t mono; /* condvars timed against CLOCK_MONOTONIC */
+
+static struct task *pop_locked(struct pool *p)
+{
+    for (int pr = 0; pr < NPRIO; pr++) {
+        struct task *t = p->head[pr];
+        if (t) {
+            p->head[pr] = t->next;
+            if (!p->head[pr])
+                p->tail[pr] = NULL;
+            return t;
+        }
+    }
+    return NULL;
+}
+
+static void *worker(void *arg)
+{
+    struct pool *p = arg;
+    for (;;) {
+        pthread_mutex_lock(&p->mu);
+        struct task *t;
+        while (!(t = pop_locked(p)) && !p->stop)
+            pthread_cond_wait(&p->nonempty, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+        if (!t)
+            return NULL;
+        int rc = t->fn(t->arg);
+        pthread_mutex_lock(&t->fut.mu);
+        t->fut.rc = rc;
+        t->fut.done = 1;
+        pthread_cond_signal(&t->fut.cv);
+        pthread_mutex_unlock(&t->fut.mu);
+    }
+}
+
+static void pool_start(struct pool *p, unsigned n)
+{
+    memset(p, 0, sizeof *p);
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->nonempty, NULL);
+    p->nthreads = n;
+    p->threads = bu_xcalloc(n, sizeof *p->threads);
+    for (unsigned i = 0; i < n; i++)
+        if (pthread_create(&p->threads[i], NULL, worker, p) != 0) {
+            perror("pthread_create");
+            exit(1);
+        }
+}
+
+static void pool_stop(struct pool *p)
+{
+    pthread_mutex_lock(&p->mu);
+    p->stop = 1;
+    pthread_cond_broadcast(&p->nonempty);
+    pthread_mutex_unlock(&p->mu);
+    for (unsigned i = 0; i < p->nthreads; i++)
+        pthread_join(p->threads[i], NULL);
+    free(p->threads);
+}
+
+static struct task *submit(struct pool *p, int (*fn)(void *), void *arg, int prio,
+                           uint64_t timeout_ms)
+{
+    struct task *t = malloc(sizeof *t);
+    if (!t) {
+        fprintf(stderr, "out of memory\n");
+        exit(1);
+    }
+    t->fn = fn;
+    t->arg = arg;
+    t->next = NULL;
+    pthread_mutex_init(&t->fut.mu, NULL);
+    pthread_cond_init(&t->fut.cv, &mono);
+    t->fut.done = 0;
+    t->fut.rc = 0;
+    uint64_t dl = bu_now_ns() + timeout_ms * 1000000u;
+    t->fut.deadline.tv_sec = (time_t)(dl / 1000000000u);
+    t->fut.deadline.tv_nsec = (long)(dl % 1000000000u);
+
+    pthread_mutex_lock(&p->mu);
+    if (p->tail[prio])
+        p->tail[prio]->next = t;
+    else
+        p->head[prio] = t;
+    p->tail[prio] = t;
+    pthread_cond_signal(&p->nonempty);
+    pthread_mutex_unlock(&p->mu);
+    return t;
+}
+
+/* Future.get(timeout): 0, the task's code, or ETIMEDOUT. Frees the task
+ * unless it timed out (then the worker still owns it; a real pool would
+ * hand it a cancel flag - it never happens here). */
+static int get(struct task *t)
+{
+    pthread_mutex_lock(&t->fut.mu);
+    int rc = 0;
+    while (!t->fut.done && rc != ETIMEDOUT)
+        rc = pthread_cond_timedwait(&t->fut.cv, &t->fut.mu, &t->fut.deadline);
+    int done = t->fut.done, code = t->fut.rc;
+    pthread_mutex_unlock(&t->fut.mu);
+    if (!done)
+        return ETIMEDOUT;
+    pthread_cond_destroy(&t->fut.cv);
+    pthread_mutex_destroy(&t->fut.mu);
+    free(t);
+    return code;
+}
+
+static int empty(void *arg)
+{
+    (void)arg;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
+    unsigned threads = (unsigned)bu_arg(argc, argv, "threads", 1);
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+
+    struct pool p;
+    pool_start(&p, threads);
+    struct task **futs = bu_xcalloc((size_t)tasks, sizeof *futs);
+    static const int cycle[3] = {HIGH, NORMAL, LOW};
+
+    uint64_t t0 = bu_now_ns();
+    for (long i = 0; i < tasks; i++)
+        futs[i] = submit(&p, empty, NULL, cycle[i % 3], 1000);
+    long failed = 0;
+    for (long i = 0; i < tasks; i++)
+        if (get(futs[i]) != 0)
+            failed++;
+    uint64_t t1 = bu_now_ns();
+
+    pool_stop(&p);
+    if (failed) {
+        fprintf(stderr, "threadpool: %ld tasks timed out or failed\n", failed);
+        return 1;
+    }
+    printf("tp_fullpath_t%u_ns %.2f\n", threads, (double)(t1 - t0) / (double)tasks);
+    free(futs);
+    return 0;
+}
