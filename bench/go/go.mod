@@ -1,0 +1,3 @@
+module axbench
+
+go 1.19
