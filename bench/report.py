@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""report.py - turn the "key value" lines collected by bench/run into the
+results table (stdout) and bench/results.json.
+
+Each benchmark program prints lines such as "ax_switch_ns 41.2"; bench/run
+runs every program several times and appends all its lines to one raw file.
+A key seen in k runs has k values: the table shows their median and min-max.
+
+Every unit here is "lower is better", so ratio = peer / ax: how many times
+ax is better; > 1 means ax wins.
+
+usage: report.py RAW_FILE OUT_JSON [--quick] [--idle-s S]
+"""
+import json
+import statistics
+import sys
+from collections import defaultdict
+
+
+def at_least(k):
+    """Target: ax at least k times better than the peer."""
+    return (f">= {k}x peer", lambda ax, peer, ratio: None if ratio is None else ratio >= k)
+
+
+def at_most(limit, unit):
+    """Target: ax's figure at most `limit`."""
+    return (f"<= {limit:g} {unit}", lambda ax, peer, ratio: ax <= limit)
+
+
+def lateness_target():
+    def met(ax, peer, ratio):
+        return ax <= 2.0 and ratio is not None and ratio >= 10
+    return ("<= 2 ms and >= 10x peer", met)
+
+
+def rows(idle_s):
+    go_seed = "Go seed scheduler"
+    r = [
+        # name, unit, ax key, peer key, peer name, target
+        ("switch (ax_yield, 1 worker)", "ns/switch", "ax_switch_ns", "go_switch_ns",
+         "Go unbuffered chan ping-pong", at_least(7)),
+        ("switch (raw coro switch)", "ns/switch", "coro_switch_ns", "go_switch_ns",
+         "Go unbuffered chan ping-pong", at_least(7)),
+        ("spawn (ax_spawn, empty task)", "ns/task", "ax_spawn_ns", "go_spawn_ns",
+         "go f() + WaitGroup", at_least(3)),
+        ("full path, 1 worker", "ns/task", "ax_fullpath_w1_ns", "go_seed_fullpath_ns",
+         go_seed, at_least(10)),
+        ("full path, 1 worker", "ns/task", "ax_fullpath_w1_ns", "tp_fullpath_t1_ns",
+         "pthread pool, 1 thread", None),
+        ("full path, 2 workers", "ns/task", "ax_fullpath_w2_ns", "go_seed_fullpath_ns",
+         go_seed, at_least(10)),
+        ("full path, 2 workers", "ns/task", "ax_fullpath_w2_ns", "tp_fullpath_t2_ns",
+         "pthread pool, 2 threads", None),
+        ("timeout arm+cancel (wheel)", "ns", "wheel_arm_cancel_ns", "go_ctx_timeout_ns",
+         "Go context.WithTimeout+cancel", at_least(8)),
+    ]
+    for n in ("10k", "100k", "1M"):
+        for op in ("insert", "cancel", "expire"):
+            r.append((f"timers {op} @{n} pending (wheel)", "ns/op", f"wheel_{op}_ns_{n}",
+                      f"go_timer_{op}_ns_{n}", "Go time.AfterFunc / Stop", None))
+    r += [
+        ("memory per queued task", "bytes", "ax_queued_bytes", "go_seed_queued_bytes",
+         go_seed, at_most(256, "bytes")),
+        ("RSS per parked task", "bytes", "ax_parked_bytes", "go_parked_bytes",
+         "Go goroutine in time.Sleep", at_most(6144, "bytes")),
+        ("dispatch latency p50 (50% load)", "us", "ax_latency_p50_us",
+         "go_seed_latency_p50_us", go_seed, None),
+        ("dispatch latency p99 (50% load)", "us", "ax_latency_p99_us",
+         "go_seed_latency_p99_us", go_seed, at_most(50, "us")),
+        ("timer lateness p50 (50 ms sleep)", "ms", "ax_lateness_p50_ms", "go_lateness_p50_ms",
+         "Go time.Sleep", None),
+        ("timer lateness p99 (50 ms sleep)", "ms", "ax_lateness_p99_ms", "go_lateness_p99_ms",
+         "Go time.Sleep", lateness_target()),
+        (f"idle CPU over {idle_s:g} s, sleeping tasks", "CPU s", "ax_idle_cpu_s",
+         "go_idle_cpu_s", "Go goroutines in time.Sleep", at_most(0.01 * idle_s / 5, "CPU s")),
+        ("instructions per task (full path)", "instr/task", "ax_instr_per_task", None, "n/a",
+         None),
+    ]
+    return r
+
+
+# Keys printed by the micro-benchmarks of ax internals (bench_switch.c,
+# bench_wheel.c): their rows are left out when those programs do not exist.
+INTERNAL = ("coro_", "wheel_")
+
+
+def load(path):
+    values = defaultdict(list)
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) != 2:
+                continue
+            try:
+                values[parts[0]].append(float(parts[1]))
+            except ValueError:
+                pass
+    return values
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if v == 0:
+        return "0"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 0.01:
+        return f"{v:.2f}"
+    return f"{v:.2g}"
+
+
+def main():
+    raw, out = sys.argv[1], sys.argv[2]
+    quick = "--quick" in sys.argv
+    idle_s = float(sys.argv[sys.argv.index("--idle-s") + 1]) if "--idle-s" in sys.argv else 5
+    values = load(raw)
+
+    results = []
+    for name, unit, ax_key, peer_key, peer_name, target in rows(idle_s):
+        axv = values.get(ax_key, [])
+        peerv = values.get(peer_key, []) if peer_key else []
+        if not axv and (not peerv or ax_key.startswith(INTERNAL)):
+            continue  # nothing measured, or an optional micro-benchmark that is absent
+        ax = statistics.median(axv) if axv else None
+        peer = statistics.median(peerv) if peerv else None
+        ratio = None
+        if ax is not None and peer is not None:
+            ratio = peer / ax if ax > 0 else None  # ax at 0: unbounded, shown as inf
+        met = None
+        if target and ax is not None and not quick:
+            met = target[1](ax, peer, ratio)
+        results.append({
+            "name": name, "unit": unit, "ax": ax, "peer": peer, "peer_name": peer_name,
+            "ratio": ratio,
+            "ax_min": min(axv) if axv else None, "ax_max": max(axv) if axv else None,
+            "peer_min": min(peerv) if peerv else None, "peer_max": max(peerv) if peerv else None,
+            "target": target[0] if target else None, "met": met,
+            "runs": len(axv),
+        })
+
+    with open(out, "w") as f:
+        json.dump(results, f, indent=1)
+        f.write("\n")
+
+    head = ["benchmark", "unit", "ax", "peer", "peer name", "ratio", "ax min-max",
+            "peer min-max", "target", "met"]
+    table = [head]
+    for r in results:
+        if r["ratio"] is not None:
+            ratio = f"{r['ratio']:.2f}x"
+        elif r["ax"] == 0 and r["peer"]:
+            ratio = "inf"
+        else:
+            ratio = "-"
+        table.append([
+            r["name"], r["unit"], fmt(r["ax"]), fmt(r["peer"]), r["peer_name"], ratio,
+            f"{fmt(r['ax_min'])}-{fmt(r['ax_max'])}" if r["ax"] is not None else "-",
+            f"{fmt(r['peer_min'])}-{fmt(r['peer_max'])}" if r["peer"] is not None else "-",
+            r["target"] or "", {True: "yes", False: "NO", None: ""}[r["met"]],
+        ])
+    widths = [max(len(row[i]) for row in table) for i in range(len(head))]
+    right = {2, 3, 5}
+    for i, row in enumerate(table):
+        cells = [c.rjust(w) if j in right else c.ljust(w) for j, (c, w) in
+                 enumerate(zip(row, widths))]
+        print("  ".join(cells).rstrip())
+        if i == 0:
+            print("  ".join("-" * w for w in widths))
+    missing = [r["name"] for r in results if r["ax"] is None]
+    if missing:
+        print(f"\nno ax figure for: {', '.join(missing)}")
+    print(f"\n{'quick run: smoke test, targets not judged. ' if quick else ''}"
+          f"ratio = peer / ax (> 1: ax better). Written: {out}")
+
+
+if __name__ == "__main__":
+    main()
