@@ -16,7 +16,6 @@
  */
 #include "internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 void result_fill(const struct job *j, unsigned state, int code, const char *err, ax_result *r)
@@ -29,10 +28,9 @@ void result_fill(const struct job *j, unsigned state, int code, const char *err,
     r->code = code;
     r->wait_ns = j->wait_ns;
     r->run_ns = j->run_ns;
-    if (err)
-        snprintf(r->error, sizeof r->error, "%s", err);
-    else
-        r->error[0] = 0;
+    size_t n = err ? strnlen(err, sizeof r->error - 1) : 0;
+    memcpy(r->error, err ? err : "", n);
+    r->error[n] = 0;
 }
 
 /* Add one terminal outcome to counters (s->lock held). */

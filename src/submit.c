@@ -21,7 +21,6 @@
  */
 #include "internal.h"
 
-#include <stdio.h>
 #include <string.h>
 
 #define AX_MAX_TIMEOUT_MS (365ull * 24 * 3600 * 1000) /* one year */
@@ -164,12 +163,21 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     return AX_OK;
 }
 
+/* Hot (every result): hand-rolled hex, snprintf costs ~100 ns here. */
 void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX])
 {
-    if (j->trace_id[0])
+    if (j->trace_id[0]) {
         memcpy(out, j->trace_id, AX_TRACE_ID_MAX);
-    else
-        snprintf(out, AX_TRACE_ID_MAX, "ax-%016llx", (unsigned long long)j->id);
+        return;
+    }
+    static const char hex[] = "0123456789abcdef";
+    uint64_t id = j->id;
+    out[0] = 'a';
+    out[1] = 'x';
+    out[2] = '-';
+    for (int i = 15; i >= 0; i--, id >>= 4)
+        out[3 + i] = hex[id & 15];
+    out[19] = 0;
 }
 
 int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out)
