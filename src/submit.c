@@ -163,7 +163,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     return AX_OK;
 }
 
-/* Hot (every result): hand-rolled hex, snprintf costs ~100 ns here. */
+/* Hot (every result): hand-rolled hex, two digits per step; snprintf cost
+ * ~100 ns here. */
 void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX])
 {
     if (j->trace_id[0]) {
@@ -172,11 +173,11 @@ void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX])
     }
     static const char hex[] = "0123456789abcdef";
     uint64_t id = j->id;
-    out[0] = 'a';
-    out[1] = 'x';
-    out[2] = '-';
-    for (int i = 15; i >= 0; i--, id >>= 4)
-        out[3 + i] = hex[id & 15];
+    memcpy(out, "ax-", 3);
+    for (int i = 7; i >= 0; i--, id >>= 8) {
+        out[3 + 2 * i] = hex[(id >> 4) & 15];
+        out[4 + 2 * i] = hex[id & 15];
+    }
     out[19] = 0;
 }
 
