@@ -1,0 +1,112 @@
+/* test_idle.c - an idle scheduler uses no CPU (DESIGN.md §6 "no periodic
+ * tick: an idle ax uses 0% CPU"), even with many parked tasks, and shutdown
+ * ends every parked task CANCELLED (§10).
+ *
+ * CPU time is read from /proc/self/stat (utime + stime, in clock ticks).
+ * First the probe is shown able to fail: a busy-looping phase must register.
+ * Then 10 000 tasks park in ax_sleep for an hour on 2 workers
+ * (max_concurrency raised to 20 000) and the whole process must use at most
+ * 5 ticks (50 ms at 100 Hz) over one second. Finally ax_shutdown with a
+ * 100 ms grace cancels them: every on_done has run, CANCELLED, when it
+ * returns, and every ax_sleep returns AX_ECANCELED.
+ */
+#include "util.h"
+
+/* TSan models each coroutine as a thread and dies past 8128 of them: it
+ * parks fewer (the idle-CPU property is the same). */
+#if defined(__SANITIZE_THREAD__)
+#define NTASK 3000
+#else
+#define NTASK 10000
+#endif
+
+static long cpu_ticks(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may contain spaces */
+    CHECK(p != NULL);
+    unsigned long utime = 0, stime = 0;
+    /* After ")": state ppid pgrp session tty_nr tpgid flags minflt cminflt
+     * majflt cmajflt utime stime (fields 3..15 of proc(5)). */
+    int got = sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime);
+    CHECK_EQ(got, 2);
+    return (long)(utime + stime);
+}
+
+static atomic_int entered, sleep_cancelled, sleep_other, done_cancelled, done_other;
+
+static int sleeper(ax_task *t, void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&entered, 1);
+    int rc = ax_sleep(t, 3600u * 1000u);
+    if (rc == AX_ECANCELED)
+        atomic_fetch_add(&sleep_cancelled, 1);
+    else
+        atomic_fetch_add(&sleep_other, 1);
+    return rc;
+}
+
+static void on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    if (r->state == AX_STATE_CANCELLED && r->code == AX_ECANCELED)
+        atomic_fetch_add(&done_cancelled, 1);
+    else
+        atomic_fetch_add(&done_other, 1);
+}
+
+int main(void)
+{
+    long hz = sysconf(_SC_CLK_TCK);
+    CHECK(hz > 0);
+
+    /* The probe can fail: half a second of spinning shows up. */
+    long t0 = cpu_ticks();
+    for (uint64_t end = test_now_ms() + 500; test_now_ms() < end;)
+        ;
+    long busy = cpu_ticks() - t0;
+    fprintf(stderr, "busy phase: %ld ticks in 500 ms\n", busy);
+    CHECK(busy >= hz / 10); /* >= 100 ms of CPU */
+
+    ax_sched *s = test_sched(2, 500);
+    CHECK_EQ(ax_set_max_concurrency(s, 2 * NTASK), 0);
+    for (int i = 0; i < NTASK; i++) {
+        ax_spec sp = {.fn = sleeper, .timeout_ms = 2 * 3600u * 1000u, .on_done = on_done};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    }
+    CHECK(WAIT_UNTIL(atomic_load(&entered) == NTASK, 30000));
+    CHECK(WAIT_UNTIL(test_stats(s).running == NTASK, 5000));
+    usleep(300 * 1000); /* let every thread finish its last spin and go to sleep */
+
+    long i0 = cpu_ticks();
+    usleep(1000 * 1000);
+    long idle = cpu_ticks() - i0;
+    fprintf(stderr, "idle phase: %ld ticks in 1 s with %d parked tasks\n", idle, NTASK);
+    CHECK_LE(idle * 100 / hz, 5); /* at most 50 ms of CPU in a second */
+
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.running, NTASK);
+    CHECK_EQ(st.started, NTASK);
+    CHECK_EQ(atomic_load(&done_cancelled) + atomic_load(&done_other), 0);
+
+    int rc = ax_shutdown(s, 100);
+    CHECK(rc == 0 || rc == AX_ETIMEDOUT);
+    /* Every on_done has run when ax_shutdown returns. */
+    CHECK_EQ(atomic_load(&done_cancelled), NTASK);
+    CHECK_EQ(atomic_load(&done_other), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&sleep_cancelled) + atomic_load(&sleep_other) == NTASK, 10000));
+    CHECK_EQ(atomic_load(&sleep_cancelled), NTASK);
+    st = test_stats(s);
+    CHECK_EQ(st.cancelled, NTASK);
+    CHECK_EQ(st.running, 0);
+    if (rc != 0) /* some coroutines were still unwinding: by now they are done */
+        CHECK_EQ(ax_shutdown(s, 100), 0);
+    ax_free(s);
+    return 0;
+}
