@@ -391,7 +391,7 @@ static void test_fp_control(void)
         CHECK_EQ(get_mxcsr() & MXCSR_RC_MASK, MXCSR_RC_UP);
         CHECK_EQ(get_fpucw() & FPUCW_RC_MASK, cw0 & FPUCW_RC_MASK);
         if (i < 50 && !RUNNING_ON_VALGRIND) { /* valgrind rounds SSE to nearest */
-            double up = div3(1.0); /* rounded up here, toward zero there */
+            double up = div3(1.0);            /* rounded up here, toward zero there */
             CHECK(up > f.third_co);
         }
     }
@@ -428,8 +428,7 @@ static void sse_fn(void *arg)
     struct sse *s = (struct sse *)((uintptr_t)arg & ~(uintptr_t)1);
     int id = (int)((uintptr_t)arg & 1);
     /* This frame's address is 16-byte aligned iff our entry was ABI-correct. */
-    if ((uintptr_t)__builtin_frame_address(0) & 15)
-        s->misaligned = 1;
+    if ((uintptr_t)__builtin_frame_address(0) & 15) s->misaligned = 1;
     _Alignas(16) double a[64], b[64];
     for (int i = 0; i < 64; i++) {
         a[i] = (i + 1) * (id + 1); /* exact products and sums: any */
@@ -499,10 +498,8 @@ static long recurse(struct deep *d, int depth)
     /* The frame address, not pad's: ASan's use-after-return mode moves
      * locals to heap "fake stacks", but frames stay on the real stack. */
     uintptr_t frame = (uintptr_t)__builtin_frame_address(0);
-    if (frame < d->lowest)
-        d->lowest = frame;
-    if (depth == 0)
-        return 0;
+    if (frame < d->lowest) d->lowest = frame;
+    if (depth == 0) return 0;
     if (depth % 1000 == 0) /* switch away from deep inside */
         ax_coro_switch(&d->co, &d->main);
     return depth + recurse(d, depth - 1) + (pad[0] - (char)depth) + (pad[255] - (char)(depth >> 8));
@@ -534,7 +531,7 @@ static void test_deep(void)
     CHECK_EQ(d.result, 5000L * 5001 / 2);
     uintptr_t used = (uintptr_t)(stack + size) - d.lowest;
     CHECK(used > 5000u * 16); /* it really ran on the coroutine stack... */
-    CHECK(used < size);        /* ...and stayed inside it */
+    CHECK(used < size);       /* ...and stayed inside it */
     CHECK(d.frames >= 2);
     CHECK_LE(d.frames, 8); /* deep_fn, coro_start, trampoline + tool frames */
     ax_coro_destroy(&d.co);

@@ -64,8 +64,7 @@
 
 #if !AX_CORO_UCONTEXT
 /* switch_<arch>.S */
-__attribute__((visibility("hidden"))) void ax_coro__jump(struct ax_coro *from,
-                                                         struct ax_coro *to);
+__attribute__((visibility("hidden"))) void ax_coro__jump(struct ax_coro *from, struct ax_coro *to);
 __attribute__((visibility("hidden"))) void ax_coro__trampoline(void);
 #endif
 
@@ -128,8 +127,7 @@ AX_CORO_INLINE void after_switch(struct ax_coro *self)
 static void unpoison(const void *lo, size_t size)
 {
 #if defined(AX_CORO_ASAN)
-    if (lo && size)
-        __asan_unpoison_memory_region(lo, size);
+    if (lo && size) __asan_unpoison_memory_region(lo, size);
 #else
     (void)lo;
     (void)size;
@@ -142,8 +140,9 @@ static void coro_start(struct ax_coro *self)
     after_switch(self);
 #endif
     self->fn(self->arg);
-    fprintf(stderr, "ax_coro: coroutine function %p returned; it must end with "
-                    "ax_coro_switch_final\n",
+    fprintf(stderr,
+            "ax_coro: coroutine function %p returned; it must end with "
+            "ax_coro_switch_final\n",
             (void *)(uintptr_t)self->fn);
     abort();
 }
@@ -175,8 +174,7 @@ void ax_coro_init_main(struct ax_coro *c)
 
 void ax_coro_destroy(struct ax_coro *c)
 {
-    if (c->flags & AX_CORO__MAIN)
-        return;
+    if (c->flags & AX_CORO__MAIN) return;
 #if defined(AX_CORO_TSAN)
     if (c->tsan_fiber) {
         __tsan_destroy_fiber(c->tsan_fiber);
@@ -209,12 +207,12 @@ void ax_coro_init(struct ax_coro *c, void *stack_lo, size_t stack_size, void (*f
     __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
     __asm__ volatile("fnstcw %0" : "=m"(fpucw));
     *--sp = (void *)(uintptr_t)ax_coro__trampoline; /* "return" address */
-    *--sp = NULL;                                    /* rbp */
-    *--sp = c;                                       /* rbx */
-    *--sp = (void *)(uintptr_t)coro_start;           /* r12 */
-    *--sp = NULL;                                    /* r13 */
-    *--sp = NULL;                                    /* r14 */
-    *--sp = NULL;                                    /* r15 */
+    *--sp = NULL;                                   /* rbp */
+    *--sp = c;                                      /* rbx */
+    *--sp = (void *)(uintptr_t)coro_start;          /* r12 */
+    *--sp = NULL;                                   /* r13 */
+    *--sp = NULL;                                   /* r14 */
+    *--sp = NULL;                                   /* r15 */
     *--sp = (void *)(uintptr_t)(mxcsr | (uint64_t)fpucw << 32);
     /* ret pops the trampoline address leaving rsp = top - 16: aligned. */
 #elif defined(__aarch64__)
@@ -317,8 +315,7 @@ void ax_coro_switch_final(struct ax_coro *from_dying, struct ax_coro *to)
     uintptr_t top = lo + from_dying->stack_size;
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uintptr_t from = here > lo + 4096 ? here - 4096 : lo;
-    if (here >= lo && here < top)
-        unpoison((const void *)from, top - from);
+    if (here >= lo && here < top) unpoison((const void *)from, top - from);
 #endif
 #if defined(AX_CORO_SAN)
     before_switch(from_dying, to, NULL); /* NULL: ASan frees our fake stack */
