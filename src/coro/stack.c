@@ -1,0 +1,327 @@
+/* stack.c - the stack pool described in stack.h: slabs of guarded stacks,
+ * a warm LIFO cache and a cold list.
+ *
+ * Invariants:
+ *   - every stack is in exactly one state: IN_USE (on no list), WARM (on
+ *     p->warm, pages maybe resident) or COLD (on p->cold, no resident pages);
+ *   - slab->n_cold counts its COLD stacks; a slab with n_cold == n is
+ *     "empty"; at most one empty slab is kept outside ax_stack_pool_trim;
+ *   - descriptors live in malloc'd slab headers, never inside the mapped
+ *     stack memory, so bookkeeping never faults a stack page back in.
+ */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
+#include "stack.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#ifndef MADV_GUARD_INSTALL
+#define MADV_GUARD_INSTALL 102 /* Linux 6.13 */
+#endif
+#ifndef MAP_NORESERVE
+#define MAP_NORESERVE 0
+#endif
+
+#define KIB ((size_t)1024)
+#define MIN_STACK (16 * KIB)
+#define DEFAULT_STACK (64 * KIB)
+#define DEFAULT_CACHE 64
+#define AUTO_SLAB_BYTES (8 * KIB * KIB)
+
+struct ax_stack_slab {
+    char *base;
+    size_t len;
+    size_t n;      /* stacks in this slab */
+    size_t n_cold; /* of which COLD */
+    struct ax_stack_slab *next, *prev;
+    struct ax_stack stacks[]; /* stacks[i] lies at base + i * slot_size */
+};
+
+/* ---- intrusive circular lists with sentinel ------------------------------ */
+
+static void list_init(struct ax_stack *head)
+{
+    head->next = head->prev = head;
+}
+
+static void list_push(struct ax_stack *head, struct ax_stack *s)
+{
+    s->prev = head;
+    s->next = head->next;
+    head->next->prev = s;
+    head->next = s;
+}
+
+static void list_unlink(struct ax_stack *s)
+{
+    s->prev->next = s->next;
+    s->next->prev = s->prev;
+    s->next = s->prev = NULL;
+}
+
+/* ---- guard mode probe ---------------------------------------------------- */
+
+static size_t page_size(void)
+{
+    long ps = sysconf(_SC_PAGESIZE);
+    return ps > 0 ? (size_t)ps : 4096;
+}
+
+int ax_stack_guard_madvise_supported(void)
+{
+    static atomic_int probed; /* 0 unknown, 1 yes, -1 no */
+    int v = atomic_load_explicit(&probed, memory_order_relaxed);
+    if (v) return v > 0;
+    size_t ps = page_size();
+    void *m = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    v = -1;
+    if (m != MAP_FAILED) {
+        if (madvise(m, ps, MADV_GUARD_INSTALL) == 0) v = 1;
+        munmap(m, 2 * ps);
+    }
+    atomic_store_explicit(&probed, v, memory_order_relaxed);
+    return v > 0;
+}
+
+/* ---- config -------------------------------------------------------------- */
+
+void ax_stack_config_default(struct ax_stack_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->stack_size = DEFAULT_STACK;
+    cfg->guard_size = 0; /* = one page */
+    cfg->stacks_per_slab = 0;
+    cfg->cache_max = DEFAULT_CACHE;
+    cfg->guard_mode = AX_STACK_GUARD_AUTO;
+}
+
+static size_t round_up(size_t v, size_t to)
+{
+    return (v + to - 1) / to * to;
+}
+
+int ax_stack_pool_init(struct ax_stack_pool *p, const struct ax_stack_config *cfg)
+{
+    struct ax_stack_config c;
+    if (cfg)
+        c = *cfg;
+    else
+        ax_stack_config_default(&c);
+    memset(p, 0, sizeof *p);
+    p->page = page_size();
+    if (c.stack_size > SIZE_MAX / 4 || c.guard_size > SIZE_MAX / 4) return -EINVAL;
+    c.stack_size = round_up(c.stack_size < MIN_STACK ? MIN_STACK : c.stack_size, p->page);
+    c.guard_size = round_up(c.guard_size < p->page ? p->page : c.guard_size, p->page);
+    p->slot_size = c.stack_size + c.guard_size;
+    if (c.stacks_per_slab == 0) {
+        c.stacks_per_slab = AUTO_SLAB_BYTES / p->slot_size;
+        if (c.stacks_per_slab == 0) c.stacks_per_slab = 1;
+    }
+    if (c.stacks_per_slab > SIZE_MAX / 2 / p->slot_size) return -EINVAL;
+    p->slab_bytes = c.stacks_per_slab * p->slot_size;
+
+    switch (c.guard_mode) {
+    case AX_STACK_GUARD_AUTO:
+        p->guard_mode =
+            ax_stack_guard_madvise_supported() ? AX_STACK_GUARD_MADVISE : AX_STACK_GUARD_MPROTECT;
+        break;
+    case AX_STACK_GUARD_MADVISE:
+        if (!ax_stack_guard_madvise_supported()) return -ENOTSUP;
+        p->guard_mode = AX_STACK_GUARD_MADVISE;
+        break;
+    case AX_STACK_GUARD_MPROTECT:
+        p->guard_mode = AX_STACK_GUARD_MPROTECT;
+        break;
+    default:
+        return -EINVAL;
+    }
+    p->cfg = c;
+    list_init(&p->warm);
+    list_init(&p->cold);
+    return 0;
+}
+
+/* ---- slabs --------------------------------------------------------------- */
+
+static int slab_new(struct ax_stack_pool *p)
+{
+    size_t n = p->cfg.stacks_per_slab, len = p->slab_bytes;
+    struct ax_stack_slab *sl = malloc(sizeof *sl + n * sizeof sl->stacks[0]);
+    if (!sl) return -ENOMEM;
+    char *base =
+        mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (base == MAP_FAILED) {
+        free(sl);
+        return -ENOMEM;
+    }
+#ifdef MADV_NOHUGEPAGE
+    /* Whole mapping: changes flags without splitting it. Best effort. */
+    (void)madvise(base, len, MADV_NOHUGEPAGE);
+#endif
+    for (size_t i = 0; i < n; i++) {
+        char *guard = base + i * p->slot_size;
+        int rc = p->guard_mode == AX_STACK_GUARD_MADVISE
+                     ? madvise(guard, p->cfg.guard_size, MADV_GUARD_INSTALL)
+                     : mprotect(guard, p->cfg.guard_size, PROT_NONE);
+        if (rc != 0) { /* typically ENOMEM: vm.max_map_count reached */
+            munmap(base, len);
+            free(sl);
+            return -ENOMEM;
+        }
+    }
+    sl->base = base;
+    sl->len = len;
+    sl->n = n;
+    sl->n_cold = n;
+    /* Push highest first so the lowest stack is handed out first. */
+    for (size_t i = n; i-- > 0;) {
+        struct ax_stack *s = &sl->stacks[i];
+        s->lo = base + i * p->slot_size + p->cfg.guard_size;
+        s->size = p->cfg.stack_size;
+        s->user = NULL;
+        s->slab = sl;
+        s->state = AX_STACK_COLD;
+        list_push(&p->cold, s);
+    }
+    sl->prev = NULL;
+    sl->next = p->slabs;
+    if (p->slabs) p->slabs->prev = sl;
+    p->slabs = sl;
+    p->n_cold += n;
+    p->n_slabs++;
+    p->n_empty_slabs++;
+    p->bytes_mapped += len;
+    return 0;
+}
+
+/* Unmap an empty slab (all its stacks COLD). Caller fixes n_empty_slabs. */
+static void slab_free(struct ax_stack_pool *p, struct ax_stack_slab *sl)
+{
+    for (size_t i = 0; i < sl->n; i++)
+        list_unlink(&sl->stacks[i]);
+    p->n_cold -= sl->n;
+    if (sl->prev)
+        sl->prev->next = sl->next;
+    else
+        p->slabs = sl->next;
+    if (sl->next) sl->next->prev = sl->prev;
+    p->n_slabs--;
+    p->bytes_mapped -= sl->len;
+    munmap(sl->base, sl->len);
+    free(sl);
+}
+
+/* Release a stack's pages and file it COLD; maybe unmap its slab. */
+static void make_cold(struct ax_stack_pool *p, struct ax_stack *s)
+{
+    (void)madvise(s->lo, s->size, MADV_DONTNEED); /* keeps guard markers */
+    s->state = AX_STACK_COLD;
+    list_push(&p->cold, s);
+    p->n_cold++;
+    struct ax_stack_slab *sl = s->slab;
+    if (++sl->n_cold == sl->n) {
+        if (p->n_empty_slabs > 0)
+            slab_free(p, sl);
+        else
+            p->n_empty_slabs++; /* keep one spare */
+    }
+}
+
+/* ---- hot path ------------------------------------------------------------ */
+
+int ax_stack_acquire(struct ax_stack_pool *p, struct ax_stack **out)
+{
+    struct ax_stack *s;
+    if (p->n_warm) {
+        s = p->warm.next;
+        p->n_warm--;
+    } else {
+        if (!p->n_cold) {
+            int rc = slab_new(p);
+            if (rc) return rc;
+        }
+        s = p->cold.next;
+        p->n_cold--;
+        if (s->slab->n_cold-- == s->slab->n) p->n_empty_slabs--;
+    }
+    list_unlink(s);
+    s->state = AX_STACK_IN_USE;
+    p->n_in_use++;
+    *out = s;
+    return 0;
+}
+
+void ax_stack_release(struct ax_stack_pool *p, struct ax_stack *s)
+{
+    s->user = NULL;
+    p->n_in_use--;
+    if (p->n_warm < p->cfg.cache_max) {
+        s->state = AX_STACK_WARM;
+        list_push(&p->warm, s);
+        p->n_warm++;
+        return;
+    }
+    make_cold(p, s);
+}
+
+/* ---- cold path ----------------------------------------------------------- */
+
+void ax_stack_pool_trim(struct ax_stack_pool *p, size_t keep)
+{
+    while (p->n_warm > keep) {
+        struct ax_stack *s = p->warm.prev; /* least recently released */
+        list_unlink(s);
+        p->n_warm--;
+        make_cold(p, s);
+    }
+    struct ax_stack_slab *sl = p->slabs;
+    while (sl) {
+        struct ax_stack_slab *next = sl->next;
+        if (sl->n_cold == sl->n) {
+            slab_free(p, sl);
+            p->n_empty_slabs--;
+        }
+        sl = next;
+    }
+}
+
+void ax_stack_pool_destroy(struct ax_stack_pool *p)
+{
+    struct ax_stack_slab *sl = p->slabs;
+    while (sl) {
+        struct ax_stack_slab *next = sl->next;
+        munmap(sl->base, sl->len);
+        free(sl);
+        sl = next;
+    }
+    memset(p, 0, sizeof *p);
+}
+
+struct ax_stack *ax_stack_owner_of(const struct ax_stack_pool *p, const void *addr, int *in_guard)
+{
+    uintptr_t a = (uintptr_t)addr;
+    for (const struct ax_stack_slab *sl = p->slabs; sl; sl = sl->next) {
+        uintptr_t base = (uintptr_t)sl->base;
+        if (a < base || a - base >= sl->len) continue;
+        size_t i = (a - base) / p->slot_size;
+        if (in_guard) *in_guard = (a - base) % p->slot_size < p->cfg.guard_size;
+        return (struct ax_stack *)&sl->stacks[i];
+    }
+    if (in_guard) *in_guard = 0;
+    return NULL;
+}
+
+void ax_stack_pool_stats(const struct ax_stack_pool *p, struct ax_stack_stats *st)
+{
+    st->in_use = p->n_in_use;
+    st->cached = p->n_warm;
+    st->cold = p->n_cold;
+    st->slabs = p->n_slabs;
+    st->bytes_mapped = p->bytes_mapped;
+    st->guard_mode = p->guard_mode;
+}
