@@ -40,11 +40,24 @@ static int fn_fail_plain(ax_task *t, void *arg)
     return -5;
 }
 
+/* Submits a plain (not child) task from inside a task. */
+static int fn_submitter(ax_task *t, void *arg);
+
 static void on_done(const ax_result *r, void *arg)
 {
     struct rec *x = arg;
     x->r = *r;
     atomic_fetch_add(&x->done, 1);
+}
+
+static struct rec inner;
+
+static int fn_submitter(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_spec sp = {.fn = fn_ok, .arg = &inner, .timeout_ms = 1000, .on_done = on_done,
+                  .cb_arg = &inner};
+    return ax_submit(ax_task_sched(t), &sp, NULL);
 }
 
 static void submit(ax_sched *s, ax_spec *sp, struct rec *x, uint64_t *id)
@@ -137,11 +150,20 @@ int main(void)
     CHECK_EQ(test_stats(s).queued[AX_PRIO_NORMAL], 0);
     CHECK_EQ(ax_resume(s), 0);
 
+    /* ax_submit works from inside a task, too. */
+    struct rec f = {0};
+    sp = (ax_spec){.fn = fn_submitter};
+    submit(s, &sp, &f, NULL);
+    wait_done(&f);
+    wait_done(&inner);
+    CHECK_EQ(f.r.state, AX_STATE_SUCCEEDED);
+    CHECK_EQ(inner.r.state, AX_STATE_SUCCEEDED);
+
     /* Every terminal state was counted once; nothing is left. */
     CHECK(WAIT_UNTIL(test_stats(s).running == 0, 1000));
     ax_stats st = test_stats(s);
-    CHECK_EQ(st.submitted, 7);
-    CHECK_EQ(st.succeeded, 4);
+    CHECK_EQ(st.submitted, 9);
+    CHECK_EQ(st.succeeded, 6);
     CHECK_EQ(st.failed, 2);
     CHECK_EQ(st.timed_out, 1);
     CHECK_EQ(st.stacks_in_use, 0);
