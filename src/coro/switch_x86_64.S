@@ -11,6 +11,14 @@
  *   Caller-saved registers need no saving: the C caller already assumes the
  *   call clobbers them. MXCSR control bits and the x87 control word are
  *   callee-saved per the ABI, hence the stmxcsr/fnstcw pair.
+ *   It leaves by pop + indirect jmp, not ret: the return-stack predictor
+ *   always guesses the *from* side's call site, so a ret mispredicts on
+ *   every switch, while the indirect-branch predictor learns the pattern.
+ *   Measured here (AMD EPYC VM): A<->B ping-pong 12.6 -> 5.6 ns, scheduler
+ *   loop <-> 4 tasks yielding through two call levels 12.5 -> 10.8 ns. (Not
+ *   compatible with CET shadow stacks; neither is any stack switch that
+ *   does not tell the kernel. This object has no IBT/SHSTK property note, so
+ *   the linker marks the program as not CET-enabled.)
  *
  * void ax_coro__trampoline(void)
  *   First "return" target of a new coroutine: rbx = coroutine, r12 =
@@ -79,7 +87,10 @@ ax_coro__jump:
     popq    %rbp
     .cfi_adjust_cfa_offset -8
     .cfi_restore rbp
-    ret
+    popq    %r8                 /* return address of the resumed side */
+    .cfi_adjust_cfa_offset -8
+    .cfi_register rip, r8
+    jmp     *%r8
     .cfi_endproc
     .size   ax_coro__jump, .-ax_coro__jump
 
