@@ -25,6 +25,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -277,6 +278,67 @@ typedef struct ax_stats {
 
 /* A consistent snapshot, taken without stopping the workers. */
 int ax_stats_get(ax_sched *s, ax_stats *out);
+
+/* ---- lifecycle events ---------------------------------------------------- */
+
+/* One event per state change of a task (DESIGN.md §9). */
+typedef enum {
+    AX_EV_SUBMITTED = 0,  /* admitted */
+    AX_EV_REJECTED,       /* refused: invalid, full, rate, shutdown (no task exists) */
+    AX_EV_SHED,           /* refused with AX_ESHED (no task exists) */
+    AX_EV_STARTED,        /* an attempt starts running (wait_ns set) */
+    AX_EV_SUCCEEDED,      /* terminal */
+    AX_EV_FAILED,         /* terminal */
+    AX_EV_TIMED_OUT,      /* terminal */
+    AX_EV_RETRY_SCHEDULED,/* an attempt failed or timed out; message says why and the delay */
+    AX_EV_CANCELLED,      /* terminal */
+    AX_EV_LINGERING,      /* still running grace_ms after its timeout; message has a backtrace */
+    AX_EV_PANIC,          /* ax_panic or a stack overflow; FAILED or RETRY_SCHEDULED follows */
+} ax_event_kind;
+#define AX_EV_COUNT 11
+
+#define AX_EVMASK(k) (1u << (k))
+#define AX_EVMASK_ALL ((1u << AX_EV_COUNT) - 1)
+/* Failures only: refusals, failures, timeouts, retries, cancels, lingering, panics. */
+#define AX_EVMASK_FAILURES                                                                     \
+    (AX_EVMASK(AX_EV_REJECTED) | AX_EVMASK(AX_EV_SHED) | AX_EVMASK(AX_EV_FAILED) |             \
+     AX_EVMASK(AX_EV_TIMED_OUT) | AX_EVMASK(AX_EV_RETRY_SCHEDULED) |                           \
+     AX_EVMASK(AX_EV_CANCELLED) | AX_EVMASK(AX_EV_LINGERING) | AX_EVMASK(AX_EV_PANIC))
+
+#define AX_EVENT_MESSAGE_MAX 512
+
+typedef struct ax_event {
+    ax_event_kind kind;
+    uint64_t time_ns;       /* CLOCK_REALTIME when it happened */
+    uint64_t id;            /* 0 for REJECTED / SHED */
+    char trace_id[AX_TRACE_ID_MAX];
+    ax_priority priority;
+    unsigned attempt;       /* 0-based attempt the event belongs to */
+    uint64_t wait_ns;       /* queue wait of this attempt (STARTED and later) */
+    uint64_t run_ns;        /* run time of this attempt (terminal, retry) */
+    int code;               /* AX_E* or the function's return; 0 if none */
+    char message[AX_EVENT_MESSAGE_MAX]; /* error text, retry delay, backtrace; "" if none */
+} ax_event;
+
+typedef void (*ax_event_fn)(const ax_event *ev, void *arg);
+
+const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
+
+/* Events are buffered per worker and written by a background thread, never
+ * on a task's path. Sinks (any combination; NULL turns one off):
+ *   ax_events_json      one JSON object a line to f (RFC 3339 timestamps, µs)
+ *   ax_events_callback  the host's own logger; called on the event thread
+ * A full buffer drops events rather than block a worker; ax_events_dropped
+ * counts them. */
+int ax_events_json(ax_sched *s, FILE *f);
+int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg);
+/* Which kinds are produced (AX_EVMASK bits; default AX_EVMASK_ALL once a sink
+ * is set), and 1 in sample_every tasks for SUBMITTED/STARTED/SUCCEEDED
+ * (chosen by id, so a sampled task has all its events; 1 = every task). */
+int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every);
+/* Write out everything buffered so far (returns when it is written). */
+int ax_events_flush(ax_sched *s);
+uint64_t ax_events_dropped(ax_sched *s);
 
 #ifdef __cplusplus
 }

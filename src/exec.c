@@ -45,6 +45,7 @@
 #define SPIN_ITERS 2000 /* ~20-50 µs of polling before epoll_wait */
 
 _Thread_local struct ax_task *ax_current_run;
+_Thread_local struct worker *ax_current_worker;
 
 static void ready_push(struct worker *w, struct ax_task *t)
 {
@@ -238,6 +239,8 @@ static void complete_run(struct worker *w, struct ax_task *t)
     if (t->nchildren)
         join_release_children(t);
     unsigned state = t->code == 0 && !t->panicked ? AX_STATE_SUCCEEDED : AX_STATE_FAILED;
+    if (t->panicked)
+        EV(w->s, w, j, AX_EV_PANIC, AX_EPANIC, t->err);
     uint64_t expect = t->expect_sw;
     if (atomic_compare_exchange_strong(&j->sw, &expect, sw_make(j->id, t->attempt, state))) {
         j->run_ns = w->now_ns - t->start_ns;
@@ -436,6 +439,7 @@ static void start_job(struct worker *w, struct job *j)
         worker_unref(w, j);
         return;
     }
+    EV(s, w, j, AX_EV_STARTED, 0, NULL);
     ready_push(w, t);
 }
 
@@ -569,6 +573,7 @@ void *worker_main(void *arg)
     struct worker *w = arg;
     struct ax_sched *s = w->s;
     struct epoll_event ev[64];
+    ax_current_worker = w;
     ax_coro_init_main(&w->main);
     atomic_store(&w->busy, 1);
     if (atomic_load(&s->monitor_idle))

@@ -16,6 +16,7 @@
  */
 #include "internal.h"
 
+#include <stdio.h>
 #include <string.h>
 
 void result_fill(const struct job *j, unsigned state, int code, const char *err, ax_result *r)
@@ -56,6 +57,16 @@ static void count_terminal_pending(struct worker_pending *p, unsigned state)
     }
 }
 
+static unsigned terminal_event(unsigned state)
+{
+    switch (state) {
+    case AX_STATE_SUCCEEDED: return AX_EV_SUCCEEDED;
+    case AX_STATE_FAILED: return AX_EV_FAILED;
+    case AX_STATE_TIMED_OUT: return AX_EV_TIMED_OUT;
+    default: return AX_EV_CANCELLED;
+    }
+}
+
 void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned state, int code,
                     const char *err, bool slot)
 {
@@ -75,6 +86,7 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
     /* Fast path: a worker ends an attempt that neither retries nor has a
      * joiner. Everything counted goes into the next dispatch section. */
     if (w && !want_retry && !j->is_child) {
+        EV(s, w, j, terminal_event(state), code, err);
         w->pend.release += slot;
         count_terminal_pending(&w->pend, state);
         j->code = code;
@@ -104,6 +116,12 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
                               memory_order_release);
         s->st.retried++;
         monitor_add_locked(s, j, now + delay_ms * 1000000u, WHERE_RETRY);
+        if (AX_UNLIKELY(ev_on(s, AX_EV_RETRY_SCHEDULED))) {
+            char msg[AX_ERROR_MAX + 48];
+            snprintf(msg, sizeof msg, "%s; retry %u in %llu ms", err && *err ? err : "failed",
+                     j->attempt, (unsigned long long)delay_ms);
+            ev_emit(s, w, j, AX_EV_RETRY_SCHEDULED, code, msg);
+        }
     } else {
         count_terminal_locked(s, state);
         s->load--;
@@ -122,6 +140,7 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
         sched_wake_workers(s, 1); /* a worker dispatches at its next iteration anyway */
     if (want_retry)
         return;
+    EV(s, w, j, terminal_event(state), code, err);
     if (wake_joiner)
         worker_post_wake(msg.run->w, &msg);
     if (j->on_done) {

@@ -229,6 +229,7 @@ struct worker {
     _Atomic uint64_t pub_sw;
     _Atomic uint64_t pub_deadline_ns;
     _Atomic uint64_t stacks_in_use;
+    struct ev_ring *ev_ring; /* lifecycle events this worker produced (obs/events.c) */
 } __attribute__((aligned(AX_CACHELINE)));
 
 /* ---- the scheduler ------------------------------------------------------ */
@@ -281,6 +282,11 @@ struct ax_sched {
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
     bool shut_done;
+    /* --- lifecycle events (obs/events.c) --- */
+    struct ev_state *ev;
+    _Atomic unsigned ev_mask; /* kinds produced; 0 while no sink is set */
+    unsigned ev_sample;
+    _Atomic uint64_t ev_dropped;
 };
 
 /* ---- cross-file functions ----------------------------------------------- */
@@ -329,6 +335,8 @@ int worker_init(struct ax_sched *s, struct worker *w, unsigned index);
 void worker_destroy(struct worker *w);
 /* The task running on this thread, or NULL. */
 extern _Thread_local struct ax_task *ax_current_run;
+/* The worker this thread is, or NULL. */
+extern _Thread_local struct worker *ax_current_worker;
 /* Park the current run (its park kind already set); returns its wake_rc. */
 int run_park(struct ax_task *t);
 /* Resume a parked run with rc (worker thread only). No-op if not parked. */
@@ -368,6 +376,24 @@ uint64_t cb_pool_overruns(struct ax_sched *s);
 /* monitor: count overruns, add a thread if all are stuck; true while any
  * callback runs (the monitor then keeps polling). */
 bool cb_pool_check(struct ax_sched *s, uint64_t now);
+
+/* obs/events.c */
+int ev_init(struct ax_sched *s);
+void ev_stop(struct ax_sched *s);
+static inline bool ev_on(struct ax_sched *s, unsigned kind)
+{
+    return atomic_load_explicit(&s->ev_mask, memory_order_relaxed) & (1u << kind);
+}
+/* w: the calling worker (its own ring) or NULL (the shared ring). */
+void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind, int code,
+             const char *msg);
+void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int code,
+                     const char *msg);
+#define EV(s, w, j, kind, code, msg)                                                           \
+    do {                                                                                       \
+        if (AX_UNLIKELY(ev_on((s), (kind))))                                                   \
+            ev_emit((s), (w), (j), (kind), (code), (msg));                                     \
+    } while (0)
 
 /* join.c */
 void join_release_children(struct ax_task *t);

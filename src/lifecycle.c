@@ -72,6 +72,8 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     if (rc == 0)
         rc = cb_pool_start(s);
     if (rc == 0)
+        rc = ev_init(s);
+    if (rc == 0)
         rc = monitor_start(s);
     unsigned started = 0;
     if (rc == 0) {
@@ -92,6 +94,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
         if (s->monitor)
             monitor_stop(s);
         cb_pool_stop(s);
+        ev_stop(s);
         for (unsigned k = 0; k < r.workers; k++)
             worker_destroy(&s->workers[k]);
         free(s->workers);
@@ -217,6 +220,7 @@ void ax_free(ax_sched *s)
     stop_threads(s, s->nworkers);
     monitor_stop(s);
     cb_pool_stop(s);
+    ev_stop(s); /* last: writes what the others produced */
     for (unsigned i = 0; i < s->nworkers; i++)
         worker_destroy(&s->workers[i]);
     free(s->workers);

@@ -75,12 +75,15 @@ static bool rate_admit_locked(struct ax_sched *s, uint64_t now)
     return true;
 }
 
-static int reject_locked(struct ax_sched *s, int code, const char *msg)
+static int reject_locked(struct ax_sched *s, const ax_spec *sp, int code, const char *msg)
 {
+    unsigned kind = code == AX_ESHED ? AX_EV_SHED : AX_EV_REJECTED;
     if (code == AX_ESHED)
         s->st.shed++;
     else
         s->st.rejected++;
+    if (AX_UNLIKELY(ev_on(s, kind)))
+        ev_emit_refusal(s, sp, kind, code, msg);
     pthread_mutex_unlock(&s->lock);
     return ax_fail_static(code, msg);
 }
@@ -94,6 +97,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     if (AX_UNLIKELY(rc)) {
         pthread_mutex_lock(&s->lock);
         s->st.rejected++;
+        if (AX_UNLIKELY(ev_on(s, AX_EV_REJECTED)))
+            ev_emit_refusal(s, sp, AX_EV_REJECTED, rc, ax_error_detail());
         pthread_mutex_unlock(&s->lock);
         return rc;
     }
@@ -102,13 +107,13 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
 
     pthread_mutex_lock(&s->lock);
     if (AX_UNLIKELY(s->closing))
-        return reject_locked(s, AX_ESHUTDOWN, "the scheduler is shutting down");
+        return reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
     if (AX_UNLIKELY(!rate_admit_locked(s, now)))
-        return reject_locked(s, AX_ERATE, "submission rate limit exceeded");
+        return reject_locked(s, sp, AX_ERATE, "submission rate limit exceeded");
     if (p != AX_PRIO_HIGH && s->load >= s->shed_at)
-        return reject_locked(s, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
+        return reject_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
     if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
-        return reject_locked(s, AX_EFULL, "the priority bucket is full");
+        return reject_locked(s, sp, AX_EFULL, "the priority bucket is full");
     rc = job_alloc_locked(s, &j);
     if (AX_UNLIKELY(rc)) {
         s->st.rejected++;
@@ -153,6 +158,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
         memcpy(j->trace_id, sp->trace_id, strlen(sp->trace_id) + 1);
     else
         j->trace_id[0] = 0;
+    /* Under the lock: SUBMITTED is produced before any worker can start it. */
+    EV(s, NULL, j, AX_EV_SUBMITTED, 0, NULL);
     uint64_t id = j->id;
     pthread_mutex_unlock(&s->lock);
 
