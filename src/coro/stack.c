@@ -72,19 +72,33 @@ static size_t page_size(void)
     return ps > 0 ? (size_t)ps : 4096;
 }
 
+/* Accepted is not enough: an emulator (qemu-user) may return 0 for an
+ * advice it does not know. So the probe also checks that the kernel now
+ * refuses to read the page: write(2) from it into a pipe must fail with
+ * EFAULT. */
+static int probe_guard_install(void)
+{
+    size_t ps = page_size();
+    char *m = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return 0;
+    int ok = 0, fds[2];
+    if (madvise(m, ps, MADV_GUARD_INSTALL) == 0 && pipe(fds) == 0) {
+        ok = write(fds[1], m, 1) < 0 && errno == EFAULT && write(fds[1], m + ps, 1) == 1;
+        close(fds[0]);
+        close(fds[1]);
+    }
+    munmap(m, 2 * ps);
+    return ok;
+}
+
 int ax_stack_guard_madvise_supported(void)
 {
     static atomic_int probed; /* 0 unknown, 1 yes, -1 no */
     int v = atomic_load_explicit(&probed, memory_order_relaxed);
-    if (v) return v > 0;
-    size_t ps = page_size();
-    void *m = mmap(NULL, 2 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    v = -1;
-    if (m != MAP_FAILED) {
-        if (madvise(m, ps, MADV_GUARD_INSTALL) == 0) v = 1;
-        munmap(m, 2 * ps);
+    if (!v) {
+        v = probe_guard_install() ? 1 : -1;
+        atomic_store_explicit(&probed, v, memory_order_relaxed);
     }
-    atomic_store_explicit(&probed, v, memory_order_relaxed);
     return v > 0;
 }
 
