@@ -272,6 +272,7 @@ typedef struct ax_stats {
     uint64_t retried;     /* retries scheduled */
     uint64_t panicked;    /* attempts ended by ax_panic */
     uint64_t orphans;     /* coroutines still running after their task timed out / was cancelled */
+    uint64_t lingering;   /* timed-out tasks reported still running grace_ms later */
     uint64_t stacks_in_use;
     uint64_t callback_overruns; /* on_timeout calls that ran past callback_timeout_ms */
 } ax_stats;

@@ -33,6 +33,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,6 +152,7 @@ static void run_entry(void *arg)
 {
     struct ax_task *t = arg;
     struct job *j = t->job;
+    t->started = 1;
     t->code = j->fn(t, j->arg);
     run_exit(t);
 }
@@ -167,6 +169,12 @@ int run_park(struct ax_task *t)
 {
     t->park_gen++;
     ax_coro_switch(&t->coro, &t->w->main);
+    while (AX_UNLIKELY(t->bt_req)) {
+        /* Resumed only so that a lingering report can say where we are. */
+        t->bt_n = backtrace(t->bt, AX_BT_MAX);
+        t->bt_req = 0;
+        ax_coro_switch(&t->coro, &t->w->main);
+    }
     return t->wake_rc;
 }
 
@@ -262,8 +270,11 @@ static void deadline_fired(struct worker *w, struct ax_task *t)
 {
     struct job *j = t->job;
     uint64_t expect = t->expect_sw;
-    if (atomic_compare_exchange_strong(&j->sw, &expect,
-                                       sw_make(j->id, t->attempt, AX_STATE_TIMED_OUT))) {
+    bool won = atomic_compare_exchange_strong(&j->sw, &expect,
+                                              sw_make(j->id, t->attempt, AX_STATE_TIMED_OUT));
+    if (won || sw_state(expect) == AX_STATE_TIMED_OUT)
+        linger_track(w, t); /* timed out (by us or the monitor), not cancelled */
+    if (won) {
         j->run_ns = w->now_ns - t->start_ns;
         char msg[64];
         snprintf(msg, sizeof msg, "timed out after %llu ms",
@@ -408,7 +419,8 @@ static void start_job(struct worker *w, struct job *j)
         t->deadline_ns = j->deadline_ns;
     t->expect_sw = sw_make(j->id, attempt, AX_STATE_RUNNING);
     t->parked = PARK_NONE;
-    t->panicked = t->finished = t->orphan = 0;
+    t->panicked = t->finished = t->orphan = t->started = t->bt_req = 0;
+    t->bt_n = 0;
     t->code = 0;
     t->err[0] = 0;
     t->trace[0] = 0;
@@ -587,6 +599,8 @@ void *worker_main(void *arg)
                 reactor_dispatch(w, ev, n);
         }
         expire_timers(w);
+        if (AX_UNLIKELY(w->nlinger))
+            linger_check(w);
         for (unsigned n = w->nready; n > 0; n--) {
             struct ax_task *t = ready_pop(w);
             if (!t)

@@ -139,6 +139,7 @@ struct defer_entry {
 #define AX_CHILD_INLINE 8
 
 struct worker;
+#define AX_BT_MAX 24
 
 /* A timer in a worker's wheel, tagged so expiry knows what it was for. */
 enum { TIMER_DEADLINE = 1, TIMER_WAIT = 2 };
@@ -180,6 +181,10 @@ struct ax_task {
     struct job *child_inline[AX_CHILD_INLINE];
     char err[AX_ERROR_MAX];
     char trace[AX_TRACE_ID_MAX]; /* formatted on first ax_task_trace_id */
+    uint8_t bt_req;              /* resumed only to record where it is parked */
+    uint8_t started;             /* its function has begun running */
+    int bt_n;
+    void *bt[AX_BT_MAX];
 };
 
 /* ---- workers (exec.c, reactor.c) ---------------------------------------- */
@@ -230,6 +235,16 @@ struct worker {
     _Atomic uint64_t pub_deadline_ns;
     _Atomic uint64_t stacks_in_use;
     struct ev_ring *ev_ring; /* lifecycle events this worker produced (obs/events.c) */
+    /* lingering (obs/linger.c): timed-out runs still alive on this worker */
+    struct linger_entry *linger;
+    unsigned nlinger, linger_cap;
+    /* the monitor's view of an orphan running on this worker (monitor only) */
+    uint64_t linger_seen_seq, linger_reported_seq;
+    _Atomic uint64_t hog_reported_sw; /* reported by the monitor: the worker skips it */
+    /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
+    _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken */
+    int bt_n;
+    void *bt[AX_BT_MAX];
 } __attribute__((aligned(AX_CACHELINE)));
 
 /* ---- the scheduler ------------------------------------------------------ */
@@ -376,6 +391,19 @@ uint64_t cb_pool_overruns(struct ax_sched *s);
 /* monitor: count overruns, add a thread if all are stuck; true while any
  * callback runs (the monitor then keeps polling). */
 bool cb_pool_check(struct ax_sched *s, uint64_t now);
+
+/* obs/linger.c */
+struct linger_entry {
+    struct ax_task *run;
+    uint32_t life_gen;
+    uint64_t since_ns; /* its deadline */
+};
+void linger_track(struct worker *w, struct ax_task *t);
+void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked */
+/* monitor: the published run of a busy worker (one seqlock read) */
+void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct job *j, uint64_t sw,
+                      uint64_t deadline, uint64_t seq);
+int linger_init(void);
 
 /* obs/events.c */
 int ev_init(struct ax_sched *s);

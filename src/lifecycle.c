@@ -24,6 +24,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     int rc = config_validate(cfg, &r);
     if (rc)
         return rc;
+    linger_init();
     struct ax_sched *s = aligned_alloc(AX_CACHELINE, (sizeof *s + AX_CACHELINE - 1) /
                                                          AX_CACHELINE * AX_CACHELINE);
     if (!s)
@@ -221,8 +222,10 @@ void ax_free(ax_sched *s)
     monitor_stop(s);
     cb_pool_stop(s);
     ev_stop(s); /* last: writes what the others produced */
-    for (unsigned i = 0; i < s->nworkers; i++)
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        free(s->workers[i].linger);
         worker_destroy(&s->workers[i]);
+    }
     free(s->workers);
     job_table_destroy(s);
     pthread_cond_destroy(&s->monitor_cond);

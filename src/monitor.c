@@ -98,7 +98,8 @@ static unsigned expire_delays_locked(struct ax_sched *s, uint64_t now, struct jo
     return requeued;
 }
 
-static bool read_published(struct worker *w, struct job **j, uint64_t *sw, uint64_t *deadline)
+static bool read_published(struct worker *w, struct job **j, uint64_t *sw, uint64_t *deadline,
+                           uint64_t *seq)
 {
     for (int i = 0; i < 8; i++) {
         uint64_t s1 = atomic_load_explicit(&w->pub_seq, memory_order_acquire);
@@ -108,8 +109,10 @@ static bool read_published(struct worker *w, struct job **j, uint64_t *sw, uint6
         *sw = atomic_load_explicit(&w->pub_sw, memory_order_relaxed);
         *deadline = atomic_load_explicit(&w->pub_deadline_ns, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
-        if (atomic_load_explicit(&w->pub_seq, memory_order_relaxed) == s1)
+        if (atomic_load_explicit(&w->pub_seq, memory_order_relaxed) == s1) {
+            *seq = s1;
             return true;
+        }
     }
     return false;
 }
@@ -125,9 +128,10 @@ static bool hog_watch(struct ax_sched *s, uint64_t now)
             continue;
         busy = true;
         struct job *j;
-        uint64_t sw, deadline;
-        if (!read_published(w, &j, &sw, &deadline) || !j)
+        uint64_t sw, deadline, seq;
+        if (!read_published(w, &j, &sw, &deadline, &seq) || !j)
             continue;
+        linger_hog_check(s, w, now, j, sw, deadline, seq);
         /* A margin of one poll lets the worker's own wheel, which is exact,
          * win whenever the worker is not actually stuck. */
         if (now < deadline + HOG_POLL_MS * 1000000ull)

@@ -1,0 +1,183 @@
+/* linger.c - lingering tasks (seed §3.4, DESIGN.md §7).
+ *
+ * A timed-out task's slot is freed at its deadline, but C cannot kill its
+ * coroutine: if the function ignores AX_ETIMEDOUT it goes on. The seed's
+ * answer was to log the goroutine's stack and alert when it still held
+ * resources 3 s later; ax reports such a task once, grace_ms after its
+ * deadline, as a LINGERING event (or on stderr when no event sink listens)
+ * with its id, how long it has overrun, and a symbolised backtrace, and
+ * counts it in ax_stats.lingering.
+ *
+ * Two cases, because a backtrace can only be taken on the task's own stack:
+ *  - parked (in ax_sleep, ax_wait_fd, ax_join, ax_yield): its worker tracks
+ *    it from the deadline on; when grace_ms passes the worker resumes it with
+ *    bt_req set, run_park records backtrace() and switches straight back, so
+ *    the task itself never observes it;
+ *  - running without yielding (the monitor timed it out): the monitor sends
+ *    SIGURG to the worker thread, whose handler records backtrace() of the
+ *    running coroutine. backtrace() is preloaded at start so the handler does
+ *    not load libgcc; the monitor waits at most BT_WAIT_MS for it.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <execinfo.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BT_WAIT_MS 100
+#define LINGER_SIGNAL SIGURG
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    struct worker *w = ax_current_worker;
+    int want = 1;
+    if (w && atomic_load(&w->bt_state) == 1) {
+        w->bt_n = backtrace(w->bt, AX_BT_MAX);
+        atomic_compare_exchange_strong(&w->bt_state, &want, 2);
+    }
+}
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+static void install(void)
+{
+    void *frames[4];
+    backtrace(frames, 4); /* load the unwinder now, not in a signal handler */
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(LINGER_SIGNAL, &sa, NULL);
+}
+
+int linger_init(void)
+{
+    pthread_once(&once, install);
+    return AX_OK;
+}
+
+/* "#0 fn+0x1c\n#1 ..." from raw frames, skipping `skip` innermost ones. */
+static void format_bt(char *out, size_t cap, void *const *bt, int n, int skip)
+{
+    char **sym = backtrace_symbols(bt, n);
+    size_t len = strlen(out);
+    for (int i = skip, k = 0; i < n && len + 1 < cap; i++, k++) {
+        const char *s = sym ? sym[i] : "?";
+        const char *open = strchr(s, '('), *close = open ? strchr(open, ')') : NULL;
+        int w;
+        if (open && close && close > open + 1)
+            w = snprintf(out + len, cap - len, "\n#%d %.*s", k, (int)(close - open - 1), open + 1);
+        else
+            w = snprintf(out + len, cap - len, "\n#%d %p", k, bt[i]);
+        if (w < 0)
+            break;
+        len += (size_t)w;
+    }
+    free(sym);
+}
+
+static void report(struct ax_sched *s, struct worker *w_or_null, const struct job *j,
+                   const char *text)
+{
+    pthread_mutex_lock(&s->lock);
+    s->st.lingering++;
+    pthread_mutex_unlock(&s->lock);
+    if (ev_on(s, AX_EV_LINGERING)) {
+        ev_emit(s, w_or_null, j, AX_EV_LINGERING, AX_ETIMEDOUT, text);
+    } else {
+        char trace[AX_TRACE_ID_MAX];
+        trace_format(j, trace);
+        fprintf(stderr, "ax: LINGERING task %llu (%s): %s\n", (unsigned long long)j->id, trace,
+                text);
+    }
+}
+
+static const char *park_name(int parked)
+{
+    switch (parked) {
+    case PARK_SLEEP: return "ax_sleep";
+    case PARK_FD: return "ax_wait_fd";
+    case PARK_JOIN: return "ax_join";
+    case PARK_YIELD: return "ax_yield";
+    default: return "a ready queue";
+    }
+}
+
+void linger_track(struct worker *w, struct ax_task *t)
+{
+    if (t->expect_sw == atomic_load_explicit(&w->hog_reported_sw, memory_order_relaxed))
+        return; /* the monitor already reported it while it hogged the worker */
+    if (w->nlinger == w->linger_cap) {
+        unsigned cap = w->linger_cap ? w->linger_cap * 2 : 16;
+        struct linger_entry *e = realloc(w->linger, cap * sizeof *e);
+        if (!e)
+            return; /* not tracked: it only loses the report */
+        w->linger = e;
+        w->linger_cap = cap;
+    }
+    w->linger[w->nlinger++] = (struct linger_entry){t, t->life_gen, t->deadline_ns};
+}
+
+void linger_check(struct worker *w)
+{
+    uint64_t grace = (uint64_t)w->s->cfg.grace_ms * 1000000u;
+    for (unsigned i = 0; i < w->nlinger;) {
+        struct linger_entry *e = &w->linger[i];
+        struct ax_task *t = e->run;
+        if (t->life_gen != e->life_gen || t->job == NULL) {
+            w->linger[i] = w->linger[--w->nlinger]; /* it ended */
+            continue;
+        }
+        if (w->now_ns < e->since_ns + grace) {
+            i++;
+            continue;
+        }
+        char text[AX_EVENT_MESSAGE_MAX];
+        snprintf(text, sizeof text, "still running %.1f s after its timeout, parked in %s:",
+                 (double)(w->now_ns - e->since_ns) / 1e9, park_name(t->parked));
+        if (t->bt_n == 0 && t->started) {
+            /* Resume it just to record where it is; run_park switches back. */
+            t->bt_req = 1;
+            ax_current_run = t;
+            ax_coro_switch(&w->main, &t->coro);
+            ax_current_run = NULL;
+        }
+        format_bt(text, sizeof text, t->bt, t->bt_n, 1);
+        report(w->s, w, t->job, text);
+        w->linger[i] = w->linger[--w->nlinger];
+    }
+}
+
+void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct job *j, uint64_t sw,
+                      uint64_t deadline, uint64_t seq)
+{
+    if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || seq == w->linger_reported_seq)
+        return;
+    if (atomic_load_explicit(&j->sw, memory_order_acquire) == sw)
+        return; /* still its own attempt: hog_watch times it out first */
+    if (seq != w->linger_seen_seq) {
+        w->linger_seen_seq = seq; /* must be the same run at two polls in a row */
+        return;
+    }
+    char text[AX_EVENT_MESSAGE_MAX];
+    snprintf(text, sizeof text,
+             "still running %.1f s after its timeout on worker %u without yielding:",
+             (double)(now - deadline) / 1e9, w->index);
+    atomic_store(&w->bt_state, 1);
+    pthread_kill(w->thread, LINGER_SIGNAL);
+    for (int i = 0; i < BT_WAIT_MS && atomic_load(&w->bt_state) != 2; i++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    if (atomic_load(&w->bt_state) == 2)
+        format_bt(text, sizeof text, w->bt, w->bt_n, 2);
+    atomic_store(&w->bt_state, 0);
+    w->linger_reported_seq = seq;
+    atomic_store_explicit(&w->hog_reported_sw, sw, memory_order_relaxed);
+    report(s, NULL, j, text);
+}
