@@ -280,6 +280,19 @@ typedef struct ax_stats {
 /* A consistent snapshot, taken without stopping the workers. */
 int ax_stats_get(ax_sched *s, ax_stats *out);
 
+/* ---- live task dump -------------------------------------------------------- */
+
+/* Write every queued, delayed and running task to f, one line each: id,
+ * trace id, priority, state, attempt, age, time to deadline, worker — the
+ * counterpart of the goroutine dump the seed used in its incident (§4.2).
+ * Safe from any thread but a task's; holds the scheduler lock only while it
+ * copies (at most `max_tasks` lines; 0 = all). */
+int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
+/* Dump to f whenever the process receives signo (e.g. SIGUSR1). The handler
+ * only writes a byte to a pipe; a background thread does the dump. signo 0
+ * turns it off. */
+int ax_dump_on_signal(ax_sched *s, int signo, FILE *f);
+
 /* ---- lifecycle events ---------------------------------------------------- */
 
 /* One event per state change of a task (DESIGN.md §9). */

@@ -95,6 +95,7 @@ struct job {
     void *cb_arg;
     uint64_t timeout_ns;  /* per attempt */
     uint64_t deadline_ns; /* absolute over all attempts; 0 = none */
+    uint64_t submit_ns;   /* admitted (for ages in ax_dump) */
     uint64_t enqueue_ns;  /* entered its bucket for the current attempt */
     uint64_t wait_ns;     /* last attempt: queue wait */
     uint64_t run_ns;      /* last attempt: run time */
@@ -391,6 +392,9 @@ uint64_t cb_pool_overruns(struct ax_sched *s);
 /* monitor: count overruns, add a thread if all are stuck; true while any
  * callback runs (the monitor then keeps polling). */
 bool cb_pool_check(struct ax_sched *s, uint64_t now);
+
+/* obs/dump.c */
+void dump_unregister(struct ax_sched *s);
 
 /* obs/linger.c */
 struct linger_entry {

@@ -13,6 +13,9 @@
 
 #include <stdlib.h>
 
+/* What a queued task costs (DESIGN.md: <= 256 bytes per queued task). */
+_Static_assert(sizeof(struct job) <= 256, "struct job grew past 256 bytes");
+
 static _Atomic uint64_t id_seq = 1;
 
 static int grow_locked(struct ax_sched *s)

@@ -217,6 +217,7 @@ void ax_free(ax_sched *s)
 {
     if (!s)
         return;
+    dump_unregister(s);
     ax_shutdown(s, 0);
     stop_threads(s, s->nworkers);
     monitor_stop(s);

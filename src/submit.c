@@ -142,6 +142,7 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     s->load++;
     s->st.submitted++;
     bool wake = false;
+    j->submit_ns = now;
     if (sp->delay_ms) {
         s->delayed_new[p]++;
         monitor_add_locked(s, j, now + sp->delay_ms * 1000000u, WHERE_DELAY);

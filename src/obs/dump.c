@@ -1,0 +1,219 @@
+/* dump.c - the live task dump (seed §4.2: "we read the goroutine dump").
+ *
+ * ax_dump copies a line's worth of facts about each live job under s->lock
+ * (one pass over the job table, O(table size)) and formats outside it, so
+ * the workers are held up only for the copy. For RUNNING jobs the worker is
+ * read through job->run, which the worker published before the RUNNING CAS
+ * (acquire on the state word). Time to deadline: the attempt's deadline for
+ * a running task, the absolute deadline (if any) otherwise.
+ *
+ * ax_dump_on_signal: an async-signal-safe handler writes one byte to a pipe;
+ * a thread blocked on the pipe performs the dumps of every registered
+ * scheduler. Registrations are process-wide (signals are).
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct dump_line {
+    uint64_t id, age_ns;
+    int64_t deadline_in_ns; /* INT64_MIN: none */
+    char trace[AX_TRACE_ID_MAX];
+    uint8_t prio, state;
+    unsigned attempt;
+    int worker;
+};
+
+static const char *state_name(unsigned st)
+{
+    return st == JS_STARTING ? "starting" : ax_state_name((ax_state)st);
+}
+
+int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
+{
+    if (!s || !f)
+        return ax_fail_static(AX_EINVAL, "ax_dump: NULL scheduler or file");
+    size_t cap = 1024, n = 0, total = 0;
+    struct dump_line *lines = malloc(cap * sizeof *lines);
+    if (!lines)
+        return ax_fail_static(AX_ENOMEM, "ax_dump: out of memory");
+    uint64_t now = now_ns();
+    ax_stats st;
+    ax_stats_get(s, &st);
+    pthread_mutex_lock(&s->lock);
+    for (unsigned c = 0; c < s->nchunks; c++) {
+        for (unsigned k = 0; k < AX_JOB_CHUNK; k++) {
+            struct job *j = &s->chunks[c][k];
+            if (!j->in_system)
+                continue;
+            total++;
+            if (max_tasks && n >= max_tasks)
+                continue;
+            if (n == cap) {
+                struct dump_line *m = realloc(lines, cap * 2 * sizeof *m);
+                if (!m)
+                    continue;
+                lines = m;
+                cap *= 2;
+            }
+            uint64_t sw = atomic_load_explicit(&j->sw, memory_order_acquire);
+            struct dump_line *l = &lines[n++];
+            l->id = j->id;
+            trace_format(j, l->trace);
+            l->prio = j->prio;
+            l->state = (uint8_t)sw_state(sw);
+            l->attempt = j->attempt;
+            l->age_ns = now > j->submit_ns ? now - j->submit_ns : 0;
+            l->worker = -1;
+            uint64_t dl = j->deadline_ns;
+            if (l->state == AX_STATE_RUNNING || l->state == JS_STARTING) {
+                uint64_t attempt_dl = j->enqueue_ns + j->wait_ns + j->timeout_ns;
+                if (!dl || attempt_dl < dl)
+                    dl = attempt_dl;
+                if (l->state == AX_STATE_RUNNING && j->run)
+                    l->worker = (int)j->run->w->index;
+            }
+            l->deadline_in_ns = dl ? (int64_t)(dl - now) : INT64_MIN;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+
+    fprintf(f,
+            "ax dump: %zu tasks (running %llu, queued high %llu normal %llu low %llu, "
+            "delayed %llu, limit %llu, orphans %llu)\n",
+            total, (unsigned long long)st.running, (unsigned long long)st.queued[AX_PRIO_HIGH],
+            (unsigned long long)st.queued[AX_PRIO_NORMAL],
+            (unsigned long long)st.queued[AX_PRIO_LOW], (unsigned long long)st.delayed,
+            (unsigned long long)st.limit, (unsigned long long)st.orphans);
+    for (size_t i = 0; i < n; i++) {
+        struct dump_line *l = &lines[i];
+        fprintf(f, "  id=%llu trace=%s prio=%s state=%s attempt=%u age=%.3fs",
+                (unsigned long long)l->id, l->trace, ax_priority_name((ax_priority)l->prio),
+                state_name(l->state), l->attempt, (double)l->age_ns / 1e9);
+        if (l->deadline_in_ns != INT64_MIN)
+            fprintf(f, " deadline_in=%.3fs", (double)l->deadline_in_ns / 1e9);
+        else
+            fputs(" deadline_in=-", f);
+        if (l->worker >= 0)
+            fprintf(f, " worker=%d", l->worker);
+        fputc('\n', f);
+    }
+    if (total > n)
+        fprintf(f, "  ... %zu more\n", total - n);
+    fflush(f);
+    free(lines);
+    return AX_OK;
+}
+
+/* ---- on a signal ------------------------------------------------------------ */
+
+#define DUMP_MAX 8
+
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+    ax_sched *s;
+    FILE *f;
+    int signo;
+} reg[DUMP_MAX];
+static int dump_pipe[2] = {-1, -1};
+static pthread_t dump_thread;
+
+static void on_dump_signal(int sig)
+{
+    int saved = errno;
+    unsigned char b = (unsigned char)sig;
+    ssize_t r = write(dump_pipe[1], &b, 1);
+    (void)r;
+    errno = saved;
+}
+
+static void *dump_main(void *arg)
+{
+    (void)arg;
+    unsigned char b;
+    for (;;) {
+        ssize_t r = read(dump_pipe[0], &b, 1);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return NULL;
+        pthread_mutex_lock(&reg_lock);
+        for (int i = 0; i < DUMP_MAX; i++)
+            if (reg[i].s && reg[i].signo == b)
+                ax_dump(reg[i].s, reg[i].f, 0);
+        pthread_mutex_unlock(&reg_lock);
+    }
+}
+
+int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
+{
+    if (!s)
+        return ax_fail_static(AX_EINVAL, "ax_dump_on_signal: scheduler is NULL");
+    if (signo < 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || signo == SIGSEGV ||
+        signo == SIGBUS || signo == SIGURG || signo > 255)
+        return ax_fail(AX_EINVAL, "ax_dump_on_signal: signal %d cannot be used", signo);
+    if (signo && !f)
+        return ax_fail_static(AX_EINVAL, "ax_dump_on_signal: file is NULL");
+    pthread_mutex_lock(&reg_lock);
+    int slot = -1;
+    for (int i = 0; i < DUMP_MAX; i++) {
+        if (reg[i].s == s)
+            slot = i;
+        else if (slot < 0 && !reg[i].s && signo)
+            slot = i;
+    }
+    if (slot < 0 && signo) {
+        pthread_mutex_unlock(&reg_lock);
+        return ax_fail_static(AX_ENOMEM, "ax_dump_on_signal: at most 8 schedulers");
+    }
+    if (!signo) {
+        if (slot >= 0 && reg[slot].s == s)
+            reg[slot].s = NULL;
+        pthread_mutex_unlock(&reg_lock);
+        return AX_OK;
+    }
+    if (dump_pipe[0] < 0) {
+        if (pipe2(dump_pipe, O_CLOEXEC) != 0) {
+            pthread_mutex_unlock(&reg_lock);
+            return ax_fail(AX_ESYS, "ax_dump_on_signal: pipe: %s", strerror(errno));
+        }
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&dump_thread, &a, dump_main, NULL);
+        pthread_attr_destroy(&a);
+        if (rc != 0) {
+            pthread_mutex_unlock(&reg_lock);
+            return ax_fail_static(AX_ESYS, "ax_dump_on_signal: cannot start the dump thread");
+        }
+    }
+    reg[slot].s = s;
+    reg[slot].f = f;
+    reg[slot].signo = signo;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_dump_signal;
+    sa.sa_flags = SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    int rc = sigaction(signo, &sa, NULL);
+    pthread_mutex_unlock(&reg_lock);
+    if (rc != 0)
+        return ax_fail(AX_ESYS, "ax_dump_on_signal: sigaction: %s", strerror(errno));
+    return AX_OK;
+}
+
+/* ax_free: forget this scheduler. */
+void dump_unregister(struct ax_sched *s)
+{
+    pthread_mutex_lock(&reg_lock);
+    for (int i = 0; i < DUMP_MAX; i++)
+        if (reg[i].s == s)
+            reg[i].s = NULL;
+    pthread_mutex_unlock(&reg_lock);
+}
