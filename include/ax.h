@@ -26,6 +26,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/socket.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -222,6 +224,20 @@ int ax_yield(ax_task *t);
 /* Wait until fd is readable/writable. timeout_ms < 0: only the task's deadline
  * bounds it; a timeout_ms that ends first returns AX_ETIMEDOUT too. */
 int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms);
+/* Deadline-aware socket I/O on non-blocking fds (ax_io_* set O_NONBLOCK if
+ * needed): each retries on EAGAIN by parking in ax_wait_fd, bounded by
+ * timeout_ms (< 0: only the task's deadline). They return the byte count
+ * (0 = end of stream for ax_read), the new fd for ax_accept, 0 for
+ * ax_connect, or a negative AX_E* code (AX_ESYS with errno's text in the
+ * detail for a failed system call: refused, reset, ...). */
+ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms);
+/* Writes all len bytes unless an error or the deadline intervenes. */
+ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeout_ms);
+int ax_accept(ax_task *t, int listen_fd, struct sockaddr *addr, socklen_t *addrlen,
+              int64_t timeout_ms);
+int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrlen,
+               int64_t timeout_ms);
+
 /* 0 while the task may go on; AX_ETIMEDOUT or AX_ECANCELED once it should stop. */
 int ax_cancelled(const ax_task *t);
 

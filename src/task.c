@@ -171,10 +171,14 @@ int ax_panic(ax_task *t, const char *fmt, ...)
     int rc = check_current(t, "ax_panic");
     if (rc)
         return rc;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(t->err, sizeof t->err, fmt ? fmt : "panic", ap);
-    va_end(ap);
+    if (fmt) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(t->err, sizeof t->err, fmt, ap);
+        va_end(ap);
+    } else {
+        memcpy(t->err, "panic", 6);
+    }
     t->panicked = 1;
     t->code = AX_EPANIC;
     run_exit(t);
@@ -185,9 +189,13 @@ int ax_task_set_error(ax_task *t, const char *fmt, ...)
     int rc = check_current(t, "ax_task_set_error");
     if (rc)
         return rc;
+    if (!fmt) {
+        t->err[0] = 0;
+        return AX_OK;
+    }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->err, sizeof t->err, fmt ? fmt : "", ap);
+    vsnprintf(t->err, sizeof t->err, fmt, ap);
     va_end(ap);
     return AX_OK;
 }

@@ -1,0 +1,159 @@
+/* io.c - deadline-aware socket I/O inside tasks (DESIGN.md §11, issue 4).
+ *
+ * Each call tries the non-blocking system call first and parks the
+ * coroutine in ax_wait_fd only on EAGAIN, so a ready socket costs one
+ * syscall and no epoll registration. The wait is bounded by the call's own
+ * timeout and always by the task's deadline; cancellation ends it with
+ * AX_ECANCELED. The thread never blocks.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int ensure_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0)
+        return ax_fail(AX_EINVAL, "fd %d: %s", fd, strerror(errno));
+    if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
+        return ax_fail(AX_ESYS, "fd %d: cannot set O_NONBLOCK: %s", fd, strerror(errno));
+    return AX_OK;
+}
+
+/* Remaining time of a call-level timeout that began at `start`. */
+static int64_t remaining(int64_t timeout_ms, uint64_t start)
+{
+    if (timeout_ms < 0)
+        return -1;
+    uint64_t spent = (now_ns() - start) / 1000000u;
+    return spent >= (uint64_t)timeout_ms ? 0 : timeout_ms - (int64_t)spent;
+}
+
+static int sys_fail(const char *what, int fd)
+{
+    int e = errno;
+    if (e == EBADF || e == ENOTSOCK)
+        return ax_fail(AX_EINVAL, "%s: fd %d: %s", what, fd, strerror(e));
+    return ax_fail(AX_ESYS, "%s: %s", what, strerror(e));
+}
+
+ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
+{
+    if (!t)
+        return ax_fail_static(AX_EINVAL, "ax_read: task is NULL");
+    if (t != ax_current_run)
+        return ax_fail_static(AX_ESTATE, "ax_read: called outside the task's own coroutine");
+    if (!buf && len)
+        return ax_fail_static(AX_EINVAL, "ax_read: buf is NULL");
+    int rc = ensure_nonblock(fd);
+    if (rc)
+        return rc;
+    uint64_t start = now_ns();
+    for (;;) {
+        if ((rc = run_detached_rc(t)))
+            return rc;
+        ssize_t n = read(fd, buf, len);
+        if (n >= 0)
+            return n;
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return sys_fail("read", fd);
+        if ((rc = ax_wait_fd(t, fd, AX_READ, remaining(timeout_ms, start))))
+            return rc;
+    }
+}
+
+ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeout_ms)
+{
+    if (!t)
+        return ax_fail_static(AX_EINVAL, "ax_write: task is NULL");
+    if (t != ax_current_run)
+        return ax_fail_static(AX_ESTATE, "ax_write: called outside the task's own coroutine");
+    if (!buf && len)
+        return ax_fail_static(AX_EINVAL, "ax_write: buf is NULL");
+    int rc = ensure_nonblock(fd);
+    if (rc)
+        return rc;
+    uint64_t start = now_ns();
+    size_t done = 0;
+    while (done < len) {
+        if ((rc = run_detached_rc(t)))
+            return rc;
+        ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
+        if (n < 0 && errno == ENOTSOCK)
+            n = write(fd, (const char *)buf + done, len - done);
+        if (n >= 0) {
+            done += (size_t)n;
+            continue;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return sys_fail("write", fd);
+        if ((rc = ax_wait_fd(t, fd, AX_WRITE, remaining(timeout_ms, start))))
+            return rc;
+    }
+    return (ssize_t)done;
+}
+
+int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t timeout_ms)
+{
+    if (!t)
+        return ax_fail_static(AX_EINVAL, "ax_accept: task is NULL");
+    if (t != ax_current_run)
+        return ax_fail_static(AX_ESTATE, "ax_accept: called outside the task's own coroutine");
+    int rc = ensure_nonblock(lfd);
+    if (rc)
+        return rc;
+    uint64_t start = now_ns();
+    for (;;) {
+        if ((rc = run_detached_rc(t)))
+            return rc;
+        int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        if (errno == EINTR || errno == ECONNABORTED)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return sys_fail("accept", lfd);
+        if ((rc = ax_wait_fd(t, lfd, AX_READ, remaining(timeout_ms, start))))
+            return rc;
+    }
+}
+
+int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrlen,
+               int64_t timeout_ms)
+{
+    if (!t)
+        return ax_fail_static(AX_EINVAL, "ax_connect: task is NULL");
+    if (t != ax_current_run)
+        return ax_fail_static(AX_ESTATE, "ax_connect: called outside the task's own coroutine");
+    if (!addr)
+        return ax_fail_static(AX_EINVAL, "ax_connect: addr is NULL");
+    int rc = ensure_nonblock(fd);
+    if (rc)
+        return rc;
+    if ((rc = run_detached_rc(t)))
+        return rc;
+    if (connect(fd, addr, addrlen) == 0)
+        return AX_OK;
+    if (errno != EINPROGRESS && errno != EINTR)
+        return sys_fail("connect", fd);
+    if ((rc = ax_wait_fd(t, fd, AX_WRITE, timeout_ms)))
+        return rc;
+    int err = 0;
+    socklen_t el = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
+        return sys_fail("getsockopt", fd);
+    if (err) {
+        errno = err;
+        return sys_fail("connect", fd);
+    }
+    return AX_OK;
+}
