@@ -1,0 +1,354 @@
+/* prom.c - Prometheus text exposition, format 0.0.4 (DESIGN.md §9).
+ *
+ * What it owns
+ * ------------
+ * The metric names, their help text and the rendering of one
+ * struct ax_metrics_snapshot into a caller's buffer. Exposed families, in
+ * output order:
+ *
+ *   counters   ax_tasks_{submitted,started,succeeded,failed,timed_out,
+ *              cancelled,retried,rejected,shed,panicked,lingering}_total,
+ *              ax_callback_overruns_total
+ *   gauges     ax_queue_length{priority}, ax_tasks_delayed, ax_tasks_running,
+ *              ax_concurrency_limit, ax_tasks_orphaned, ax_stacks_in_use
+ *   histograms ax_wait_seconds{priority}, ax_run_seconds{priority}
+ *
+ * priority is "high", "normal", "low", in that order.
+ *
+ * Format rules kept here (what promtool and the Go parser insist on): every
+ * family has one HELP and one TYPE line before its samples and its samples
+ * are contiguous; label values escape \ " and newline, HELP text \ and
+ * newline; numbers are printed exactly as the Go client prints float64s
+ * (strconv 'g', shortest round-trip, so 1234567 is "1.234567e+06"); a
+ * histogram's buckets are cumulative, end with le="+Inf" equal to _count,
+ * then _sum and _count; the text ends with a newline.
+ *
+ * Histogram buckets. The fine log-linear buckets of hist.h (3 % wide) are
+ * folded into a fixed, readable set of `le` bounds, 10 us .. 60 s. A fine
+ * bucket counts under every bound >= its midpoint, so a bound is effectively
+ * placed within 1.6 % of its nominal value. _sum is in seconds.
+ *
+ * Complexity: O(families + 2 * 3 * AX_HIST_NBUCKETS); about 14 KB of text.
+ */
+#include "prom.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const double ax_prom_bounds[AX_PROM_NBOUNDS] = {
+    1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,  0.1,     0.25,  0.5,    1,       2.5,    5,     10,     30,    60,
+};
+
+/* Exposition order of the priority label, and its value. */
+static const struct {
+    ax_priority prio;
+    const char *name;
+} prio_order[AX_PRIO_COUNT] = {
+    {AX_PRIO_HIGH, "high"},
+    {AX_PRIO_NORMAL, "normal"},
+    {AX_PRIO_LOW, "low"},
+};
+
+/* ---- bounded writer: snprintf semantics over many appends ------------------ */
+
+struct out {
+    char *buf;
+    size_t len; /* capacity including the NUL */
+    size_t n;   /* bytes the full text needs so far */
+};
+
+static void put(struct out *o, const char *s, size_t k)
+{
+    if (o->len > 0 && o->n < o->len - 1) {
+        size_t room = o->len - 1 - o->n;
+        memcpy(o->buf + o->n, s, k < room ? k : room);
+    }
+    o->n += k;
+}
+
+static void puts_(struct out *o, const char *s)
+{
+    put(o, s, strlen(s));
+}
+
+static void putc_(struct out *o, char c)
+{
+    put(o, &c, 1);
+}
+
+static void put_double(struct out *o, double v)
+{
+    char tmp[32];
+    put(o, tmp, ax_prom_format_double(v, tmp));
+}
+
+/* Label value: \ -> \\, " -> \", newline -> \n. HELP text: the same but
+ * without the quote. */
+static void put_escaped(struct out *o, const char *s, bool quote)
+{
+    for (; *s; s++) {
+        if (*s == '\\')
+            puts_(o, "\\\\");
+        else if (*s == '\n')
+            puts_(o, "\\n");
+        else if (*s == '"' && quote)
+            puts_(o, "\\\"");
+        else
+            putc_(o, *s);
+    }
+}
+
+/* ---- Go's strconv.FormatFloat(v, 'g', -1, 64) -------------------------------- */
+
+/* Decimal digits dig[0..nd) and exponent x: the value d.ddd * 10^x. */
+struct decimal {
+    char dig[20];
+    int nd, x;
+};
+
+/* Does the decimal read back as a (> 0)? Printed as an integer mantissa so
+ * that no locale decimal point is involved. */
+static double decimal_value(const struct decimal *d)
+{
+    char s[48];
+    memcpy(s, d->dig, (size_t)d->nd);
+    snprintf(s + d->nd, sizeof s - (size_t)d->nd, "e%d", d->x - (d->nd - 1));
+    return strtod(s, NULL);
+}
+
+/* a (> 0, finite) correctly rounded to p significant digits. */
+static void decimal_round(struct decimal *d, double a, int p)
+{
+    char tmp[40];
+    snprintf(tmp, sizeof tmp, "%.*e", p - 1, a);
+    d->nd = 0;
+    const char *s = tmp;
+    for (; *s && *s != 'e'; s++) /* skips the locale's decimal point */
+        if (*s >= '0' && *s <= '9' && d->nd < (int)sizeof d->dig) d->dig[d->nd++] = *s;
+    d->x = *s == 'e' ? (int)strtol(s + 1, NULL, 10) : 0;
+}
+
+/* The next p-digit decimal up: add one unit in the last place. */
+static void decimal_up(struct decimal *d)
+{
+    int i = d->nd - 1;
+    while (i >= 0 && d->dig[i] == '9')
+        d->dig[i--] = '0';
+    if (i >= 0) {
+        d->dig[i]++;
+    } else { /* 99..9 -> 100..0 */
+        d->dig[0] = '1';
+        d->x++;
+    }
+}
+
+/* Shortest digits that read back as a, the closest such if there are
+ * several (what Go's shortest mode returns). The correctly rounded p-digit
+ * decimal is the closest; the one above it can still be the only one that
+ * reads back when a is a power of two (the gap below a is half the gap
+ * above). */
+static void decimal_shortest(struct decimal *d, double a)
+{
+    for (int p = 1; p <= 17; p++) {
+        decimal_round(d, a, p);
+        double r = decimal_value(d);
+        if (r == a) break;
+        if (r < a) {
+            struct decimal up = *d;
+            decimal_up(&up);
+            if (decimal_value(&up) == a) {
+                *d = up;
+                break;
+            }
+        }
+    }
+    while (d->nd > 1 && d->dig[d->nd - 1] == '0')
+        d->nd--;
+}
+
+size_t ax_prom_format_double(double v, char out[32])
+{
+    /* The Go client's writeFloat special cases, then strconv. */
+    if (v == 1) return (size_t)snprintf(out, 32, "1");
+    if (v == 0) return (size_t)snprintf(out, 32, "0");
+    if (v == -1) return (size_t)snprintf(out, 32, "-1");
+    if (isnan(v)) return (size_t)snprintf(out, 32, "NaN");
+    if (isinf(v)) return (size_t)snprintf(out, 32, v > 0 ? "+Inf" : "-Inf");
+
+    bool neg = v < 0;
+    struct decimal d;
+    decimal_shortest(&d, neg ? -v : v);
+    const char *dig = d.dig;
+    int nd = d.nd, x = d.x;
+
+    /* strconv 'g' with shortest digits: %e when the exponent is < -4 or
+     * >= 6 (eprec is 6 for the shortest form), else %f with just the digits
+     * needed. */
+    size_t k = 0;
+    if (neg) out[k++] = '-';
+    if (x < -4 || x >= 6) {
+        out[k++] = dig[0];
+        if (nd > 1) {
+            out[k++] = '.';
+            for (int i = 1; i < nd; i++)
+                out[k++] = dig[i];
+        }
+        out[k++] = 'e';
+        out[k++] = x < 0 ? '-' : '+';
+        int ax = x < 0 ? -x : x;
+        k += (size_t)snprintf(out + k, 32 - k, "%02d", ax);
+    } else {
+        int dp = x + 1; /* digits before the point; -3 .. 6 */
+        if (dp <= 0) {
+            out[k++] = '0';
+            out[k++] = '.';
+            for (int i = 0; i < -dp; i++)
+                out[k++] = '0';
+            for (int i = 0; i < nd; i++)
+                out[k++] = dig[i];
+        } else {
+            for (int i = 0; i < dp; i++)
+                out[k++] = i < nd ? dig[i] : '0';
+            if (nd > dp) {
+                out[k++] = '.';
+                for (int i = dp; i < nd; i++)
+                    out[k++] = dig[i];
+            }
+        }
+        out[k] = '\0';
+    }
+    return k;
+}
+
+/* ---- families ------------------------------------------------------------------ */
+
+static void family(struct out *o, const char *name, const char *type, const char *help)
+{
+    puts_(o, "# HELP ");
+    puts_(o, name);
+    putc_(o, ' ');
+    put_escaped(o, help, false);
+    puts_(o, "\n# TYPE ");
+    puts_(o, name);
+    putc_(o, ' ');
+    puts_(o, type);
+    putc_(o, '\n');
+}
+
+/* name[suffix]{label="value"[,le="bound"]} v */
+static void sample(struct out *o, const char *name, const char *suffix, const char *label,
+                   const char *value, const double *le, double v)
+{
+    puts_(o, name);
+    puts_(o, suffix);
+    if (label || le) {
+        putc_(o, '{');
+        if (label) {
+            puts_(o, label);
+            puts_(o, "=\"");
+            put_escaped(o, value, true);
+            putc_(o, '"');
+        }
+        if (le) {
+            puts_(o, label ? ",le=\"" : "le=\"");
+            put_double(o, *le);
+            putc_(o, '"');
+        }
+        putc_(o, '}');
+    }
+    putc_(o, ' ');
+    put_double(o, v);
+    putc_(o, '\n');
+}
+
+static void counter(struct out *o, const char *name, const char *help, uint64_t v)
+{
+    family(o, name, "counter", help);
+    sample(o, name, "", NULL, NULL, NULL, (double)v);
+}
+
+static void gauge(struct out *o, const char *name, const char *help, uint64_t v)
+{
+    family(o, name, "gauge", help);
+    sample(o, name, "", NULL, NULL, NULL, (double)v);
+}
+
+/* One histogram series: fold the fine buckets into ax_prom_bounds. */
+static void hist_series(struct out *o, const char *name, const char *prio, const struct ax_hist *h)
+{
+    uint64_t cum[AX_PROM_NBOUNDS];
+    unsigned j = 0;
+    struct ax_hist_iter it;
+    ax_hist_iter_init(&it, h);
+    uint64_t below = 0; /* values in fine buckets already passed */
+    while (ax_hist_iter_next(&it)) {
+        double mid =
+            it.index == AX_HIST_OVERFLOW ? INFINITY : ((double)it.lower + (double)it.upper) / 2e9;
+        while (j < AX_PROM_NBOUNDS && mid > ax_prom_bounds[j])
+            cum[j++] = below;
+        below = it.cumulative;
+    }
+    while (j < AX_PROM_NBOUNDS)
+        cum[j++] = below;
+
+    for (unsigned b = 0; b < AX_PROM_NBOUNDS; b++)
+        sample(o, name, "_bucket", "priority", prio, &ax_prom_bounds[b], (double)cum[b]);
+    double inf = INFINITY;
+    sample(o, name, "_bucket", "priority", prio, &inf, (double)below);
+    sample(o, name, "_sum", "priority", prio, NULL, (double)ax_hist_sum(h) / 1e9);
+    sample(o, name, "_count", "priority", prio, NULL, (double)below);
+}
+
+static void histogram(struct out *o, const char *name, const char *help,
+                      const struct ax_hist h[AX_PRIO_COUNT])
+{
+    family(o, name, "histogram", help);
+    for (unsigned i = 0; i < AX_PRIO_COUNT; i++)
+        hist_series(o, name, prio_order[i].name, &h[prio_order[i].prio]);
+}
+
+size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len)
+{
+    struct out o = {.buf = buf, .len = len};
+    const ax_stats *st = &m->st;
+
+    counter(&o, "ax_tasks_submitted_total", "Tasks admitted by ax_submit.", st->submitted);
+    counter(&o, "ax_tasks_started_total", "Task attempts started.", st->started);
+    counter(&o, "ax_tasks_succeeded_total", "Tasks that ended successfully.", st->succeeded);
+    counter(&o, "ax_tasks_failed_total", "Tasks that ended failed, no retry left.", st->failed);
+    counter(&o, "ax_tasks_timed_out_total", "Tasks that ended timed out, no retry left.",
+            st->timed_out);
+    counter(&o, "ax_tasks_cancelled_total", "Tasks that ended cancelled.", st->cancelled);
+    counter(&o, "ax_tasks_retried_total", "Retries scheduled.", st->retried);
+    counter(&o, "ax_tasks_rejected_total",
+            "Submissions refused: invalid, bucket full, rate limit or shutdown.", st->rejected);
+    counter(&o, "ax_tasks_shed_total", "Submissions refused by load shedding.", st->shed);
+    counter(&o, "ax_tasks_panicked_total", "Task attempts ended by ax_panic.", st->panicked);
+    counter(&o, "ax_tasks_lingering_total",
+            "Timed-out tasks reported still running grace_ms after their timeout.", st->lingering);
+    counter(&o, "ax_callback_overruns_total",
+            "on_timeout callbacks that ran past callback_timeout_ms.", st->callback_overruns);
+
+    family(&o, "ax_queue_length", "gauge", "Tasks waiting in each priority bucket.");
+    for (unsigned i = 0; i < AX_PRIO_COUNT; i++)
+        sample(&o, "ax_queue_length", "", "priority", prio_order[i].name, NULL,
+               (double)st->queued[prio_order[i].prio]);
+    gauge(&o, "ax_tasks_delayed", "Tasks waiting out a delay or a retry back-off.", st->delayed);
+    gauge(&o, "ax_tasks_running", "Tasks holding a concurrency slot.", st->running);
+    gauge(&o, "ax_concurrency_limit", "Maximum number of tasks running at once.", st->limit);
+    gauge(&o, "ax_tasks_orphaned",
+          "Coroutines still running after their task timed out or was cancelled.", st->orphans);
+    gauge(&o, "ax_stacks_in_use", "Coroutine stacks currently allocated to tasks.",
+          st->stacks_in_use);
+
+    histogram(&o, "ax_wait_seconds", "Time a task attempt waited in its bucket before it started.",
+              m->wait);
+    histogram(&o, "ax_run_seconds", "Run time of a task attempt, start to end.", m->run);
+
+    if (len > 0) buf[o.n < len ? o.n : len - 1] = '\0';
+    return o.n;
+}
