@@ -248,7 +248,7 @@ static void complete_run(struct worker *w, struct ax_task *t)
         join_release_children(t);
     unsigned state = t->code == 0 && !t->panicked ? AX_STATE_SUCCEEDED : AX_STATE_FAILED;
     if (t->panicked)
-        EV(w->s, w, j, AX_EV_PANIC, AX_EPANIC, t->err);
+        crash_report(w, t);
     uint64_t expect = t->expect_sw;
     if (atomic_compare_exchange_strong(&j->sw, &expect, sw_make(j->id, t->attempt, state))) {
         j->run_ns = w->now_ns - t->start_ns;
@@ -586,6 +586,7 @@ void *worker_main(void *arg)
     struct ax_sched *s = w->s;
     struct epoll_event ev[64];
     ax_current_worker = w;
+    void *altstack = crash_altstack_enter(); /* where a stack overflow is handled */
     ax_coro_init_main(&w->main);
     atomic_store(&w->busy, 1);
     if (atomic_load(&s->monitor_idle))
@@ -615,6 +616,7 @@ void *worker_main(void *arg)
         worker_sleep(w);
     }
     atomic_store(&w->busy, 0);
+    crash_altstack_leave(altstack);
     return NULL;
 }
 

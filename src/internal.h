@@ -184,6 +184,7 @@ struct ax_task {
     char trace[AX_TRACE_ID_MAX]; /* formatted on first ax_task_trace_id */
     uint8_t bt_req;              /* resumed only to record where it is parked */
     uint8_t started;             /* its function has begun running */
+    uint8_t overflowed;          /* ran into its guard page (obs/crash.c) */
     int bt_n;
     void *bt[AX_BT_MAX];
 };
@@ -392,6 +393,14 @@ uint64_t cb_pool_overruns(struct ax_sched *s);
 /* monitor: count overruns, add a thread if all are stuck; true while any
  * callback runs (the monitor then keeps polling). */
 bool cb_pool_check(struct ax_sched *s, uint64_t now);
+
+/* obs/crash.c */
+void crash_init(void);
+void *crash_altstack_enter(void);
+void crash_altstack_leave(void *mem);
+void crash_report(struct worker *w, struct ax_task *t);
+/* obs/linger.c: append "\n#i symbol+off" lines for frames [skip, n). */
+void bt_format(char *out, size_t cap, void *const *bt, int n, int skip);
 
 /* obs/dump.c */
 void dump_unregister(struct ax_sched *s);

@@ -25,6 +25,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     if (rc)
         return rc;
     linger_init();
+    crash_init();
     struct ax_sched *s = aligned_alloc(AX_CACHELINE, (sizeof *s + AX_CACHELINE - 1) /
                                                          AX_CACHELINE * AX_CACHELINE);
     if (!s)

@@ -14,6 +14,7 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,6 +180,7 @@ int ax_panic(ax_task *t, const char *fmt, ...)
     } else {
         memcpy(t->err, "panic", 6);
     }
+    t->bt_n = backtrace(t->bt, AX_BT_MAX); /* for the report: where it panicked */
     t->panicked = 1;
     t->code = AX_EPANIC;
     run_exit(t);

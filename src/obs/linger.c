@@ -62,7 +62,7 @@ int linger_init(void)
 }
 
 /* "#0 fn+0x1c\n#1 ..." from raw frames, skipping `skip` innermost ones. */
-static void format_bt(char *out, size_t cap, void *const *bt, int n, int skip)
+void bt_format(char *out, size_t cap, void *const *bt, int n, int skip)
 {
     char **sym = backtrace_symbols(bt, n);
     size_t len = strlen(out);
@@ -147,7 +147,7 @@ void linger_check(struct worker *w)
             ax_coro_switch(&w->main, &t->coro);
             ax_current_run = NULL;
         }
-        format_bt(text, sizeof text, t->bt, t->bt_n, 1);
+        bt_format(text, sizeof text, t->bt, t->bt_n, 1);
         report(w->s, w, t->job, text);
         w->linger[i] = w->linger[--w->nlinger];
     }
@@ -175,7 +175,7 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         nanosleep(&ts, NULL);
     }
     if (atomic_load(&w->bt_state) == 2)
-        format_bt(text, sizeof text, w->bt, w->bt_n, 2);
+        bt_format(text, sizeof text, w->bt, w->bt_n, 2);
     atomic_store(&w->bt_state, 0);
     w->linger_reported_seq = seq;
     atomic_store_explicit(&w->hog_reported_sw, sw, memory_order_relaxed);
