@@ -296,6 +296,35 @@ typedef struct ax_stats {
 /* A consistent snapshot, taken without stopping the workers. */
 int ax_stats_get(ax_sched *s, ax_stats *out);
 
+/* ---- metrics ---------------------------------------------------------------- */
+
+/* A distribution (nanoseconds) from a log-linear histogram: quantiles are
+ * within 2% of the exact ones; max is exact. */
+typedef struct ax_dist {
+    uint64_t count, sum_ns, p50_ns, p90_ns, p99_ns, max_ns;
+} ax_dist;
+
+typedef struct ax_metrics {
+    ax_stats stats;
+    ax_dist wait[AX_PRIO_COUNT]; /* queue wait before each attempt, per priority */
+    ax_dist run[AX_PRIO_COUNT];  /* run time of each attempt, per priority */
+} ax_metrics;
+
+/* Counters, gauges and the five families of the seed's advice (queue length,
+ * wait time, timeouts, retries, run time). Histograms are kept per worker
+ * without locks and merged here. */
+int ax_metrics_get(ax_sched *s, ax_metrics *out);
+/* The Prometheus text exposition (format 0.0.4, names ax_*) into buf,
+ * snprintf-style: returns the length it needs (excluding the NUL), or a
+ * negative AX_E* code; writes at most len bytes, NUL-terminated if len > 0. */
+long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len);
+/* Serve GET /metrics over HTTP on addr ("127.0.0.1:9464" if NULL; "host:port"
+ * with a numeric IPv4 host or "localhost"; port 0 picks a free one, returned
+ * in *port_out if not NULL) from a task of this scheduler: it runs on ax's
+ * own coroutines and reactor, holds one HIGH concurrency slot, and ends at
+ * shutdown. One endpoint per scheduler. */
+int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out);
+
 /* ---- live task dump -------------------------------------------------------- */
 
 /* Write every queued, delayed and running task to f, one line each: id,

@@ -451,6 +451,7 @@ static void start_job(struct worker *w, struct job *j)
         worker_unref(w, j);
         return;
     }
+    metrics_record_wait(s, w, j->prio, j->wait_ns);
     EV(s, w, j, AX_EV_STARTED, 0, NULL);
     ready_push(w, t);
 }

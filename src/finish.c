@@ -78,6 +78,8 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
         code != AX_ENOMEM && !(j->deadline_ns && now >= j->deadline_ns))
         want_retry = true;
 
+    if (slot)
+        metrics_record_run(s, w, j->prio, j->run_ns);
     if (state == AX_STATE_TIMED_OUT && j->on_timeout) {
         result_fill(j, state, code, err, &r);
         cb_pool_post(s, j->on_timeout, j->cb_arg, &r);

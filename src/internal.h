@@ -237,6 +237,7 @@ struct worker {
     _Atomic uint64_t pub_deadline_ns;
     _Atomic uint64_t stacks_in_use;
     struct ev_ring *ev_ring; /* lifecycle events this worker produced (obs/events.c) */
+    struct ax_metrics_snapshot *m; /* this worker's wait/run histograms (obs/metrics.c) */
     /* lingering (obs/linger.c): timed-out runs still alive on this worker */
     struct linger_entry *linger;
     unsigned nlinger, linger_cap;
@@ -299,6 +300,9 @@ struct ax_sched {
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
     bool shut_done;
+    /* --- metrics (obs/metrics.c) --- */
+    struct ax_metrics_snapshot *m_shared; /* histograms of non-worker threads, s->lock */
+    bool metrics_serving;
     /* --- lifecycle events (obs/events.c) --- */
     struct ev_state *ev;
     _Atomic unsigned ev_mask; /* kinds produced; 0 while no sink is set */
@@ -393,6 +397,13 @@ uint64_t cb_pool_overruns(struct ax_sched *s);
 /* monitor: count overruns, add a thread if all are stuck; true while any
  * callback runs (the monitor then keeps polling). */
 bool cb_pool_check(struct ax_sched *s, uint64_t now);
+
+/* obs/metrics.c (w: the calling worker, or NULL for any other thread) */
+struct ax_metrics_snapshot;
+int metrics_init(struct ax_sched *s);
+void metrics_destroy(struct ax_sched *s);
+void metrics_record_wait(struct ax_sched *s, struct worker *w, unsigned prio, uint64_t ns);
+void metrics_record_run(struct ax_sched *s, struct worker *w, unsigned prio, uint64_t ns);
 
 /* obs/crash.c */
 void crash_init(void);

@@ -76,6 +76,8 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     if (rc == 0)
         rc = ev_init(s);
     if (rc == 0)
+        rc = metrics_init(s);
+    if (rc == 0)
         rc = monitor_start(s);
     unsigned started = 0;
     if (rc == 0) {
@@ -97,6 +99,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
             monitor_stop(s);
         cb_pool_stop(s);
         ev_stop(s);
+        metrics_destroy(s);
         for (unsigned k = 0; k < r.workers; k++)
             worker_destroy(&s->workers[k]);
         free(s->workers);
@@ -224,6 +227,7 @@ void ax_free(ax_sched *s)
     monitor_stop(s);
     cb_pool_stop(s);
     ev_stop(s); /* last: writes what the others produced */
+    metrics_destroy(s);
     for (unsigned i = 0; i < s->nworkers; i++) {
         free(s->workers[i].linger);
         worker_destroy(&s->workers[i]);
