@@ -189,6 +189,10 @@ void run_wake(struct ax_task *t, int rc)
         epoll_ctl(w->epfd, EPOLL_CTL_DEL, t->wait_fd, NULL);
         w->nfd_waits--;
         break;
+    case PARK_EXT:
+        if (t->on_unpark)
+            t->on_unpark(t);
+        break;
     case PARK_JOIN: {
         struct job *c = t->join_child;
         pthread_mutex_lock(&w->s->lock);
@@ -301,6 +305,8 @@ static void expire_timers(struct worker *w)
          * timer is disarmed by the wake. */
         if (rt->kind == TIMER_DEADLINE)
             deadline_fired(w, rt->run);
+        else if (rt->kind == TIMER_EXT)
+            rt->fire(rt, w);
         else
             run_wake(rt->run, rt->run->parked == PARK_SLEEP ? 0 : AX_ETIMEDOUT);
     }
@@ -336,6 +342,34 @@ static void drain_inbox(struct worker *w)
     w->inbox_spare = msgs;
     w->inbox_spare_cap = cap;
     pthread_mutex_unlock(&w->inbox_lock);
+}
+
+int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod)
+{
+    struct epoll_event ev = {.events = events, .data.u64 = (uint64_t)(uintptr_t)src | 1u};
+    if (epoll_ctl(w->epfd, mod ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0)
+        return -errno;
+    if (!mod)
+        w->nfd_waits++;
+    return 0;
+}
+
+void reactor_src_del(struct worker *w, int fd)
+{
+    if (epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL) == 0)
+        w->nfd_waits--;
+}
+
+void worker_timer_arm(struct worker *w, struct run_timer *rt, uint64_t at_ns)
+{
+    ax_wheel_del(&w->wheel, &rt->node);
+    rt->kind = TIMER_EXT;
+    ax_wheel_add(&w->wheel, &rt->node, ns_to_tick_ceil(at_ns));
+}
+
+void worker_timer_disarm(struct worker *w, struct run_timer *rt)
+{
+    ax_wheel_del(&w->wheel, &rt->node);
 }
 
 void worker_kick(struct worker *w)
@@ -486,9 +520,12 @@ static void dispatch(struct worker *w)
             pthread_cond_broadcast(&s->idle_cond);
         *p = (struct worker_pending){0};
     }
-    if (!s->paused && !s->closing && w->nready == 0) {
+    /* Take new work even while runs are ready (a task yielding in a loop
+     * must not keep queued tasks out), but no more than a batch in all. */
+    unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 0;
+    if (!s->paused && !s->closing && want) {
         struct job *j;
-        while (n < DISPATCH_BATCH && s->running < s->cap && (j = sched_pick_locked(s))) {
+        while (n < want && s->running < s->cap && (j = sched_pick_locked(s))) {
             if (ax_wheel_node_armed(&j->tnode))
                 monitor_del_locked(s, j); /* its queued-deadline timer */
             atomic_store_explicit(&j->sw, sw_make(j->id, j->attempt, JS_STARTING),
@@ -500,7 +537,7 @@ static void dispatch(struct worker *w)
             j->run_ns = 0;
             take[n++] = j;
         }
-        more = n == DISPATCH_BATCH && s->running < s->cap &&
+        more = n == want && s->running < s->cap &&
                (s->b[0].head || s->b[1].head || s->b[2].head);
     }
     pthread_mutex_unlock(&s->lock);
@@ -531,6 +568,11 @@ static bool work_available(struct worker *w)
 static void reactor_dispatch(struct worker *w, struct epoll_event *ev, int n)
 {
     for (int i = 0; i < n; i++) {
+        if (ev[i].data.u64 & 1) {
+            struct reactor_src *src = (struct reactor_src *)(uintptr_t)(ev[i].data.u64 & ~1ull);
+            src->on_event(src, w, ev[i].events);
+            continue;
+        }
         struct ax_task *t = ev[i].data.ptr;
         if (t == NULL) {
             uint64_t v;
@@ -648,6 +690,9 @@ int worker_init(struct ax_sched *s, struct worker *w, unsigned index)
 
 void worker_destroy(struct worker *w)
 {
+    if (w->http && w->http_destroy)
+        w->http_destroy(w->http);
+    w->http = NULL;
     if (w->epfd >= 0)
         close(w->epfd);
     if (w->evfd >= 0)

@@ -31,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #define ALTSTACK_SIZE (64 * 1024)
@@ -100,13 +101,18 @@ void crash_init(void)
     pthread_once(&once, install);
 }
 
-/* On each worker thread: the stack the fault handler runs on. */
+/* On each worker thread: the stack the fault handler runs on. mmap, not
+ * malloc: it is allocated when a worker starts, and the heap must not move
+ * under a caller measuring it (test_admission checks rejections allocate
+ * nothing). */
 void *crash_altstack_enter(void)
 {
     stack_t ss = {.ss_size = ALTSTACK_SIZE, .ss_flags = 0};
-    ss.ss_sp = malloc(ALTSTACK_SIZE);
-    if (!ss.ss_sp || sigaltstack(&ss, NULL) != 0) {
-        free(ss.ss_sp);
+    ss.ss_sp = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (ss.ss_sp == MAP_FAILED)
+        return NULL;
+    if (sigaltstack(&ss, NULL) != 0) {
+        munmap(ss.ss_sp, ALTSTACK_SIZE);
         return NULL;
     }
     return ss.ss_sp;
@@ -118,7 +124,7 @@ void crash_altstack_leave(void *mem)
         return;
     stack_t ss = {.ss_flags = SS_DISABLE};
     sigaltstack(&ss, NULL);
-    free(mem);
+    munmap(mem, ALTSTACK_SIZE);
 }
 
 /* Panic and overflow report of a finished run (worker, after the switch). */
