@@ -106,8 +106,10 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
     struct wake_msg msg;
     bool wake_joiner = false;
     pthread_mutex_lock(&s->lock);
-    if (slot)
+    if (slot) {
         s->running--;
+        sched_hint_locked(s);
+    }
     if (want_retry && (s->closing || !s->retry_enabled[j->prio]))
         want_retry = false;
     if (want_retry) {

@@ -130,7 +130,9 @@ void job_table_destroy(struct ax_sched *s);
 
 /* ---- runs (struct ax_task) ---------------------------------------------- */
 
-enum { PARK_NONE = 0, PARK_SLEEP, PARK_FD, PARK_JOIN, PARK_YIELD };
+/* PARK_EXT: parked by an extension (http.c) that gets run->on_unpark(run)
+ * when the run is woken for any other reason (deadline, cancel). */
+enum { PARK_NONE = 0, PARK_SLEEP, PARK_FD, PARK_JOIN, PARK_YIELD, PARK_EXT };
 
 struct defer_entry {
     void (*fn)(void *);
@@ -143,12 +145,24 @@ struct worker;
 #define AX_BT_MAX 24
 
 /* A timer in a worker's wheel, tagged so expiry knows what it was for. */
-enum { TIMER_DEADLINE = 1, TIMER_WAIT = 2 };
+enum { TIMER_DEADLINE = 1, TIMER_WAIT = 2, TIMER_EXT = 3 };
 struct run_timer {
     struct ax_wheel_node node;
-    struct ax_task *run;
+    struct ax_task *run; /* TIMER_DEADLINE / TIMER_WAIT */
     int kind;
+    void (*fire)(struct run_timer *rt, struct worker *w); /* TIMER_EXT */
 };
+
+/* An extension's fd in a worker's epoll (http.c: curl's sockets). Stored
+ * in epoll data with bit 0 set; runs waiting in ax_wait_fd have it clear. */
+struct reactor_src {
+    void (*on_event)(struct reactor_src *src, struct worker *w, uint32_t events);
+};
+int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod);
+void reactor_src_del(struct worker *w, int fd);
+/* Arm / disarm an extension timer on the calling worker's wheel. */
+void worker_timer_arm(struct worker *w, struct run_timer *rt, uint64_t at_ns);
+void worker_timer_disarm(struct worker *w, struct run_timer *rt);
 
 struct ax_task {
     struct ax_coro coro;
@@ -172,6 +186,8 @@ struct ax_task {
     int code;         /* the function's return */
     struct ax_stack *stack;
     struct job *join_child; /* PARK_JOIN: the child waited for */
+    void (*on_unpark)(struct ax_task *t); /* PARK_EXT */
+    void *ext;                            /* PARK_EXT: the extension's state */
     uint32_t life_gen;      /* bumped when the run struct is reused */
     uint8_t orphan;         /* its job ended without it (timeout, cancel) */
     unsigned ndefers, defer_cap;
@@ -219,6 +235,7 @@ struct worker {
     int epfd, evfd;
     struct ax_stack_pool stacks;
     unsigned nfd_waits;       /* runs parked in ax_wait_fd */
+    unsigned direct_budget;   /* direct yields left this iteration */
     _Atomic int busy;         /* out of epoll_wait: the monitor must watch for hogs */
     struct ax_task *run_free; /* recycled runs */
     struct ax_task **run_chunks;
@@ -229,6 +246,7 @@ struct worker {
     pthread_mutex_t inbox_lock;
     struct wake_msg *inbox, *inbox_spare;
     unsigned ninbox, inbox_cap, inbox_spare_cap;
+    _Atomic unsigned inbox_hint; /* ninbox, readable without the lock */
     _Atomic int sleeping; /* parked in epoll_wait; a waker CASes 1 -> 0 and writes evfd */
     /* published for the monitor's hog watch (relaxed; validated by CAS) */
     _Atomic uint64_t pub_seq; /* seqlock: odd while the three below change */
@@ -238,6 +256,8 @@ struct worker {
     _Atomic uint64_t stacks_in_use;
     struct ev_ring *ev_ring; /* lifecycle events this worker produced (obs/events.c) */
     struct ax_metrics_snapshot *m; /* this worker's wait/run histograms (obs/metrics.c) */
+    void *http;                      /* http.c's per-worker state (curl multi handle) */
+    void (*http_destroy)(void *http);
     /* lingering (obs/linger.c): timed-out runs still alive on this worker */
     struct linger_entry *linger;
     unsigned nlinger, linger_cap;
@@ -291,6 +311,13 @@ struct ax_sched {
     _Atomic bool monitor_idle; /* sleeping with no hog watch: workers kick it */
     uint64_t monitor_wake_tick; /* when it plans to wake (s->lock) */
     unsigned delayed_new[AX_PRIO_COUNT]; /* delayed submissions, counted in bucket bounds */
+    /* Lock-free hints for the worker loop's fast path, stored under s->lock:
+     * a worker with nothing to apply skips the lock when no job is
+     * dispatchable. A stale hint only delays a dispatch to the next
+     * iteration or wake-up (every change that makes work dispatchable also
+     * wakes a sleeping worker). */
+    _Atomic unsigned hint_queued;   /* jobs in the three buckets */
+    _Atomic int hint_blocked;       /* paused, closing, or running >= cap */
     /* --- workers --- */
     struct worker *workers;
     unsigned nworkers;
@@ -346,6 +373,7 @@ void bucket_push_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s);
 void sched_recompute_locked(struct ax_sched *s);
+void sched_hint_locked(struct ax_sched *s);
 void sched_wake_workers(struct ax_sched *s, unsigned n); /* no lock needed */
 
 /* exec.c */
@@ -360,6 +388,8 @@ extern _Thread_local struct ax_task *ax_current_run;
 extern _Thread_local struct worker *ax_current_worker;
 /* Park the current run (its park kind already set); returns its wake_rc. */
 int run_park(struct ax_task *t);
+/* ax_yield's fast path; false if it must go through the worker loop. */
+bool run_switch_direct(struct ax_task *t);
 /* Resume a parked run with rc (worker thread only). No-op if not parked. */
 void run_wake(struct ax_task *t, int rc);
 /* AX_ETIMEDOUT / AX_ECANCELED if the run's job has moved on without it. */

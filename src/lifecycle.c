@@ -195,6 +195,7 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
     struct job *q = NULL;
     pthread_mutex_lock(&s->lock);
     s->closing = true;
+    sched_hint_locked(s);
     drain_queued_locked(s, &q);
     pthread_mutex_unlock(&s->lock);
     while (q) {

@@ -34,6 +34,8 @@ void bucket_push_locked(struct ax_sched *s, struct job *j)
     b->tail = j;
     b->n++;
     j->where = WHERE_BUCKET;
+    atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
+                          memory_order_relaxed);
 }
 
 void bucket_remove_locked(struct ax_sched *s, struct job *j)
@@ -50,6 +52,15 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j)
     j->next = j->prev = NULL;
     b->n--;
     j->where = WHERE_NONE;
+    atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
+                          memory_order_relaxed);
+}
+
+/* Refresh hint_blocked after running, cap, paused or closing changed. */
+void sched_hint_locked(struct ax_sched *s)
+{
+    atomic_store_explicit(&s->hint_blocked, s->paused || s->closing || s->running >= s->cap,
+                          memory_order_relaxed);
 }
 
 /* The next job by quota rounds, or NULL when every bucket is empty. Does not
@@ -114,6 +125,7 @@ int ax_pause(ax_sched *s)
         return ax_fail(AX_EINVAL, "ax_pause: scheduler is NULL");
     pthread_mutex_lock(&s->lock);
     s->paused = true;
+    sched_hint_locked(s);
     pthread_mutex_unlock(&s->lock);
     return AX_OK;
 }
@@ -124,6 +136,7 @@ int ax_resume(ax_sched *s)
         return ax_fail(AX_EINVAL, "ax_resume: scheduler is NULL");
     pthread_mutex_lock(&s->lock);
     s->paused = false;
+    sched_hint_locked(s);
     pthread_mutex_unlock(&s->lock);
     sched_wake_workers(s, s->nworkers);
     return AX_OK;
@@ -139,6 +152,7 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
     pthread_mutex_lock(&s->lock);
     s->cap = n;
     sched_recompute_locked(s);
+    sched_hint_locked(s);
     pthread_mutex_unlock(&s->lock);
     sched_wake_workers(s, s->nworkers);
     return AX_OK;

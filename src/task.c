@@ -77,6 +77,11 @@ int ax_yield(ax_task *t)
     if (rc || (rc = run_detached_rc(t)))
         return rc;
     struct worker *w = t->w;
+    t->parked = PARK_YIELD;
+    if (run_switch_direct(t)) {
+        t->parked = PARK_NONE;
+        return run_detached_rc(t);
+    }
     /* To the back of the ready queue: everything else ready runs first. */
     t->next = NULL;
     if (w->ready_tail)
