@@ -54,6 +54,7 @@ enum {
     AX_ESYS = -11,      /* a system call failed; ax_error_detail() has errno's text */
     AX_EPANIC = -12,    /* the task called ax_panic */
     AX_EBUSY = -13,     /* resource already in use (e.g. another task waits on this fd) */
+    AX_ENET = -14,      /* a network transfer failed: refused, reset, DNS, TLS (detail says) */
 };
 
 /* Short English name of a code ("deadline passed"); never NULL. */

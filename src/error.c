@@ -31,6 +31,7 @@ const char *ax_strerror(int code)
     case AX_ESYS: return "system call failed";
     case AX_EPANIC: return "task panicked";
     case AX_EBUSY: return "resource busy";
+    case AX_ENET: return "network transfer failed";
     default: return "unknown error code";
     }
 }

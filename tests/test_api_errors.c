@@ -374,9 +374,9 @@ static void test_names(void)
 {
     const int codes[] = {AX_OK,     AX_EINVAL,    AX_ENOMEM,    AX_EFULL,     AX_ESHED,
                          AX_ERATE,  AX_ESHUTDOWN, AX_ETIMEDOUT, AX_ECANCELED, AX_ENOTFOUND,
-                         AX_ESTATE, AX_ESYS,      AX_EPANIC,    AX_EBUSY};
+                         AX_ESTATE, AX_ESYS,      AX_EPANIC,    AX_EBUSY,     AX_ENET};
     const int n = (int)(sizeof codes / sizeof codes[0]);
-    const int unknown[] = {-99, -14, 1, 42, INT_MIN, INT_MAX};
+    const int unknown[] = {-99, -15, 1, 42, INT_MIN, INT_MAX};
     const char *unk = ax_strerror(-99);
     CHECK(unk != NULL);
     for (int i = 0; i < n; i++) {
