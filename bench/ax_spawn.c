@@ -1,6 +1,8 @@
 /* ax_spawn.c - create, run and complete empty tasks.
  *
- * A parent task ax_spawn()s `tasks` children that return 0 at once; each
+ * A parent task submits `tasks` children (ax_submit from inside the task:
+ * fire and forget, like `go f()`; ax_spawn is the joinable variant and also
+ * keeps each child's result for the parent) that return 0 at once; each
  * child's on_done counts a latch down. Two workers (the machine's cores), so
  * children run while the parent is still spawning. Prints
  *   ax_spawn_ns  (last child's completion - parent's first spawn) / tasks
@@ -27,9 +29,9 @@ static int parent(ax_task *t, void *arg)
     ax_spec spec = ab_spec(child, NULL, AX_PRIO_NORMAL, 60000, ab_done, &done);
     t_begin = bu_now_ns();
     for (long i = 0; i < tasks; i++) {
-        int rc = ax_spawn(t, &spec, NULL);
+        int rc = ax_submit(ax_task_sched(t), &spec, NULL);
         if (rc != 0) {
-            fprintf(stderr, "ax_spawn #%ld: %s %s\n", i, ax_strerror(rc), ax_error_detail());
+            fprintf(stderr, "ax_submit #%ld: %s %s\n", i, ax_strerror(rc), ax_error_detail());
             exit(1);
         }
     }

@@ -41,7 +41,7 @@ def rows(idle_s):
          "Go unbuffered chan ping-pong", at_least(7)),
         ("switch (raw coro switch)", "ns/switch", "coro_switch_ns", "go_switch_ns",
          "Go unbuffered chan ping-pong", at_least(7)),
-        ("spawn (ax_spawn, empty task)", "ns/task", "ax_spawn_ns", "go_spawn_ns",
+        ("spawn (ax_submit from a task, empty task)", "ns/task", "ax_spawn_ns", "go_spawn_ns",
          "go f() + WaitGroup", at_least(3)),
         ("full path, 1 worker", "ns/task", "ax_fullpath_w1_ns", "go_seed_fullpath_ns",
          go_seed, at_least(10)),
@@ -75,6 +75,10 @@ def rows(idle_s):
          "go_idle_cpu_s", "Go goroutines in time.Sleep", at_most(0.01 * idle_s / 5, "CPU s")),
         ("instructions per task (full path)", "instr/task", "ax_instr_per_task", None, "n/a",
          None),
+        # peer = the same ax run with events off (metrics are always kept): the
+        # ratio is the share of throughput left with full JSON logging on.
+        ("full path with every event as JSON lines", "ns/task", "ax_obs_json_ns", "ax_obs_off_ns",
+         "ax, events off", at_least(0.7)),
     ]
     return r
 

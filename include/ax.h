@@ -396,6 +396,10 @@ int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg);
  * is set), and 1 in sample_every tasks for SUBMITTED/STARTED/SUCCEEDED
  * (chosen by id, so a sampled task has all its events; 1 = every task). */
 int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every);
+/* Lossless mode: a producer that finds its buffer full waits for the event
+ * thread instead of dropping (default off: observing never stalls the
+ * scheduler; the cost when on is in bench/, "full path with every event"). */
+int ax_events_lossless(ax_sched *s, bool on);
 /* Write out everything buffered so far (returns when it is written). */
 int ax_events_flush(ax_sched *s);
 uint64_t ax_events_dropped(ax_sched *s);

@@ -280,6 +280,29 @@ int main(void)
     CHECK_EQ(sub, 100); /* ids are consecutive sequence numbers: exactly 1 in 4 */
     CHECK_EQ(atomic_load(&cb_count[AX_EV_STARTED]), sub);
     CHECK_EQ(atomic_load(&cb_count[AX_EV_SUCCEEDED]), sub);
+
+    /* Lossless mode: a burst far larger than the buffers loses nothing. */
+    CHECK_EQ(ax_events_filter(s, AX_EVMASK_ALL, 1), 0);
+    CHECK_EQ(ax_events_lossless(s, true), 0);
+    for (int k = 0; k < AX_EV_COUNT; k++)
+        atomic_store(&cb_count[k], 0);
+    uint64_t dropped0 = ax_events_dropped(s);
+    const int burst = 30000;
+    for (int i = 0; i < burst; i++) {
+        sp = (ax_spec){.fn = ok, .timeout_ms = 5000};
+        int rc;
+        while ((rc = ax_submit(s, &sp, NULL)) == AX_EFULL || rc == AX_ESHED)
+            usleep(100);
+        CHECK_EQ(rc, 0);
+    }
+    CHECK(WAIT_UNTIL(atomic_load(&cb_count[AX_EV_SUCCEEDED]) == burst ||
+                         (ax_events_flush(s), false),
+                     20000));
+    CHECK_EQ(ax_events_flush(s), 0);
+    CHECK_EQ(atomic_load(&cb_count[AX_EV_SUBMITTED]), burst);
+    CHECK_EQ(atomic_load(&cb_count[AX_EV_STARTED]), burst);
+    CHECK_EQ(atomic_load(&cb_count[AX_EV_SUCCEEDED]), burst);
+    CHECK_EQ(ax_events_dropped(s), dropped0);
     ax_free(s);
     fclose(f);
     unlink(path);

@@ -27,18 +27,40 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define RING_CAP 1024 /* events per ring (power of two) */
+#define RING_CAP 4096   /* records per ring (power of two) */
+#define EV_INLINE_MSG 104 /* longer messages (backtraces) take the locked long ring */
 #define FLUSH_MS 10
+
+/* What a ring holds: an event without its 512-byte message buffer (most
+ * events have no message at all). 192 bytes. */
+struct ev_rec {
+    uint64_t time_ns, id, wait_ns, run_ns;
+    int32_t code;
+    uint32_t attempt;
+    uint8_t kind, prio;
+    uint16_t msglen;
+    char trace_id[AX_TRACE_ID_MAX];
+    char msg[EV_INLINE_MSG];
+};
 
 struct ev_ring {
     _Atomic unsigned head; /* producer: next slot to write */
     char pad[AX_CACHELINE - sizeof(unsigned)];
     _Atomic unsigned tail; /* consumer: next slot to read */
-    ax_event ev[RING_CAP];
+    struct ev_rec rec[RING_CAP];
 };
 
+/* A batch entry: an event still in its ring (released after writing). */
+struct ev_item {
+    uint64_t time_ns;
+    const struct ev_rec *rec;  /* compact, or */
+    const ax_event *full;      /* from the long ring */
+};
+
+#define LONG_CAP 256
+
 struct ev_state {
-    pthread_mutex_t lock; /* sinks, shared ring producers, flush handshake */
+    pthread_mutex_t lock; /* sinks, shared and long ring producers, flush handshake */
     pthread_cond_t cond;
     pthread_t thread;
     bool started, stop, kick;
@@ -48,8 +70,14 @@ struct ev_state {
     void *fn_arg;
     unsigned want_mask; /* mask asked for; effective only while a sink is set */
     struct ev_ring shared;
-    ax_event *batch;    /* the event thread's sort buffer */
+    ax_event long_ev[LONG_CAP]; /* events with long messages (lock) */
+    unsigned long_head, long_tail;
+    struct ev_item *batch; /* the event thread's */
     unsigned batch_cap;
+    char *out;             /* JSON text of a batch */
+    size_t out_cap;
+    time_t ts_sec;         /* cached "YYYY-MM-DDTHH:MM:SS" of ts_sec */
+    char ts_prefix[24];
 };
 
 const char *ax_event_name(ax_event_kind k)
@@ -62,28 +90,6 @@ const char *ax_event_name(ax_event_kind k)
 
 /* ---- producing ------------------------------------------------------------ */
 
-static ax_event *ring_slot(struct ev_ring *r)
-{
-    unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed);
-    unsigned t = atomic_load_explicit(&r->tail, memory_order_acquire);
-    if (h - t >= RING_CAP)
-        return NULL;
-    return &r->ev[h & (RING_CAP - 1)];
-}
-
-static void ring_commit(struct ax_sched *s, struct ev_ring *r)
-{
-    unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
-    atomic_store_explicit(&r->head, h, memory_order_release);
-    if ((h - atomic_load_explicit(&r->tail, memory_order_relaxed)) == RING_CAP / 2) {
-        /* Half full: ask for an early flush (rare; a lock is fine). */
-        pthread_mutex_lock(&s->ev->lock);
-        s->ev->kick = true;
-        pthread_cond_signal(&s->ev->cond);
-        pthread_mutex_unlock(&s->ev->lock);
-    }
-}
-
 static uint64_t realtime_ns(void)
 {
     struct timespec ts;
@@ -91,22 +97,76 @@ static uint64_t realtime_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void fill(ax_event *e, unsigned kind, const struct job *j, int code, const char *msg)
+static void kick_locked(struct ev_state *st)
 {
-    e->kind = (ax_event_kind)kind;
+    st->kick = true;
+    pthread_cond_signal(&st->cond);
+}
+
+/* Claim a slot (single producer per ring: a worker, or shared under lock). */
+static struct ev_rec *ring_slot(struct ev_ring *r)
+{
+    unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed);
+    unsigned t = atomic_load_explicit(&r->tail, memory_order_acquire);
+    if (h - t >= RING_CAP)
+        return NULL;
+    return &r->rec[h & (RING_CAP - 1)];
+}
+
+/* Publish the claimed slot; true when the ring just passed half full. */
+static bool ring_commit(struct ev_ring *r)
+{
+    unsigned h = atomic_load_explicit(&r->head, memory_order_relaxed) + 1;
+    atomic_store_explicit(&r->head, h, memory_order_release);
+    return h - atomic_load_explicit(&r->tail, memory_order_relaxed) == RING_CAP / 2;
+}
+
+static void fill(struct ev_rec *e, unsigned kind, const struct job *j, int code, const char *msg,
+                 size_t msglen)
+{
+    e->kind = (uint8_t)kind;
     e->time_ns = realtime_ns();
     e->code = code;
     if (j) {
         e->id = j->id;
         trace_format(j, e->trace_id);
-        e->priority = (ax_priority)j->prio;
+        e->prio = j->prio;
         e->attempt = j->attempt;
         e->wait_ns = j->wait_ns;
         e->run_ns = kind == AX_EV_STARTED ? 0 : j->run_ns;
+    } else {
+        e->id = e->wait_ns = e->run_ns = 0;
+        e->attempt = 0;
+        e->prio = AX_PRIO_NORMAL;
+        memcpy(e->trace_id, "-", 2);
     }
-    size_t n = msg ? strnlen(msg, sizeof e->message - 1) : 0;
-    memcpy(e->message, msg ? msg : "", n);
-    e->message[n] = 0;
+    e->msglen = (uint16_t)msglen;
+    memcpy(e->msg, msg ? msg : "", msglen);
+    e->msg[msglen < EV_INLINE_MSG ? msglen : EV_INLINE_MSG - 1] = 0;
+}
+
+static void rec_to_event(const struct ev_rec *r, ax_event *e)
+{
+    e->kind = (ax_event_kind)r->kind;
+    e->time_ns = r->time_ns;
+    e->id = r->id;
+    memcpy(e->trace_id, r->trace_id, sizeof e->trace_id);
+    e->priority = (ax_priority)r->prio;
+    e->attempt = r->attempt;
+    e->wait_ns = r->wait_ns;
+    e->run_ns = r->run_ns;
+    e->code = r->code;
+    memcpy(e->message, r->msg, (size_t)r->msglen + 1);
+}
+
+/* Lossless mode, ring full: wake the writer and give it the CPU. */
+static void wait_for_room(struct ev_state *st)
+{
+    pthread_mutex_lock(&st->lock);
+    kick_locked(st);
+    pthread_mutex_unlock(&st->lock);
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
 }
 
 static bool sampled_out(struct ax_sched *s, unsigned kind, const struct job *j)
@@ -124,29 +184,56 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
 {
     if (sampled_out(s, kind, j))
         return;
+    struct ev_state *st = s->ev;
+    size_t msglen = msg ? strnlen(msg, AX_EVENT_MESSAGE_MAX - 1) : 0;
+    if (msglen >= EV_INLINE_MSG) {
+        /* Rare (backtraces): a full event in the long ring, under the lock. */
+        pthread_mutex_lock(&st->lock);
+        if (st->long_head - st->long_tail < LONG_CAP) {
+            struct ev_rec tmp;
+            fill(&tmp, kind, j, code, NULL, 0);
+            ax_event *e = &st->long_ev[st->long_head % LONG_CAP];
+            rec_to_event(&tmp, e);
+            memcpy(e->message, msg, msglen);
+            e->message[msglen] = 0;
+            st->long_head++;
+            kick_locked(st);
+        } else {
+            atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
+        }
+        pthread_mutex_unlock(&st->lock);
+        return;
+    }
     if (w && w == ax_current_worker) {
-        ax_event *e = ring_slot(w->ev_ring);
+        struct ev_rec *e = ring_slot(w->ev_ring);
+        while (!e && s->ev_lossless) {
+            wait_for_room(st);
+            e = ring_slot(w->ev_ring);
+        }
         if (!e) {
             atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
             return;
         }
-        memset(e, 0, offsetof(ax_event, message));
-        fill(e, kind, j, code, msg);
-        ring_commit(s, w->ev_ring);
+        fill(e, kind, j, code, msg, msglen);
+        if (ring_commit(w->ev_ring)) {
+            pthread_mutex_lock(&st->lock); /* half full: flush early (rare) */
+            kick_locked(st);
+            pthread_mutex_unlock(&st->lock);
+        }
         return;
     }
-    struct ev_state *st = s->ev;
     pthread_mutex_lock(&st->lock);
-    ax_event *e = ring_slot(&st->shared);
+    struct ev_rec *e = ring_slot(&st->shared);
+    while (!e && s->ev_lossless) {
+        pthread_mutex_unlock(&st->lock);
+        wait_for_room(st);
+        pthread_mutex_lock(&st->lock);
+        e = ring_slot(&st->shared);
+    }
     if (e) {
-        memset(e, 0, offsetof(ax_event, message));
-        fill(e, kind, j, code, msg);
-        unsigned h = atomic_load_explicit(&st->shared.head, memory_order_relaxed) + 1;
-        atomic_store_explicit(&st->shared.head, h, memory_order_release);
-        if (h - atomic_load_explicit(&st->shared.tail, memory_order_relaxed) == RING_CAP / 2) {
-            st->kick = true;
-            pthread_cond_signal(&st->cond);
-        }
+        fill(e, kind, j, code, msg, msglen);
+        if (ring_commit(&st->shared))
+            kick_locked(st);
     } else {
         atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
     }
@@ -171,70 +258,164 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
 
 /* ---- writing ---------------------------------------------------------------- */
 
-static void json_string(FILE *f, const char *p)
+/* Hand-rolled JSON: fprintf was ~1 µs an event, which could not keep up
+ * with a worker producing three events per task. */
+struct out {
+    char *p;
+    size_t len, cap;
+};
+
+static bool out_room(struct ev_state *st, struct out *o, size_t n)
 {
-    fputc('"', f);
-    for (; *p; p++) {
-        unsigned char c = (unsigned char)*p;
-        switch (c) {
-        case '"': fputs("\\\"", f); break;
-        case '\\': fputs("\\\\", f); break;
-        case '\n': fputs("\\n", f); break;
-        case '\r': fputs("\\r", f); break;
-        case '\t': fputs("\\t", f); break;
-        default:
-            if (c < 0x20)
-                fprintf(f, "\\u%04x", c);
-            else
-                fputc(c, f); /* UTF-8 bytes pass through */
-        }
-    }
-    fputc('"', f);
+    if (o->len + n <= o->cap)
+        return true;
+    size_t cap = o->cap ? o->cap * 2 : 1 << 16;
+    while (cap < o->len + n)
+        cap *= 2;
+    char *p = realloc(o->p, cap);
+    if (!p)
+        return false;
+    o->p = st->out = p;
+    o->cap = st->out_cap = cap;
+    return true;
 }
 
-static void write_json(FILE *f, const ax_event *e)
+static void put(struct out *o, const char *s, size_t n)
 {
+    memcpy(o->p + o->len, s, n);
+    o->len += n;
+}
+
+static void put_u64(struct out *o, uint64_t v)
+{
+    char b[24];
+    int i = 24;
+    do
+        b[--i] = (char)('0' + v % 10);
+    while ((v /= 10));
+    put(o, b + i, (size_t)(24 - i));
+}
+
+static void put_i64(struct out *o, int64_t v)
+{
+    if (v < 0) {
+        put(o, "-", 1);
+        put_u64(o, (uint64_t)(-(v + 1)) + 1);
+    } else {
+        put_u64(o, (uint64_t)v);
+    }
+}
+
+/* ns as microseconds with three decimals. */
+static void put_us(struct out *o, uint64_t ns)
+{
+    put_u64(o, ns / 1000);
+    char f[4] = {'.', (char)('0' + ns / 100 % 10), (char)('0' + ns / 10 % 10),
+                 (char)('0' + ns % 10)};
+    put(o, f, 4);
+}
+
+static void put_str(struct out *o, const char *p)
+{
+    static const char hex[] = "0123456789abcdef";
+    put(o, "\"", 1);
+    for (; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            put(o, e, 2);
+        } else if (c == '\n') {
+            put(o, "\\n", 2);
+        } else if (c == '\r') {
+            put(o, "\\r", 2);
+        } else if (c == '\t') {
+            put(o, "\\t", 2);
+        } else if (c < 0x20) {
+            char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+            put(o, e, 6);
+        } else {
+            put(o, (const char *)&c, 1); /* UTF-8 bytes pass through */
+        }
+    }
+    put(o, "\"", 1);
+}
+
+static void put_event(struct ev_state *st, struct out *o, const ax_event *e)
+{
+    /* Worst case: escaping can grow a string 6x. */
+    if (!out_room(st, o, 400 + 6 * (AX_TRACE_ID_MAX + strlen(e->message))))
+        return;
     time_t sec = (time_t)(e->time_ns / 1000000000u);
-    struct tm tm;
-    gmtime_r(&sec, &tm);
-    char ts[40];
-    size_t n = strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(ts + n, sizeof ts - n, ".%06uZ", (unsigned)(e->time_ns % 1000000000u / 1000u));
-    fprintf(f, "{\"ts\":\"%s\",\"event\":\"%s\",\"id\":%llu,\"trace_id\":", ts,
-            ax_event_name(e->kind), (unsigned long long)e->id);
-    json_string(f, e->trace_id);
-    fprintf(f, ",\"priority\":\"%s\",\"attempt\":%u,\"wait_us\":%.3f,\"run_us\":%.3f,\"code\":%d",
-            ax_priority_name(e->priority), e->attempt, (double)e->wait_ns / 1e3,
-            (double)e->run_ns / 1e3, e->code);
-    if (e->code)
-        fprintf(f, ",\"error\":\"%s\"", ax_strerror(e->code));
-    fputs(",\"message\":", f);
-    json_string(f, e->message);
-    fputs("}\n", f);
+    if (sec != st->ts_sec) {
+        struct tm tm;
+        gmtime_r(&sec, &tm);
+        strftime(st->ts_prefix, sizeof st->ts_prefix, "%Y-%m-%dT%H:%M:%S", &tm);
+        st->ts_sec = sec;
+    }
+    put(o, "{\"ts\":\"", 7);
+    put(o, st->ts_prefix, strlen(st->ts_prefix));
+    uint64_t us = e->time_ns % 1000000000u / 1000u;
+    char frac[9] = {'.', 0, 0, 0, 0, 0, 0, 'Z', '"'};
+    for (int i = 6; i >= 1; i--, us /= 10)
+        frac[i] = (char)('0' + us % 10);
+    put(o, frac, 9);
+    put(o, ",\"event\":\"", 10);
+    const char *name = ax_event_name(e->kind);
+    put(o, name, strlen(name));
+    put(o, "\",\"id\":", 7);
+    put_u64(o, e->id);
+    put(o, ",\"trace_id\":", 12);
+    put_str(o, e->trace_id);
+    put(o, ",\"priority\":\"", 13);
+    name = ax_priority_name(e->priority);
+    put(o, name, strlen(name));
+    put(o, "\",\"attempt\":", 12);
+    put_u64(o, e->attempt);
+    put(o, ",\"wait_us\":", 11);
+    put_us(o, e->wait_ns);
+    put(o, ",\"run_us\":", 10);
+    put_us(o, e->run_ns);
+    put(o, ",\"code\":", 8);
+    put_i64(o, e->code);
+    if (e->code) {
+        put(o, ",\"error\":", 9);
+        put_str(o, ax_strerror(e->code));
+    }
+    put(o, ",\"message\":", 11);
+    put_str(o, e->message);
+    put(o, "}\n", 2);
 }
 
 static int by_time(const void *a, const void *b)
 {
-    const ax_event *x = a, *y = b;
+    const struct ev_item *x = a, *y = b;
     return x->time_ns < y->time_ns ? -1 : x->time_ns > y->time_ns;
 }
 
-static unsigned take(struct ev_state *st, struct ev_ring *r, unsigned n)
+static bool batch_room(struct ev_state *st, unsigned n)
+{
+    if (n < st->batch_cap)
+        return true;
+    unsigned cap = st->batch_cap ? st->batch_cap * 2 : RING_CAP;
+    struct ev_item *b = realloc(st->batch, cap * sizeof *b);
+    if (!b)
+        return false;
+    st->batch = b;
+    st->batch_cap = cap;
+    return true;
+}
+
+/* Point batch items at everything in r; returns the new count and the
+ * ring position to release up to (*upto). */
+static unsigned take(struct ev_state *st, struct ev_ring *r, unsigned n, unsigned *upto)
 {
     unsigned t = atomic_load_explicit(&r->tail, memory_order_relaxed);
     unsigned h = atomic_load_explicit(&r->head, memory_order_acquire);
-    for (; t != h; t++) {
-        if (n == st->batch_cap) {
-            unsigned cap = st->batch_cap ? st->batch_cap * 2 : RING_CAP;
-            ax_event *b = realloc(st->batch, cap * sizeof *b);
-            if (!b)
-                break;
-            st->batch = b;
-            st->batch_cap = cap;
-        }
-        st->batch[n++] = r->ev[t & (RING_CAP - 1)];
+    for (; t != h && batch_room(st, n); t++, n++) {
+        const struct ev_rec *rec = &r->rec[t & (RING_CAP - 1)];
+        st->batch[n] = (struct ev_item){rec->time_ns, rec, NULL};
     }
-    atomic_store_explicit(&r->tail, t, memory_order_release);
+    *upto = t;
     return n;
 }
 
@@ -243,27 +424,48 @@ static unsigned take(struct ev_state *st, struct ev_ring *r, unsigned n)
 static void drain(struct ax_sched *s)
 {
     struct ev_state *st = s->ev;
-    unsigned n = 0;
-    for (unsigned i = 0; i < s->nworkers; i++)
-        if (s->workers[i].ev_ring)
-            n = take(st, s->workers[i].ev_ring, n);
+    unsigned n = 0, nw = s->nworkers;
+    unsigned upto[nw + 1];
+    for (unsigned i = 0; i < nw; i++)
+        n = take(st, s->workers[i].ev_ring, n, &upto[i]);
     pthread_mutex_lock(&st->lock);
-    n = take(st, &st->shared, n);
+    n = take(st, &st->shared, n, &upto[nw]);
+    unsigned lh = st->long_head, lt = st->long_tail;
     FILE *f = st->json;
     ax_event_fn fn = st->fn;
     void *arg = st->fn_arg;
     pthread_mutex_unlock(&st->lock);
-    if (n == 0)
-        return;
-    qsort(st->batch, n, sizeof *st->batch, by_time);
-    for (unsigned i = 0; i < n; i++) {
-        if (f)
-            write_json(f, &st->batch[i]);
-        if (fn)
-            fn(&st->batch[i], arg);
+    for (unsigned k = lt; k != lh && batch_room(st, n); k++, n++) {
+        const ax_event *e = &st->long_ev[k % LONG_CAP];
+        st->batch[n] = (struct ev_item){e->time_ns, NULL, e};
     }
-    if (f)
-        fflush(f);
+    if (n) {
+        qsort(st->batch, n, sizeof *st->batch, by_time);
+        struct out o = {st->out, 0, st->out_cap};
+        ax_event e;
+        for (unsigned i = 0; i < n; i++) {
+            const ax_event *ev = st->batch[i].full;
+            if (!ev) {
+                rec_to_event(st->batch[i].rec, &e);
+                ev = &e;
+            }
+            if (f)
+                put_event(st, &o, ev);
+            if (fn)
+                fn(ev, arg);
+        }
+        if (f && o.len) {
+            fwrite(o.p, 1, o.len, f);
+            fflush(f);
+        }
+    }
+    /* Only now give the slots back. */
+    for (unsigned i = 0; i < nw; i++)
+        atomic_store_explicit(&s->workers[i].ev_ring->tail, upto[i], memory_order_release);
+    pthread_mutex_lock(&st->lock);
+    atomic_store_explicit(&st->shared.tail, upto[nw], memory_order_release);
+    st->long_tail = lh;
+    pthread_mutex_unlock(&st->lock);
 }
 
 static void *ev_main(void *arg)
@@ -346,6 +548,7 @@ void ev_stop(struct ax_sched *s)
     pthread_mutex_destroy(&st->lock);
     pthread_cond_destroy(&st->cond);
     free(st->batch);
+    free(st->out);
     free(st);
     s->ev = NULL;
 }
@@ -413,6 +616,14 @@ int ax_events_flush(ax_sched *s)
     while (st->flush_done < want && !st->stop)
         pthread_cond_wait(&st->cond, &st->lock);
     pthread_mutex_unlock(&st->lock);
+    return AX_OK;
+}
+
+int ax_events_lossless(ax_sched *s, bool on)
+{
+    if (!s)
+        return ax_fail_static(AX_EINVAL, "ax_events_lossless: scheduler is NULL");
+    s->ev_lossless = on;
     return AX_OK;
 }
 
