@@ -121,7 +121,8 @@ static void run_recycle(struct worker *w, struct ax_task *t)
     t->next = w->run_free;
     w->run_free = t;
     w->live_runs--;
-    atomic_fetch_sub_explicit(&w->s->total_live_runs, 1, memory_order_relaxed);
+    /* release: ax_shutdown reads 0 here as "every coroutine and its fds are done" */
+    atomic_fetch_sub_explicit(&w->s->total_live_runs, 1, memory_order_release);
 }
 
 /* Drop a job reference from the worker: the last one is freed in the next

@@ -208,8 +208,11 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
         cancel_running(s);
         wait_idle_until(s, now_ns() + 100000000u);
     }
-    /* Give cancelled coroutines a moment to unwind (bounded). */
-    uint64_t until = now_ns() + 200000000u;
+    /* Give cancelled coroutines time to unwind: as long again as the
+     * caller granted running tasks, and at least a second (10 000 parked
+     * connections take ~200 ms to wake and return on 2 cores). */
+    uint64_t grace = timeout_ms > 1000 ? (uint64_t)timeout_ms * 1000000u : 1000000000u;
+    uint64_t until = now_ns() + grace;
     while (atomic_load(&s->total_live_runs) > 0 && now_ns() < until)
         usleep(1000);
     if (atomic_load(&s->total_live_runs) > 0)
