@@ -43,6 +43,9 @@ int main(void)
     ax_sched *s;
     CHECK_EQ(ax_new(&c, &s), 0);
     CHECK_EQ(ax_events_callback(s, on_event, NULL), 0);
+    FILE *json = tmpfile(); /* the JSON sink gets the same report */
+    CHECK(json != NULL);
+    CHECK_EQ(ax_events_json(s, json), 0);
 
     /* Overruns its 100 ms timeout by 700 ms: reported once, after ~300 ms. */
     uint64_t id;
@@ -57,6 +60,22 @@ int main(void)
     CHECK_EQ(atomic_load(&lingering_events), 1); /* once */
     CHECK_EQ(test_stats(s).lingering, 1);
     CHECK_EQ(test_stats(s).timed_out, 1);
+    CHECK_EQ(ax_events_flush(s), 0);
+    rewind(json);
+    char line[4096];
+    int lingering_lines = 0;
+    while (fgets(line, sizeof line, json)) {
+        CHECK(line[0] == '{' && strstr(line, "}\n") != NULL);
+        if (strstr(line, "\"event\":\"lingering\"")) {
+            lingering_lines++;
+            char want[64];
+            snprintf(want, sizeof want, "\"id\":%llu,", (unsigned long long)id);
+            CHECK(strstr(line, want) != NULL);
+            CHECK(strstr(line, "stubborn_spin_loop") != NULL);
+            CHECK(strstr(line, "without yielding:\\n#0 ") != NULL); /* escaped newlines */
+        }
+    }
+    CHECK_EQ(lingering_lines, 1);
 
     /* Overruns by less than grace_ms: not lingering. */
     sp.arg = (void *)(uintptr_t)200;
@@ -67,5 +86,6 @@ int main(void)
     CHECK_EQ(atomic_load(&lingering_events), 1);
     CHECK_EQ(test_stats(s).lingering, 1);
     ax_free(s);
+    fclose(json);
     return 0;
 }
