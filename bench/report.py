@@ -6,8 +6,9 @@ Each benchmark program prints lines such as "ax_switch_ns 41.2"; bench/run
 runs every program several times and appends all its lines to one raw file.
 A key seen in k runs has k values: the table shows their median and min-max.
 
-Every unit here is "lower is better", so ratio = peer / ax: how many times
-ax is better; > 1 means ax wins.
+Every unit here is "lower is better" except those in HIGHER_IS_BETTER
+(req/s), so ratio = peer / ax (or ax / peer for those): how many times ax is
+better; > 1 means ax wins.
 
 usage: report.py RAW_FILE OUT_JSON [--quick] [--idle-s S]
 """
@@ -15,6 +16,9 @@ import json
 import statistics
 import sys
 from collections import defaultdict
+
+
+HIGHER_IS_BETTER = ("req/s",)
 
 
 def at_least(k):
@@ -75,6 +79,17 @@ def rows(idle_s):
          "go_idle_cpu_s", "Go goroutines in time.Sleep", at_most(0.01 * idle_s / 5, "CPU s")),
         ("instructions per task (full path)", "instr/task", "ax_instr_per_task", None, "n/a",
          None),
+    ]
+    for n in ("100", "1000", "10000"):
+        r += [
+            (f"HTTP requests/s, {n} in flight (ax-upstream, 10 ms)", "req/s", f"ax_http_rps_{n}",
+             f"tp_http_rps_{n}", f"pthread pool of {n}, blocking curl", None),
+            (f"memory per in-flight request, {n}", "bytes", f"ax_http_rss_per_req_{n}",
+             f"tp_http_rss_per_req_{n}", f"pthread pool of {n}", None),
+            (f"threads at {n} in flight", "threads", f"ax_http_threads_{n}", f"tp_http_threads_{n}",
+             f"pthread pool of {n}", None),
+        ]
+    r += [
         # peer = the same ax run with events off (metrics are always kept): the
         # ratio is the share of throughput left with full JSON logging on.
         ("full path with every event as JSON lines", "ns/task", "ax_obs_json_ns", "ax_obs_off_ns",
@@ -135,7 +150,10 @@ def main():
         peer = statistics.median(peerv) if peerv else None
         ratio = None
         if ax is not None and peer is not None:
-            ratio = peer / ax if ax > 0 else None  # ax at 0: unbounded, shown as inf
+            if unit in HIGHER_IS_BETTER:
+                ratio = ax / peer if peer > 0 else None
+            else:
+                ratio = peer / ax if ax > 0 else None  # ax at 0: unbounded, shown as inf
         met = None
         if target and ax is not None and not quick:
             met = target[1](ax, peer, ratio)

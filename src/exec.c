@@ -662,7 +662,11 @@ static void worker_sleep(struct worker *w)
     if (work_available(w) || atomic_load(&s->stop)) {
         atomic_store(&w->sleeping, 0);
         atomic_fetch_sub(&s->nsleeping, 1);
+        /* busy was 0 for a moment: the monitor may have gone to sleep for
+         * good meanwhile, and must watch what we run next. */
         atomic_store(&w->busy, 1);
+        if (atomic_load_explicit(&s->monitor_idle, memory_order_seq_cst))
+            monitor_kick(s);
         return;
     }
     int n = epoll_wait(w->epfd, ev, 64, timeout);

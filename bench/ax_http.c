@@ -1,0 +1,150 @@
+/* ax_http.c - HTTP requests per second through ax + curl against
+ * ax-upstream on loopback, and what each request in flight costs.
+ *
+ *   ax_http url=http://127.0.0.1:PORT/fast inflight=N seconds=S [threads=1]
+ *
+ * ax (default): N tasks, each looping GETs through ax_http_get for S
+ * seconds on the default workers — N requests in flight, parked
+ * coroutines, one curl multi handle per worker.
+ * threads=1: the `threads` peer — N pthreads, each looping blocking
+ * curl_easy_perform on its own reused easy handle (a pool of N threads is
+ * what it takes to have N requests in flight that way).
+ * Prints, with prefix ax_http_ or tp_http_ and the in-flight count:
+ *   <p>rps_<N>            completed requests per second
+ *   <p>rss_per_req_<N>    (peak RSS - RSS before) / N, bytes
+ *   <p>threads_<N>        threads of the process at the peak
+ */
+#include "ax_bench.h"
+
+#include <ax_http.h>
+#include <dirent.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *url;
+static uint64_t stop_ns;
+static atomic_long completed, failed;
+
+static int count_threads(void)
+{
+    int n = 0;
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int client(ax_task *t, void *arg)
+{
+    (void)arg;
+    while (bu_now_ns() < stop_ns) {
+        ax_http_response r;
+        int rc = ax_http_get(t, url, 5000, &r);
+        if (rc == 0 && r.status == 200)
+            atomic_fetch_add(&completed, 1);
+        else
+            atomic_fetch_add(&failed, 1);
+        ax_http_response_free(&r);
+        if (rc == AX_ETIMEDOUT || rc == AX_ECANCELED)
+            return rc;
+    }
+    return 0;
+}
+
+static size_t discard(char *p, size_t s, size_t n, void *u)
+{
+    (void)p, (void)u;
+    return s * n;
+}
+
+static void *thread_client(void *arg)
+{
+    (void)arg;
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    while (bu_now_ns() < stop_ns) {
+        long status = 0;
+        if (curl_easy_perform(e) == CURLE_OK &&
+            curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status) == CURLE_OK && status == 200)
+            atomic_fetch_add(&completed, 1);
+        else
+            atomic_fetch_add(&failed, 1);
+    }
+    curl_easy_cleanup(e);
+    return NULL;
+}
+
+int main(int argc, char **argv)
+{
+    url = NULL;
+    for (int i = 1; i < argc; i++)
+        if (strncmp(argv[i], "url=", 4) == 0)
+            url = argv[i] + 4;
+    if (!url) {
+        fprintf(stderr, "usage: ax_http url=http://127.0.0.1:PORT/path inflight=N seconds=S "
+                        "[threads=1]\n");
+        return 2;
+    }
+    unsigned inflight = (unsigned)bu_arg(argc, argv, "inflight", 100);
+    uint64_t seconds = bu_arg(argc, argv, "seconds", 3);
+    bool threads = bu_arg(argc, argv, "threads", 0) != 0;
+    const char *p = threads ? "tp_http" : "ax_http";
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int64_t rss0 = bu_rss_bytes();
+    int peak_threads = 0;
+    int64_t peak_rss = rss0;
+    ax_sched *s = NULL;
+    pthread_t *th = NULL;
+    uint64_t t0 = bu_now_ns();
+    stop_ns = t0 + seconds * 1000000000u;
+    if (threads) {
+        th = calloc(inflight, sizeof *th);
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setstacksize(&a, 256 * 1024); /* a frugal pool, not 8 MiB each */
+        for (unsigned i = 0; i < inflight; i++)
+            if (pthread_create(&th[i], &a, thread_client, NULL) != 0) {
+                fprintf(stderr, "%s: pthread_create #%u failed\n", p, i);
+                return 1;
+            }
+    } else {
+        ax_config cfg;
+        ax_config_default(&cfg);
+        cfg.max_concurrency = inflight + 10;
+        ab_check(ax_new(&cfg, &s), "ax_new");
+        for (unsigned i = 0; i < inflight; i++) {
+            ax_spec spec = {.fn = client, .timeout_ms = (seconds + 30) * 1000, .priority = AX_PRIO_HIGH};
+            ab_check(ax_submit(s, &spec, NULL), "ax_submit");
+        }
+    }
+    while (bu_now_ns() < stop_ns) {
+        bu_sleep_ms(100);
+        int n = count_threads();
+        int64_t r = bu_rss_bytes();
+        peak_threads = n > peak_threads ? n : peak_threads;
+        peak_rss = r > peak_rss ? r : peak_rss;
+    }
+    if (threads) {
+        for (unsigned i = 0; i < inflight; i++)
+            pthread_join(th[i], NULL);
+        free(th);
+    } else {
+        ab_check(ax_shutdown(s, 10000), "ax_shutdown");
+    }
+    double secs = (double)(bu_now_ns() - t0) / 1e9;
+    printf("%s_rps_%u %.0f\n", p, inflight, (double)atomic_load(&completed) / secs);
+    printf("%s_rss_per_req_%u %.0f\n", p, inflight, (double)(peak_rss - rss0) / inflight);
+    printf("%s_threads_%u %d\n", p, inflight, peak_threads);
+    if (atomic_load(&failed))
+        fprintf(stderr, "%s: %ld requests failed\n", p, atomic_load(&failed));
+    if (s)
+        ax_free(s);
+    return 0;
+}
