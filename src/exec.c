@@ -39,6 +39,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #define DISPATCH_BATCH 8
@@ -624,6 +625,25 @@ static void reactor_dispatch(struct worker *w, struct epoll_event *ev, int n)
     }
 }
 
+/* epoll_pwait2 (Linux >= 5.11) takes a nanosecond timeout; older kernels
+ * get epoll_wait with the timeout rounded up to a millisecond. */
+static int reactor_wait(struct worker *w, struct epoll_event *ev, int max, const struct timespec *ts)
+{
+    static _Atomic int no_pwait2;
+#ifdef SYS_epoll_pwait2
+    if (!atomic_load_explicit(&no_pwait2, memory_order_relaxed)) {
+        int n = (int)syscall(SYS_epoll_pwait2, w->epfd, ev, max, ts, NULL, 0);
+        if (n >= 0 || errno != ENOSYS)
+            return n;
+        atomic_store(&no_pwait2, 1);
+    }
+#endif
+    int ms = -1;
+    if (ts)
+        ms = (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000);
+    return epoll_wait(w->epfd, ev, max, ms);
+}
+
 static void worker_sleep(struct worker *w)
 {
     struct ax_sched *s = w->s;
@@ -649,12 +669,18 @@ static void worker_sleep(struct worker *w)
         }
         ax_cpu_relax();
     }
+    /* Sleep until the next tick with work, to the nanosecond: epoll_wait's
+     * whole milliseconds made timers up to a millisecond later still. */
     uint64_t next = ax_wheel_next(&w->wheel);
-    int timeout = -1;
+    struct timespec ts, *tsp = NULL;
     if (next != UINT64_MAX) {
-        uint64_t now_tick = ns_to_tick(now_ns());
-        uint64_t d = next > now_tick ? next - now_tick : 0;
-        timeout = d > 86400000u ? 86400000 : (int)d;
+        uint64_t now = now_ns(), at = next * 1000000u;
+        uint64_t d = at > now ? at - now : 0;
+        if (d > 86400ull * 1000000000u)
+            d = 86400ull * 1000000000u;
+        ts.tv_sec = (time_t)(d / 1000000000u);
+        ts.tv_nsec = (long)(d % 1000000000u);
+        tsp = &ts;
     }
     atomic_fetch_add(&s->nsleeping, 1);
     atomic_store(&w->sleeping, 1);
@@ -669,7 +695,7 @@ static void worker_sleep(struct worker *w)
             monitor_kick(s);
         return;
     }
-    int n = epoll_wait(w->epfd, ev, 64, timeout);
+    int n = reactor_wait(w, ev, 64, tsp);
     atomic_store(&w->sleeping, 0);
     atomic_fetch_sub(&s->nsleeping, 1);
     atomic_store(&w->busy, 1);
