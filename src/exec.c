@@ -320,10 +320,41 @@ static void expire_timers(struct worker *w)
     if (ax_wheel_next(&w->wheel) > tick)
         return;
     struct ax_wheel_node *list = NULL;
-    ax_wheel_advance(&w->wheel, tick, &list);
-    while (list) {
-        struct run_timer *rt = AX_CONTAINER_OF(list, struct run_timer, node);
-        list = list->next;
+    size_t n = ax_wheel_advance(&w->wheel, tick, &list);
+    /* Take the whole list apart first: handling one timer can re-arm a
+     * later one (curl's timer callback runs inside run_wake), and
+     * ax_wheel_add reuses the node's link, so the list must not be walked
+     * after anything was handled. */
+    if (n > w->expired_cap) {
+        size_t cap = w->expired_cap ? w->expired_cap : 64;
+        while (cap < n)
+            cap *= 2;
+        struct run_timer **a = realloc(w->expired, cap * sizeof *a);
+        if (!a) {
+            /* Out of memory: handle them by walking the list (no curl). */
+            while (list) {
+                struct run_timer *rt = AX_CONTAINER_OF(list, struct run_timer, node);
+                list = list->next;
+                rt->node.next = NULL;
+                if (rt->kind == TIMER_DEADLINE)
+                    deadline_fired(w, rt->run);
+                else if (rt->kind == TIMER_WAIT)
+                    run_wake(rt->run, rt->run->parked == PARK_SLEEP ? 0 : AX_ETIMEDOUT);
+                else
+                    rt->fire(rt, w);
+            }
+            return;
+        }
+        w->expired = a;
+        w->expired_cap = cap;
+    }
+    size_t k = 0;
+    for (; list; list = list->next)
+        w->expired[k++] = AX_CONTAINER_OF(list, struct run_timer, node);
+    for (size_t i = 0; i < k; i++) {
+        struct run_timer *rt = w->expired[i];
+        if (ax_wheel_node_armed(&rt->node))
+            continue; /* re-armed by an earlier handler: it fires later */
         rt->node.next = NULL;
         /* A sleep and the deadline of one run may expire together: the
          * deadline was armed first, so it comes out first and the sleep's
@@ -482,7 +513,7 @@ static void start_job(struct worker *w, struct job *j)
         t->deadline_ns = j->deadline_ns;
     t->expect_sw = sw_make(j->id, attempt, AX_STATE_RUNNING);
     t->parked = PARK_NONE;
-    t->panicked = t->finished = t->orphan = t->started = t->bt_req = 0;
+    t->panicked = t->finished = t->orphan = t->started = t->bt_req = t->overflowed = 0;
     t->bt_n = 0;
     t->code = 0;
     t->err[0] = 0;
@@ -530,18 +561,17 @@ static void dispatch(struct worker *w)
     struct worker_pending *p = &w->pend;
 
     /* Fast path: nothing to apply and nothing we could take. */
-    if (!p->release && !p->free_list && !(p->succeeded | p->failed | p->timed_out | p->cancelled |
-                                          p->retried | p->panicked) &&
+    if (!p->free_list && !(p->succeeded | p->failed | p->timed_out | p->cancelled | p->retried |
+                           p->panicked) &&
         (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0 ||
          atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) ||
          w->nready >= DISPATCH_BATCH))
         return;
 
     pthread_mutex_lock(&s->lock);
-    if (p->release || p->free_list || p->succeeded | p->failed | p->timed_out | p->cancelled |
-                                          p->retried | p->panicked) {
-        s->running -= p->release;
-        sched_hint_locked(s);
+    unsigned running = running_locked(s);
+    if (p->free_list || p->succeeded | p->failed | p->timed_out | p->cancelled | p->retried |
+                            p->panicked) {
         s->st.succeeded += p->succeeded;
         s->st.failed += p->failed;
         s->st.timed_out += p->timed_out;
@@ -554,13 +584,13 @@ static void dispatch(struct worker *w)
             p->free_list = j->next;
             job_free_locked(s, j);
         }
-        if (s->closing && s->running == 0)
-            pthread_cond_broadcast(&s->idle_cond);
         *p = (struct worker_pending){0};
     }
+    if (s->closing && running == 0)
+        pthread_cond_broadcast(&s->idle_cond);
     /* Take new work even while runs are ready (a task yielding in a loop
      * must not keep queued tasks out), but no more than a batch in all. */
-    unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 0;
+    unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
     if (!s->paused && !s->closing && want) {
         struct job *j;
         while (n < want && s->running < s->cap && (j = sched_pick_locked(s))) {
@@ -571,8 +601,6 @@ static void dispatch(struct worker *w)
             job_ref(j); /* becomes the run's reference (start_job) */
             s->running++;
             s->st.started++;
-            if (s->running >= s->cap)
-                sched_hint_locked(s);
             j->wait_ns = w->now_ns > j->enqueue_ns ? w->now_ns - j->enqueue_ns : 0;
             j->run_ns = 0;
             take[n++] = j;
@@ -597,9 +625,9 @@ static bool work_available(struct worker *w)
     if (yes)
         return true;
     pthread_mutex_lock(&s->lock);
-    yes = !s->paused && !s->closing && s->running < s->cap &&
+    yes = !s->paused && !s->closing && running_locked(s) < s->cap &&
           (s->b[0].head || s->b[1].head || s->b[2].head);
-    yes = yes || w->pend.release || w->pend.free_list;
+    yes = yes || w->pend.free_list;
     pthread_mutex_unlock(&s->lock);
     return yes;
 }
@@ -623,6 +651,8 @@ static void reactor_dispatch(struct worker *w, struct epoll_event *ev, int n)
         if (t->parked == PARK_FD)
             run_wake(t, 0);
     }
+    if (w->reactor_done)
+        w->reactor_done(w);
 }
 
 /* epoll_pwait2 (Linux >= 5.11) takes a nanosecond timeout; older kernels
@@ -685,7 +715,7 @@ static void worker_sleep(struct worker *w)
     atomic_fetch_add(&s->nsleeping, 1);
     atomic_store(&w->sleeping, 1);
     atomic_store(&w->busy, 0);
-    if (work_available(w) || atomic_load(&s->stop)) {
+    if (work_available(w) || (atomic_load(&s->stop) && w->live_runs == 0)) {
         atomic_store(&w->sleeping, 0);
         atomic_fetch_sub(&s->nsleeping, 1);
         /* busy was 0 for a moment: the monitor may have gone to sleep for
@@ -785,6 +815,7 @@ void worker_destroy(struct worker *w)
     free(w->run_chunks);
     free(w->inbox);
     free(w->inbox_spare);
+    free(w->expired);
     ax_stack_pool_destroy(&w->stacks);
     pthread_mutex_destroy(&w->inbox_lock);
 }

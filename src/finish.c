@@ -89,7 +89,14 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
      * joiner. Everything counted goes into the next dispatch section. */
     if (w && !want_retry && !j->is_child) {
         EV(s, w, j, terminal_event(state), code, err);
-        w->pend.release += slot;
+        if (slot) {
+            /* Free now, without the lock; a sleeping peer takes queued work
+             * if this worker is about to run a long slice. */
+            atomic_fetch_add_explicit(&s->freed, 1, memory_order_release);
+            if (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
+                !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed))
+                sched_wake_workers(s, 1);
+        }
         count_terminal_pending(&w->pend, state);
         j->code = code;
         if (j->on_done) {
@@ -105,11 +112,12 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
 
     struct wake_msg msg;
     bool wake_joiner = false;
+    uint64_t retry_delay_ms = 0;
+    struct job snap;
     pthread_mutex_lock(&s->lock);
-    if (slot) {
+    if (slot)
         s->running--;
-        sched_hint_locked(s);
-    }
+    unsigned running = running_locked(s);
     if (want_retry && (s->closing || !s->retry_enabled[j->prio]))
         want_retry = false;
     if (want_retry) {
@@ -120,12 +128,9 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
                               memory_order_release);
         s->st.retried++;
         monitor_add_locked(s, j, now + delay_ms * 1000000u, WHERE_RETRY);
-        if (AX_UNLIKELY(ev_on(s, AX_EV_RETRY_SCHEDULED))) {
-            char msg[AX_ERROR_MAX + 48];
-            snprintf(msg, sizeof msg, "%s; retry %u in %llu ms", err && *err ? err : "failed",
-                     j->attempt, (unsigned long long)delay_ms);
-            ev_emit(s, w, j, AX_EV_RETRY_SCHEDULED, code, msg);
-        }
+        retry_delay_ms = delay_ms;
+        if (AX_UNLIKELY(ev_on(s, AX_EV_RETRY_SCHEDULED)))
+            snap = *j; /* the event is emitted after the unlock, from this copy */
     } else {
         count_terminal_locked(s, state);
         s->load--;
@@ -134,16 +139,25 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
         if (j->is_child)
             wake_joiner = join_notify_locked(s, j, &msg);
     }
-    bool wake_workers = slot && s->running < s->cap && !s->paused &&
+    bool wake_workers = slot && running < s->cap && !s->paused &&
                         (s->b[0].head || s->b[1].head || s->b[2].head);
-    if (s->closing && s->running == 0)
+    if (s->closing && (running == 0 || s->load == 0))
         pthread_cond_broadcast(&s->idle_cond);
     pthread_mutex_unlock(&s->lock);
 
-    if (!w && wake_workers)
-        sched_wake_workers(s, 1); /* a worker dispatches at its next iteration anyway */
-    if (want_retry)
+    if (wake_workers)
+        sched_wake_workers(s, 1); /* a sleeping peer can take the freed slot now */
+    if (want_retry) {
+        /* After the unlock (a lossless event sink may make us wait); the
+         * next attempt cannot start before its back-off anyway. */
+        if (AX_UNLIKELY(ev_on(s, AX_EV_RETRY_SCHEDULED))) {
+            char rmsg[AX_ERROR_MAX + 48];
+            snprintf(rmsg, sizeof rmsg, "%s; retry %u in %llu ms", err && *err ? err : "failed",
+                     snap.attempt, (unsigned long long)retry_delay_ms);
+            ev_emit(s, w, &snap, AX_EV_RETRY_SCHEDULED, code, rmsg);
+        }
         return;
+    }
     EV(s, w, j, terminal_event(state), code, err);
     if (wake_joiner)
         worker_post_wake(msg.run->w, &msg);

@@ -27,16 +27,20 @@
 #include <string.h>
 #include <sys/epoll.h>
 
+struct http_sock;
+
 struct http_worker {
     struct worker *w;
     CURLM *multi;
     struct run_timer timer;
+    struct http_sock *graveyard; /* removed sockets, freed after the epoll batch */
 };
 
 struct http_sock {
     struct reactor_src src; /* first: the reactor hands us this pointer */
     struct http_worker *hw;
-    curl_socket_t fd;
+    curl_socket_t fd;       /* -1 once curl removed it */
+    struct http_sock *next; /* graveyard */
 };
 
 struct http_wait {
@@ -81,6 +85,8 @@ static void on_socket_event(struct reactor_src *src, struct worker *w, uint32_t 
 {
     (void)w;
     struct http_sock *hs = (struct http_sock *)src;
+    if (hs->fd < 0)
+        return; /* removed by an earlier event of the same epoll batch */
     int flags = 0;
     if (events & EPOLLIN)
         flags |= CURL_CSELECT_IN;
@@ -103,7 +109,11 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         if (hs) {
             reactor_src_del(hw->w, fd);
             curl_multi_assign(hw->multi, fd, NULL);
-            free(hs);
+            /* The epoll batch being handled may still point at it: free
+             * it once the batch is done (reactor_done). */
+            hs->fd = -1;
+            hs->next = hw->graveyard;
+            hw->graveyard = hs;
         }
         return 0;
     }
@@ -147,10 +157,25 @@ static int timer_cb(CURLM *multi, long timeout_ms, void *userp)
     return 0;
 }
 
+static void reap(struct http_worker *hw)
+{
+    while (hw->graveyard) {
+        struct http_sock *hs = hw->graveyard;
+        hw->graveyard = hs->next;
+        free(hs);
+    }
+}
+
+static void reactor_done(struct worker *w)
+{
+    reap(w->http);
+}
+
 static void http_worker_destroy(void *p)
 {
     struct http_worker *hw = p;
     curl_multi_cleanup(hw->multi); /* closes cached connections */
+    reap(hw);
     free(hw);
 }
 
@@ -178,6 +203,7 @@ static struct http_worker *http_worker_get(struct worker *w)
     curl_multi_setopt(hw->multi, CURLMOPT_TIMERDATA, hw);
     w->http = hw;
     w->http_destroy = http_worker_destroy;
+    w->reactor_done = reactor_done;
     return hw;
 }
 

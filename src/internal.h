@@ -217,7 +217,6 @@ struct wake_msg {
 
 /* Deferred updates a worker applies in its next lock section. */
 struct worker_pending {
-    unsigned release; /* slots to release */
     uint64_t succeeded, failed, timed_out, cancelled, retried, panicked;
     struct job *free_list; /* jobs whose last ref dropped */
 };
@@ -236,6 +235,8 @@ struct worker {
     struct ax_stack_pool stacks;
     unsigned nfd_waits;       /* runs parked in ax_wait_fd */
     unsigned direct_budget;   /* direct yields left this iteration */
+    struct run_timer **expired; /* expire_timers' scratch array */
+    size_t expired_cap;
     _Atomic int busy;         /* out of epoll_wait: the monitor must watch for hogs */
     struct ax_task *run_free; /* recycled runs */
     struct ax_task **run_chunks;
@@ -258,6 +259,7 @@ struct worker {
     struct ax_metrics_snapshot *m; /* this worker's wait/run histograms (obs/metrics.c) */
     void *http;                      /* http.c's per-worker state (curl multi handle) */
     void (*http_destroy)(void *http);
+    void (*reactor_done)(struct worker *w); /* after each batch of epoll events */
     /* lingering (obs/linger.c): timed-out runs still alive on this worker */
     struct linger_entry *linger;
     unsigned nlinger, linger_cap;
@@ -317,7 +319,12 @@ struct ax_sched {
      * iteration or wake-up (every change that makes work dispatchable also
      * wakes a sleeping worker). */
     _Atomic unsigned hint_queued;   /* jobs in the three buckets */
-    _Atomic int hint_blocked;       /* paused, closing, or running >= cap */
+    _Atomic int hint_blocked;       /* paused or closing */
+    /* Slots released by workers without the lock (a completion, a timeout):
+     * folded into `running` by the next lock holder (running_locked), so a
+     * slot is free for admission and dispatch the moment its task ends,
+     * even while that worker runs another long slice. */
+    _Atomic unsigned freed;
     /* --- workers --- */
     struct worker *workers;
     unsigned nworkers;
@@ -375,6 +382,12 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s);
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);
+static inline unsigned running_locked(struct ax_sched *s)
+{
+    unsigned f = atomic_exchange_explicit(&s->freed, 0, memory_order_acq_rel);
+    s->running -= f;
+    return s->running;
+}
 void sched_wake_workers(struct ax_sched *s, unsigned n); /* no lock needed */
 
 /* exec.c */
@@ -472,6 +485,10 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
              const char *msg);
 void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int code,
                      const char *msg);
+/* Lossless mode: wait (before taking s->lock) until the shared ring has room
+ * for what a lock section will emit; inside it ev_under_lock forbids waiting. */
+void ev_reserve(struct ax_sched *s);
+extern _Thread_local bool ev_under_lock;
 #define EV(s, w, j, kind, code, msg)                                                           \
     do {                                                                                       \
         if (AX_UNLIKELY(ev_on((s), (kind))))                                                   \

@@ -157,12 +157,18 @@ static void drain_queued_locked(struct ax_sched *s, struct job **out)
 static int wait_idle_until(struct ax_sched *s, uint64_t deadline)
 {
     pthread_mutex_lock(&s->lock);
-    while (s->running > 0 && now_ns() < deadline) {
-        struct timespec ts = {.tv_sec = (time_t)(deadline / 1000000000u),
-                              .tv_nsec = (long)(deadline % 1000000000u)};
+    /* Until no slot is held and every admitted task has ended (the monitor
+     * or ax_cancel may still be finishing some). Releases made without the
+     * lock do not signal: wake at least every millisecond to fold them. */
+    while ((running_locked(s) > 0 || s->load > 0) && now_ns() < deadline) {
+        uint64_t until = now_ns() + 1000000u;
+        if (until > deadline)
+            until = deadline;
+        struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+                              .tv_nsec = (long)(until % 1000000000u)};
         pthread_cond_timedwait(&s->idle_cond, &s->lock, &ts);
     }
-    int left = (int)s->running;
+    int left = (int)(running_locked(s) + s->load);
     pthread_mutex_unlock(&s->lock);
     return left;
 }
@@ -260,7 +266,8 @@ int ax_stats_get(ax_sched *s, ax_stats *out)
      * becomes an orphan without its worker knowing yet. (Momentarily low
      * while a worker has releases not yet applied.) */
     uint64_t live = atomic_load(&s->total_live_runs);
-    out->orphans = live > s->running ? live - s->running : 0;
+    out->running = running_locked(s);
+    out->orphans = live > out->running ? live - out->running : 0;
     pthread_mutex_unlock(&s->lock);
     out->stacks_in_use = 0;
     for (unsigned i = 0; i < s->nworkers; i++) {

@@ -153,7 +153,7 @@ static void *monitor_main(void *arg)
         uint64_t now = now_ns();
         struct job *ended = NULL;
         unsigned requeued = expire_delays_locked(s, now, &ended);
-        bool can_run = !s->paused && s->running < s->cap;
+        bool can_run = !s->paused && running_locked(s) < s->cap;
         pthread_mutex_unlock(&s->lock);
 
         while (ended) {
@@ -174,14 +174,16 @@ static void *monitor_main(void *arg)
         uint64_t wake = ax_wheel_next(&s->delay_wheel);
         if (busy && wake > tick + HOG_POLL_MS)
             wake = tick + HOG_POLL_MS;
-        if (wake == UINT64_MAX) {
-            /* Going to sleep for good: announce it, then look once more at
-             * the workers (a worker sets busy, then reads monitor_idle). */
+        if (wake > tick + HOG_POLL_MS) {
+            /* Not polling for hogs during this sleep (until the next delay
+             * expiry, or for good): announce it, then look once more at the
+             * workers (a worker sets busy, then reads monitor_idle and kicks
+             * us). */
             atomic_store(&s->monitor_idle, true);
             for (unsigned i = 0; i < s->nworkers; i++)
                 if (atomic_load(&s->workers[i].busy))
                     wake = tick + HOG_POLL_MS;
-            if (wake != UINT64_MAX)
+            if (wake <= tick + HOG_POLL_MS)
                 atomic_store(&s->monitor_idle, false);
         }
         s->monitor_wake_tick = wake;

@@ -59,8 +59,7 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j)
 /* Refresh hint_blocked after running, cap, paused or closing changed. */
 void sched_hint_locked(struct ax_sched *s)
 {
-    atomic_store_explicit(&s->hint_blocked, s->paused || s->closing || s->running >= s->cap,
-                          memory_order_relaxed);
+    atomic_store_explicit(&s->hint_blocked, s->paused || s->closing, memory_order_relaxed);
 }
 
 /* The next job by quota rounds, or NULL when every bucket is empty. Does not

@@ -82,8 +82,11 @@ static int reject_locked(struct ax_sched *s, const ax_spec *sp, int code, const 
         s->st.shed++;
     else
         s->st.rejected++;
-    if (AX_UNLIKELY(ev_on(s, kind)))
+    if (AX_UNLIKELY(ev_on(s, kind))) {
+        ev_under_lock = true;
         ev_emit_refusal(s, sp, kind, code, msg);
+        ev_under_lock = false;
+    }
     pthread_mutex_unlock(&s->lock);
     return ax_fail_static(code, msg);
 }
@@ -97,14 +100,19 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     if (AX_UNLIKELY(rc)) {
         pthread_mutex_lock(&s->lock);
         s->st.rejected++;
-        if (AX_UNLIKELY(ev_on(s, AX_EV_REJECTED)))
+        if (AX_UNLIKELY(ev_on(s, AX_EV_REJECTED))) {
+            ev_under_lock = true;
             ev_emit_refusal(s, sp, AX_EV_REJECTED, rc, ax_error_detail());
+            ev_under_lock = false;
+        }
         pthread_mutex_unlock(&s->lock);
         return rc;
     }
     unsigned p = (unsigned)sp->priority;
     struct job *j;
 
+    if (AX_UNLIKELY(s->ev_lossless))
+        ev_reserve(s);
     pthread_mutex_lock(&s->lock);
     if (AX_UNLIKELY(s->closing))
         return reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
@@ -151,7 +159,7 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
         bucket_push_locked(s, j);
         if (j->deadline_ns)
             monitor_add_locked(s, j, j->deadline_ns, WHERE_BUCKET);
-        wake = !s->paused && s->running < s->cap;
+        wake = !s->paused && running_locked(s) < s->cap;
     }
     /* An empty trace id means "generated from the id" (trace_format):
      * formatting it here would lengthen the lock section for nothing. */
@@ -160,7 +168,11 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     else
         j->trace_id[0] = 0;
     /* Under the lock: SUBMITTED is produced before any worker can start it. */
-    EV(s, NULL, j, AX_EV_SUBMITTED, 0, NULL);
+    if (AX_UNLIKELY(ev_on(s, AX_EV_SUBMITTED))) {
+        ev_under_lock = true;
+        ev_emit(s, NULL, j, AX_EV_SUBMITTED, 0, NULL);
+        ev_under_lock = false;
+    }
     uint64_t id = j->id;
     pthread_mutex_unlock(&s->lock);
 

@@ -179,9 +179,24 @@ static bool sampled_out(struct ax_sched *s, unsigned kind, const struct job *j)
     return ((j->id >> AX_SLOT_BITS) % every) != 0;
 }
 
+/* Set while the caller holds s->lock: a lossless sink must not make it
+ * wait there (every worker would stall behind it); ev_reserve made room. */
+_Thread_local bool ev_under_lock;
+
+void ev_reserve(struct ax_sched *s)
+{
+    struct ev_state *st = s->ev;
+    while (s->ev_lossless && atomic_load_explicit(&s->ev_mask, memory_order_relaxed) &&
+           atomic_load_explicit(&st->shared.head, memory_order_relaxed) -
+                   atomic_load_explicit(&st->shared.tail, memory_order_acquire) >=
+               RING_CAP * 3 / 4)
+        wait_for_room(st);
+}
+
 void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind, int code,
              const char *msg)
 {
+    bool may_wait = s->ev_lossless && !ev_under_lock;
     if (sampled_out(s, kind, j))
         return;
     struct ev_state *st = s->ev;
@@ -206,7 +221,7 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
     }
     if (w && w == ax_current_worker) {
         struct ev_rec *e = ring_slot(w->ev_ring);
-        while (!e && s->ev_lossless) {
+        while (!e && may_wait) {
             wait_for_room(st);
             e = ring_slot(w->ev_ring);
         }
@@ -224,7 +239,7 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
     }
     pthread_mutex_lock(&st->lock);
     struct ev_rec *e = ring_slot(&st->shared);
-    while (!e && s->ev_lossless) {
+    while (!e && may_wait) {
         pthread_mutex_unlock(&st->lock);
         wait_for_room(st);
         pthread_mutex_lock(&st->lock);

@@ -16,7 +16,9 @@
  *  - running without yielding (the monitor timed it out): the monitor sends
  *    SIGURG to the worker thread, whose handler records backtrace() of the
  *    running coroutine. backtrace() is preloaded at start so the handler does
- *    not load libgcc; the monitor waits at most BT_WAIT_MS for it.
+ *    not load libgcc; the monitor waits at most BT_WAIT_MS for it. The
+ *    handler is installed only when a hog first lingers and passes signals
+ *    that are not its own to the handler the host had.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -30,34 +32,47 @@
 #define BT_WAIT_MS 100
 #define LINGER_SIGNAL SIGURG
 
+static struct sigaction old_action;
+
+/* Ours if this thread is a worker asked for a backtrace; anything else goes
+ * to the handler the host had (SIGURG is rarely used, but it is not ours
+ * alone: it is installed only when a hog first lingers, and chains). */
 static void on_signal(int sig)
 {
-    (void)sig;
     struct worker *w = ax_current_worker;
     int want = 1;
     if (w && atomic_load(&w->bt_state) == 1) {
         w->bt_n = backtrace(w->bt, AX_BT_MAX);
         atomic_compare_exchange_strong(&w->bt_state, &want, 2);
+        return;
     }
+    if (!(old_action.sa_flags & SA_SIGINFO) && old_action.sa_handler != SIG_DFL &&
+        old_action.sa_handler != SIG_IGN)
+        old_action.sa_handler(sig);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
+static pthread_once_t once_signal = PTHREAD_ONCE_INIT;
 
-static void install(void)
+static void preload(void)
 {
     void *frames[4];
     backtrace(frames, 4); /* load the unwinder now, not in a signal handler */
+}
+
+static void install_signal(void)
+{
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sa.sa_flags = SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(LINGER_SIGNAL, &sa, NULL);
+    sigaction(LINGER_SIGNAL, &sa, &old_action);
 }
 
 int linger_init(void)
 {
-    pthread_once(&once, install);
+    pthread_once(&once, preload);
     return AX_OK;
 }
 
@@ -168,6 +183,7 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
     snprintf(text, sizeof text,
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
+    pthread_once(&once_signal, install_signal);
     atomic_store(&w->bt_state, 1);
     pthread_kill(w->thread, LINGER_SIGNAL);
     for (int i = 0; i < BT_WAIT_MS && atomic_load(&w->bt_state) != 2; i++) {
