@@ -287,7 +287,7 @@ static void complete_run(struct worker *w, struct ax_task *t)
         finish_attempt(w->s, w, j, state, code, state == AX_STATE_SUCCEEDED ? "" : t->err, true);
     }
     if (t->panicked)
-        w->pend.panicked++;
+        wc_inc(&w->counts.panicked);
     t->finished = 0;
     t->job = NULL;
     run_recycle(w, t);
@@ -561,24 +561,14 @@ static void dispatch(struct worker *w)
     struct worker_pending *p = &w->pend;
 
     /* Fast path: nothing to apply and nothing we could take. */
-    if (!p->free_list && !(p->succeeded | p->failed | p->timed_out | p->cancelled | p->retried |
-                           p->panicked) &&
+    if (!p->free_list &&
         (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0 ||
-         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) ||
-         w->nready >= DISPATCH_BATCH))
+         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)))
         return;
 
     pthread_mutex_lock(&s->lock);
     unsigned running = running_locked(s);
-    if (p->free_list || p->succeeded | p->failed | p->timed_out | p->cancelled | p->retried |
-                            p->panicked) {
-        s->st.succeeded += p->succeeded;
-        s->st.failed += p->failed;
-        s->st.timed_out += p->timed_out;
-        s->st.cancelled += p->cancelled;
-        s->st.retried += p->retried;
-        s->st.panicked += p->panicked;
-        s->load -= (unsigned)(p->succeeded + p->failed + p->timed_out + p->cancelled);
+    if (p->free_list) {
         while (p->free_list) {
             struct job *j = p->free_list;
             p->free_list = j->next;

@@ -46,13 +46,13 @@ static void count_terminal_locked(struct ax_sched *s, unsigned state)
     }
 }
 
-static void count_terminal_pending(struct worker_pending *p, unsigned state)
+static void count_terminal_worker(struct worker_counts *c, unsigned state)
 {
     switch (state) {
-    case AX_STATE_SUCCEEDED: p->succeeded++; break;
-    case AX_STATE_FAILED: p->failed++; break;
-    case AX_STATE_TIMED_OUT: p->timed_out++; break;
-    case AX_STATE_CANCELLED: p->cancelled++; break;
+    case AX_STATE_SUCCEEDED: wc_inc(&c->succeeded); break;
+    case AX_STATE_FAILED: wc_inc(&c->failed); break;
+    case AX_STATE_TIMED_OUT: wc_inc(&c->timed_out); break;
+    case AX_STATE_CANCELLED: wc_inc(&c->cancelled); break;
     default: break;
     }
 }
@@ -97,7 +97,8 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
                 !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed))
                 sched_wake_workers(s, 1);
         }
-        count_terminal_pending(&w->pend, state);
+        count_terminal_worker(&w->counts, state);
+        atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
         j->code = code;
         if (j->on_done) {
             result_fill(j, state, code, err, &r);
@@ -134,6 +135,7 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
     } else {
         count_terminal_locked(s, state);
         s->load--;
+        load_locked(s);
         j->in_system = 0;
         j->code = code;
         if (j->is_child)
@@ -141,7 +143,7 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
     }
     bool wake_workers = slot && running < s->cap && !s->paused &&
                         (s->b[0].head || s->b[1].head || s->b[2].head);
-    if (s->closing && (running == 0 || s->load == 0))
+    if (s->closing && (running == 0 || load_locked(s) == 0))
         pthread_cond_broadcast(&s->idle_cond);
     pthread_mutex_unlock(&s->lock);
 

@@ -216,10 +216,21 @@ struct wake_msg {
 };
 
 /* Deferred updates a worker applies in its next lock section. */
+/* Deferred work a worker applies in its next lock section. */
 struct worker_pending {
-    uint64_t succeeded, failed, timed_out, cancelled, retried, panicked;
     struct job *free_list; /* jobs whose last ref dropped */
 };
+
+/* Terminal outcomes counted by a worker without the lock (single writer,
+ * relaxed load + store); ax_stats_get adds them up. */
+struct worker_counts {
+    _Atomic uint64_t succeeded, failed, timed_out, cancelled, panicked;
+};
+static inline void wc_inc(_Atomic uint64_t *c)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
 
 struct worker {
     struct ax_sched *s;
@@ -243,6 +254,7 @@ struct worker {
     unsigned nrun_chunks, run_chunk_cap;
     unsigned live_runs;       /* runs not yet recycled, orphans included */
     struct worker_pending pend;
+    struct worker_counts counts;
     /* remote wake-ups (other threads -> this worker), inbox_lock */
     pthread_mutex_t inbox_lock;
     struct wake_msg *inbox, *inbox_spare;
@@ -325,6 +337,7 @@ struct ax_sched {
      * slot is free for admission and dispatch the moment its task ends,
      * even while that worker runs another long slice. */
     _Atomic unsigned freed;
+    _Atomic unsigned unloaded; /* likewise for `load`: tasks ended by workers */
     /* --- workers --- */
     struct worker *workers;
     unsigned nworkers;
@@ -382,6 +395,11 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s);
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);
+static inline unsigned load_locked(struct ax_sched *s)
+{
+    s->load -= atomic_exchange_explicit(&s->unloaded, 0, memory_order_acq_rel);
+    return s->load;
+}
 static inline unsigned running_locked(struct ax_sched *s)
 {
     unsigned f = atomic_exchange_explicit(&s->freed, 0, memory_order_acq_rel);

@@ -160,7 +160,7 @@ static int wait_idle_until(struct ax_sched *s, uint64_t deadline)
     /* Until no slot is held and every admitted task has ended (the monitor
      * or ax_cancel may still be finishing some). Releases made without the
      * lock do not signal: wake at least every millisecond to fold them. */
-    while ((running_locked(s) > 0 || s->load > 0) && now_ns() < deadline) {
+    while ((running_locked(s) > 0 || load_locked(s) > 0) && now_ns() < deadline) {
         uint64_t until = now_ns() + 1000000u;
         if (until > deadline)
             until = deadline;
@@ -168,7 +168,7 @@ static int wait_idle_until(struct ax_sched *s, uint64_t deadline)
                               .tv_nsec = (long)(until % 1000000000u)};
         pthread_cond_timedwait(&s->idle_cond, &s->lock, &ts);
     }
-    int left = (int)(running_locked(s) + s->load);
+    int left = (int)(running_locked(s) + load_locked(s));
     pthread_mutex_unlock(&s->lock);
     return left;
 }
@@ -271,6 +271,12 @@ int ax_stats_get(ax_sched *s, ax_stats *out)
     pthread_mutex_unlock(&s->lock);
     out->stacks_in_use = 0;
     for (unsigned i = 0; i < s->nworkers; i++) {
+        struct worker_counts *c = &s->workers[i].counts;
+        out->succeeded += atomic_load_explicit(&c->succeeded, memory_order_relaxed);
+        out->failed += atomic_load_explicit(&c->failed, memory_order_relaxed);
+        out->timed_out += atomic_load_explicit(&c->timed_out, memory_order_relaxed);
+        out->cancelled += atomic_load_explicit(&c->cancelled, memory_order_relaxed);
+        out->panicked += atomic_load_explicit(&c->panicked, memory_order_relaxed);
         out->stacks_in_use +=
             atomic_load_explicit(&s->workers[i].stacks_in_use, memory_order_relaxed);
     }

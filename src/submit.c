@@ -118,7 +118,7 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
         return reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
     if (AX_UNLIKELY(!rate_admit_locked(s, now)))
         return reject_locked(s, sp, AX_ERATE, "submission rate limit exceeded");
-    if (p != AX_PRIO_HIGH && s->load >= s->shed_at)
+    if (p != AX_PRIO_HIGH && load_locked(s) >= s->shed_at)
         return reject_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
     if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
         return reject_locked(s, sp, AX_EFULL, "the priority bucket is full");
