@@ -50,7 +50,7 @@
 _Thread_local struct ax_task *ax_current_run;
 _Thread_local struct worker *ax_current_worker;
 
-static void ready_push(struct worker *w, struct ax_task *t)
+void ready_push(struct worker *w, struct ax_task *t)
 {
     t->next = NULL;
     if (w->ready_tail)

@@ -420,6 +420,8 @@ extern _Thread_local struct ax_task *ax_current_run;
 extern _Thread_local struct worker *ax_current_worker;
 /* Park the current run (its park kind already set); returns its wake_rc. */
 int run_park(struct ax_task *t);
+/* Append to the worker's ready queue (worker thread only). */
+void ready_push(struct worker *w, struct ax_task *t);
 /* ax_yield's fast path; false if it must go through the worker loop. */
 bool run_switch_direct(struct ax_task *t);
 /* Resume a parked run with rc (worker thread only). No-op if not parked. */

@@ -42,15 +42,21 @@ static int sys_fail(const char *what, int fd)
     return ax_fail(AX_ESYS, "%s: %s", what, strerror(e));
 }
 
-ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
+/* The checks every call starts with: its own task, a non-blocking fd. */
+static int io_enter(const ax_task *t, int fd, const char *what)
 {
     if (!t)
-        return ax_fail_static(AX_EINVAL, "ax_read: task is NULL");
+        return ax_fail(AX_EINVAL, "%s: task is NULL", what);
     if (t != ax_current_run)
-        return ax_fail_static(AX_ESTATE, "ax_read: called outside the task's own coroutine");
+        return ax_fail(AX_ESTATE, "%s: called outside the task's own coroutine", what);
+    return ensure_nonblock(fd);
+}
+
+ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
+{
     if (!buf && len)
         return ax_fail_static(AX_EINVAL, "ax_read: buf is NULL");
-    int rc = ensure_nonblock(fd);
+    int rc = io_enter(t, fd, "ax_read");
     if (rc)
         return rc;
     uint64_t start = now_ns();
@@ -71,13 +77,9 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
 
 ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeout_ms)
 {
-    if (!t)
-        return ax_fail_static(AX_EINVAL, "ax_write: task is NULL");
-    if (t != ax_current_run)
-        return ax_fail_static(AX_ESTATE, "ax_write: called outside the task's own coroutine");
     if (!buf && len)
         return ax_fail_static(AX_EINVAL, "ax_write: buf is NULL");
-    int rc = ensure_nonblock(fd);
+    int rc = io_enter(t, fd, "ax_write");
     if (rc)
         return rc;
     uint64_t start = now_ns();
@@ -104,11 +106,7 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
 
 int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t timeout_ms)
 {
-    if (!t)
-        return ax_fail_static(AX_EINVAL, "ax_accept: task is NULL");
-    if (t != ax_current_run)
-        return ax_fail_static(AX_ESTATE, "ax_accept: called outside the task's own coroutine");
-    int rc = ensure_nonblock(lfd);
+    int rc = io_enter(t, lfd, "ax_accept");
     if (rc)
         return rc;
     uint64_t start = now_ns();
@@ -130,13 +128,9 @@ int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, in
 int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrlen,
                int64_t timeout_ms)
 {
-    if (!t)
-        return ax_fail_static(AX_EINVAL, "ax_connect: task is NULL");
-    if (t != ax_current_run)
-        return ax_fail_static(AX_ESTATE, "ax_connect: called outside the task's own coroutine");
     if (!addr)
         return ax_fail_static(AX_EINVAL, "ax_connect: addr is NULL");
-    int rc = ensure_nonblock(fd);
+    int rc = io_enter(t, fd, "ax_connect");
     if (rc)
         return rc;
     if ((rc = run_detached_rc(t)))

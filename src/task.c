@@ -83,14 +83,7 @@ int ax_yield(ax_task *t)
         return run_detached_rc(t);
     }
     /* To the back of the ready queue: everything else ready runs first. */
-    t->next = NULL;
-    if (w->ready_tail)
-        w->ready_tail->next = t;
-    else
-        w->ready_head = t;
-    w->ready_tail = t;
-    w->nready++;
-    t->parked = PARK_YIELD;
+    ready_push(w, t);
     t->wake_rc = 0;
     run_park(t);
     t->parked = PARK_NONE;
