@@ -1,0 +1,192 @@
+/* eng_ax.c - the configurations under test: ax, through its public API only.
+ *
+ * The profile becomes an ax_config (max_concurrency, bucket bounds, shed
+ * ratio, the default retry policy, grace) plus, per task, an ax_spec: the
+ * priority, the timeout (one for all, or the task class's, seed §4.4), the
+ * retry count and policy. "No LOW retries" is ax_set_retry_enabled, the
+ * run-time switch an operator would flip in the incident (§4.2). A task is
+ * one GET to the upstream through ax_http_get, bounded by the task's
+ * deadline; a non-200 answer fails the attempt, so ax retries it.
+ *
+ * Outcomes come from on_done (exactly once per admitted task: counted, and
+ * a second call for a task would be counted as a duplicate); refusals from
+ * ax_submit's return (AX_ESHED = shed, AX_EFULL/AX_ERATE = rejected). The
+ * lifecycle events go to a callback sink that only counts them, to check
+ * the seed's fifth goal against the callbacks.
+ */
+#include "run.h"
+
+#include "ax_http.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static ax_sched *S;
+static ax_retry_policy policy;
+static _Atomic uint64_t ev_submitted, ev_terminal;
+
+static ax_priority ax_prio(unsigned p)
+{
+    return p == DM_HIGH ? AX_PRIO_HIGH : p == DM_LOW ? AX_PRIO_LOW : AX_PRIO_NORMAL;
+}
+
+static uint32_t wall_ms(double incident_ms)
+{
+    double v = incident_ms / dm_run_g.speed;
+    return v < 1 ? 1 : (uint32_t)llround(v);
+}
+
+static void on_event(const ax_event *ev, void *arg)
+{
+    (void)arg;
+    switch (ev->kind) {
+    case AX_EV_SUBMITTED:
+        atomic_fetch_add_explicit(&ev_submitted, 1, memory_order_relaxed);
+        break;
+    case AX_EV_SUCCEEDED:
+    case AX_EV_FAILED:
+    case AX_EV_TIMED_OUT:
+    case AX_EV_CANCELLED:
+        atomic_fetch_add_explicit(&ev_terminal, 1, memory_order_relaxed);
+        break;
+    default:
+        break;
+    }
+}
+
+static int ax_start(char *err, size_t errlen)
+{
+    const struct dm_profile *p = dm_run_g.p;
+    ax_config c;
+    ax_config_default(&c);
+    c.max_concurrency = p->cap;
+    bool bounded = p->queue[0] || p->queue[1] || p->queue[2];
+    for (unsigned i = 0; i < DM_NPRIO; i++)
+        /* "Unbounded": as large as ax's task table allows (2 million in all). */
+        c.capacity[ax_prio(i)] = bounded ? p->queue[i] : 600000;
+    c.shed_ratio = bounded ? p->shed_ratio : 1.0;
+    c.max_retry_cap = 16;
+    policy.mode = AX_BACKOFF_EXPONENTIAL;
+    policy.base_ms = wall_ms(p->retry_base_ms > 0 ? p->retry_base_ms : 1000);
+    policy.max_ms = wall_ms(p->retry_max_ms > 0 ? p->retry_max_ms : 1000);
+    if (policy.max_ms < policy.base_ms) policy.max_ms = policy.base_ms;
+    policy.jitter_ms = p->retry_jitter_ms > 0 ? wall_ms(p->retry_jitter_ms) : 0;
+    c.retry = policy;
+    c.grace_ms = wall_ms(3000);
+    int rc = ax_new(&c, &S);
+    if (rc) {
+        snprintf(err, errlen, "ax_new: %s: %s", ax_strerror(rc), ax_error_detail());
+        return -1;
+    }
+    if (!p->retry_low) ax_set_retry_enabled(S, AX_PRIO_LOW, false);
+    ax_events_callback(S, on_event, NULL);
+    ax_events_filter(S,
+                     AX_EVMASK(AX_EV_SUBMITTED) | AX_EVMASK(AX_EV_SUCCEEDED) |
+                         AX_EVMASK(AX_EV_FAILED) | AX_EVMASK(AX_EV_TIMED_OUT) |
+                         AX_EVMASK(AX_EV_CANCELLED),
+                     1);
+    return 0;
+}
+
+static int attempt(ax_task *t, void *arg)
+{
+    struct dm_task *tk = arg;
+    uint64_t t0 = dm_attempt_begin(tk);
+    ax_http_response resp;
+    int rc = ax_http_get(t, dm_run_g.url[tk->cls], -1, &resp);
+    long status = rc == 0 ? resp.status : 0;
+    ax_http_response_free(&resp);
+    dm_attempt_end(tk, t0, status);
+    if (rc) return rc;
+    if (status != 200) {
+        ax_task_set_error(t, "HTTP %ld", status);
+        return 1;
+    }
+    return 0;
+}
+
+static void on_done(const ax_result *r, void *arg)
+{
+    struct dm_task *tk = arg;
+    atomic_fetch_add_explicit(&dm_run_g.on_done_calls, 1, memory_order_relaxed);
+    enum dm_outcome o = r->state == AX_STATE_SUCCEEDED   ? OUT_SUCCEEDED
+                        : r->state == AX_STATE_TIMED_OUT ? OUT_TIMED_OUT
+                        : r->state == AX_STATE_CANCELLED ? OUT_CANCELLED
+                                                         : OUT_FAILED;
+    dm_task_done(tk, o);
+}
+
+static int ax_submit_task(struct dm_task *tk)
+{
+    const struct dm_profile *p = dm_run_g.p;
+    ax_spec sp = {
+        .fn = attempt,
+        .arg = tk,
+        .priority = ax_prio(tk->prio),
+        .timeout_ms = dm_run_g.timeout_wall_ms[tk->cls],
+        .max_retry = p->retry == RETRY_NONE ? 0 : p->max_retry,
+        .retry = &policy,
+        .on_done = on_done,
+        .cb_arg = tk,
+    };
+    int rc = ax_submit(S, &sp, NULL);
+    if (rc == 0) return 0;
+    return rc == AX_ESHED ? OUT_SHED : OUT_REJECTED;
+}
+
+static void ax_gauges(struct dm_gauges *g)
+{
+    ax_stats st;
+    memset(g, 0, sizeof *g);
+    if (ax_stats_get(S, &st) != 0) return;
+    for (unsigned i = 0; i < DM_NPRIO; i++)
+        g->queued[i] = st.queued[ax_prio(i)];
+    g->delayed = st.delayed;
+    g->running = st.running;
+    g->limit = st.limit;
+}
+
+static bool ax_idle(void)
+{
+    ax_stats st;
+    if (ax_stats_get(S, &st) != 0) return false;
+    return st.queued[0] + st.queued[1] + st.queued[2] + st.delayed + st.running == 0;
+}
+
+static void ax_stop(void)
+{
+    /* Queued and waiting-to-retry tasks end CANCELLED (on_done runs for
+     * each); running ones are cancelled too: the run is over. */
+    ax_shutdown(S, 0);
+}
+
+static void ax_finish(struct dm_result *r)
+{
+    ax_events_flush(S);
+    ax_metrics m;
+    if (ax_metrics_get(S, &m) == 0) {
+        r->retries = m.stats.retried;
+        /* ax's own account of how long an attempt held its slot. */
+        for (unsigned p = 0; p < AX_PRIO_COUNT; p++) {
+            double ms = (double)m.run[p].max_ns / 1e6 * dm_run_g.speed;
+            if (ms > r->max_slot_ms) r->max_slot_ms = ms;
+        }
+        r->lingering = m.stats.lingering;
+        r->orphans = m.stats.orphans;
+    }
+    r->ev_submitted = atomic_load(&ev_submitted);
+    r->ev_terminal = atomic_load(&ev_terminal);
+    r->ev_dropped = ax_events_dropped(S);
+    ax_free(S);
+    S = NULL;
+}
+
+const struct dm_engine_ops dm_engine_ax = {
+    .start = ax_start,
+    .submit = ax_submit_task,
+    .gauges = ax_gauges,
+    .idle = ax_idle,
+    .stop = ax_stop,
+    .finish = ax_finish,
+};

@@ -1,0 +1,70 @@
+/* run.h - what run.c shares with the two engines that execute tasks:
+ * eng_ax.c (ax, the configuration under test) and eng_threads.c (the seed's
+ * §1.1 "before": a fixed pool of threads doing blocking calls).
+ *
+ * One run per process (a forked child), so the run is a global: task
+ * functions and callbacks reach it without an argument to thread through.
+ */
+#ifndef AX_DEMO_RUN_H
+#define AX_DEMO_RUN_H
+
+#include "demo.h"
+
+/* One generated task. Its business context (seed §4.3: ~2 KB) follows the
+ * struct and lives from submission to the terminal state, as the caller's
+ * request would. */
+struct dm_task {
+    struct dm_task *next; /* the thread pool's queue */
+    uint64_t submit_ns;
+    unsigned prio, cls;
+    atomic_bool started;
+    char ctx[];
+};
+
+struct dm_gauges {
+    uint64_t queued[DM_NPRIO], delayed, running, limit;
+};
+
+struct dm_engine_ops {
+    int (*start)(char *err, size_t errlen);
+    /* 0: admitted; OUT_SHED or OUT_REJECTED: refused (the task is the caller's). */
+    int (*submit)(struct dm_task *t);
+    void (*gauges)(struct dm_gauges *g);
+    bool (*idle)(void);
+    /* Traffic is over: end every task still in the system, wait for the rest. */
+    void (*stop)(void);
+    /* Engine-specific figures (retries, events, lingering), then free all. */
+    void (*finish)(struct dm_result *r);
+};
+
+extern const struct dm_engine_ops dm_engine_ax, dm_engine_threads;
+
+struct dm_run {
+    const struct dm_run_opts *o;
+    const struct dm_scenario *sc;
+    const struct dm_profile *p;
+    double speed;
+    char url[DM_MAX_CLASSES][DM_URL_MAX];
+    uint64_t timeout_wall_ms[DM_MAX_CLASSES]; /* the timeout each class's tasks get */
+    double peak_from_ms, peak_to_ms;          /* incident time of the busiest phase */
+
+    _Atomic uint64_t out[DM_NPRIO][DM_NOUT];
+    _Atomic uint64_t generated_by[DM_NPRIO], admitted[DM_NPRIO], started[DM_NPRIO];
+    _Atomic uint64_t generated, requests, answered, low_started_in_peak;
+    _Atomic uint64_t in_fn, max_in_fn, max_attempt_us;
+    _Atomic uint64_t on_done_calls;
+
+    struct dm_hist wait[DM_NPRIO]; /* wall microseconds */
+    struct dm_hist attempt;        /* every attempt */
+    struct dm_hist latency;        /* answered requests */
+};
+
+extern struct dm_run dm_run_g;
+
+/* Bookkeeping the engines call. begin returns the attempt's start time. */
+uint64_t dm_attempt_begin(struct dm_task *t);
+void dm_attempt_end(struct dm_task *t, uint64_t start_ns, long http_status);
+/* The task's terminal state; frees it. */
+void dm_task_done(struct dm_task *t, enum dm_outcome o);
+
+#endif
