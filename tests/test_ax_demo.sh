@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# test_ax_demo.sh - ax-demo, the main job, end to end over loopback: the short
+# incident replay runs all three configurations against ax-upstream in under
+# 30 s, and its results.json holds the invariants the demo exists to show:
+#   - every task is accounted for, in every configuration
+#     (generated = admitted + shed + rejected;
+#      admitted = succeeded + failed + timed_out + cancelled, per priority too;
+#      ax: one on_done and one submitted/terminal event pair per admitted task);
+#   - seed-tuned sends the upstream fewer requests per task than seed-before;
+#   - seed-before's peak RSS exceeds seed-tuned's (unbounded vs bounded queues);
+#   - the thread pool holds hundreds of threads, ax a handful;
+# bad flags, an unreachable --url and bad --config files exit 2 with a clear
+# message; --print-config round-trips. Then, if Debian's chromium is
+# installed, report.html is rendered headless: it must be self-contained
+# (nothing fetched), draw its SVG charts, and log no script error.
+#
+# usage: tests/test_ax_demo.sh path/to/ax-demo path/to/ax-upstream
+# needs: python3; chromium for the browser part (SKIPPED, saying so, without it).
+set -euo pipefail
+
+BIN=${1:?usage: $0 path/to/ax-demo path/to/ax-upstream}
+UP=${2:?usage: $0 path/to/ax-demo path/to/ax-upstream}
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "FAIL: python3 not installed (Debian: apt-get install python3)" >&2
+    exit 1
+fi
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $*" >&2
+}
+
+# expect_exit2 "WHAT" "MESSAGE" ARG...: exit status 2 and MESSAGE on stderr.
+expect_exit2() {
+    local what=$1 msg=$2
+    shift 2
+    local rc=0
+    "$BIN" --upstream "$UP" "$@" >"$TMP/out" 2>"$TMP/err" || rc=$?
+    if [ "$rc" -ne 2 ]; then
+        bad "$what: exit $rc, want 2 (args: $*): $(head -3 "$TMP/err")"
+    elif ! grep -qF -- "$msg" "$TMP/err"; then
+        bad "$what: stderr lacks '$msg': $(head -2 "$TMP/err")"
+    else
+        ok
+    fi
+}
+
+# ---- refusals: exit 2 before anything runs ---------------------------------------
+
+expect_exit2 "unknown flag" "unknown option '--bogus'" --bogus
+expect_exit2 "bad --speed" "--speed: 'fast' is not a number" --speed fast
+expect_exit2 "--speed without a value" "--speed needs a value" --speed
+expect_exit2 "unknown configuration" "--only: no configuration 'nosuch'" --only nosuch
+expect_exit2 "stray argument" "unexpected argument 'now'" now
+
+# An unreachable upstream: a port that was free a moment ago.
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+expect_exit2 "unreachable --url" "cannot reach it" --url "http://127.0.0.1:$PORT"
+expect_exit2 "--url not http" "is not an http:// or https:// URL" --url "ftp://127.0.0.1/"
+
+printf 'speed 4\nphase steady 2s rate=10\nwobble 3\n' >"$TMP/bad1.conf"
+expect_exit2 "--config: unknown item" "bad1.conf:3: unknown item 'wobble'" --config "$TMP/bad1.conf"
+printf 'class q path=/q latency=lognormal:9ms:1ms timeout=1s\n' >"$TMP/bad2.conf"
+expect_exit2 "--config: bad latency" "bad2.conf:1: latency=lognormal:9ms:1ms" --config "$TMP/bad2.conf"
+printf 'config c engine=ax cap=10\n' >"$TMP/bad3.conf"
+expect_exit2 "--config: missing timeout" "cap= and timeout= are required" --config "$TMP/bad3.conf"
+# A key only ax-upstream knows is checked by starting it once, before any run.
+printf 'phase p 2s rate=10 upstream=wobble=1\n' >"$TMP/bad4.conf"
+expect_exit2 "--config: bad upstream key" "unknown key 'wobble'" --config "$TMP/bad4.conf"
+expect_exit2 "--config: no such file" "No such file" --config "$TMP/nosuch.conf"
+
+# --print-config writes what --config reads.
+if "$BIN" --print-config >"$TMP/a.conf" && "$BIN" --config "$TMP/a.conf" --print-config \
+    >"$TMP/b.conf" && diff <(grep -v '^#' "$TMP/a.conf") <(grep -v '^#' "$TMP/b.conf") >/dev/null; then
+    ok
+else
+    bad "--print-config does not round-trip through --config"
+fi
+
+# ---- the short run ---------------------------------------------------------------
+
+OUT="$TMP/out dir" # a space in the path, on purpose
+t0=$(date +%s.%N)
+rc=0
+"$BIN" --short --upstream "$UP" --out "$OUT" >"$TMP/run.out" 2>"$TMP/run.err" || rc=$?
+t1=$(date +%s.%N)
+secs=$(python3 -c "print(round($t1 - $t0, 1))")
+echo "ax-demo --short: exit $rc in $secs s"
+if [ "$rc" -eq 0 ]; then ok; else
+    bad "ax-demo --short: exit $rc"
+    tail -20 "$TMP/run.err" >&2
+    tail -40 "$TMP/run.out" >&2
+fi
+# The short mode's budget is 30 s; allow slack for a loaded CI machine.
+if python3 -c "import sys; sys.exit(0 if $secs <= 45 else 1)"; then ok; else
+    bad "ax-demo --short took $secs s (budget 30 s)"
+fi
+for want in 'results (times in incident time' 'verdicts on the seed' '1 concurrency cap' \
+    '5 lifecycle observed' 'wrote '; do
+    if grep -qF -- "$want" "$TMP/run.out"; then ok; else bad "stdout lacks '$want'"; fi
+done
+
+if [ -s "$OUT/results.json" ]; then
+    python3 - "$OUT/results.json" >"$TMP/py.out" 2>&1 <<'EOF' || true
+import json, sys
+
+doc = json.load(open(sys.argv[1]))
+checks = []
+
+def check(what, cond):
+    checks.append((what, bool(cond)))
+
+cfg = {c["name"]: c for c in doc["configs"]}
+check("three configurations", sorted(cfg) == ["seed-before", "seed-tuned", "threads"])
+for name, c in cfg.items():
+    check(f"{name}: ran", c.get("ok") is True)
+    if not c.get("ok"):
+        continue
+    t = c["tasks"]
+    check(f"{name}: generated {t['generated']} = admitted + shed + rejected",
+          t["generated"] == t["admitted"] + t["shed"] + t["rejected"])
+    check(f"{name}: admitted {t['admitted']} = succeeded + failed + timed_out + cancelled",
+          t["admitted"] == t["succeeded"] + t["failed"] + t["timed_out"] + t["cancelled"])
+    check(f"{name}: tasks were generated", t["generated"] > 10000)
+    for p, b in c["by_priority"].items():
+        check(f"{name} {p}: generated = admitted + shed + rejected",
+              b["generated"] == b["admitted"] + b["shed"] + b["rejected"])
+        check(f"{name} {p}: admitted = terminal states",
+              b["admitted"] == b["succeeded"] + b["failed"] + b["timed_out"] + b["cancelled"])
+    for k in ("generated", "admitted", "succeeded", "failed", "timed_out", "cancelled", "shed",
+              "rejected"):
+        check(f"{name}: {k} is the sum over priorities",
+              t[k] == sum(b[k] for b in c["by_priority"].values()))
+    lc = c["lifecycle"]
+    if c["engine"] == "ax":
+        check(f"{name}: on_done {lc['on_done']} == admitted {t['admitted']}",
+              lc["on_done"] == t["admitted"])
+        check(f"{name}: events submitted/terminal == admitted",
+              lc["events_submitted"] == t["admitted"] == lc["events_terminal"])
+        check(f"{name}: no event dropped", lc["events_dropped"] == 0)
+        check(f"{name}: a handful of threads ({c['peak_threads']})", c["peak_threads"] < 32)
+    else:
+        check(f"{name}: a thread per pool slot ({c['peak_threads']})",
+              c["peak_threads"] >= c["settings"]["cap"])
+    check(f"{name}: slots in use never above the limit",
+          c["max_in_flight"] <= c["limit"] == c["settings"]["cap"])
+    sent, counted = c["upstream_requests"], c["upstream_requests_counted_by_upstream"]
+    check(f"{name}: ax-upstream counted the requests sent ({counted} vs {sent})",
+          counted is not None and abs(counted - sent) <= max(50, 0.02 * sent))
+    s = c["series"]
+    n = len(s["t_s"])
+    check(f"{name}: time series ({n} samples, all the same length)",
+          n > 20 and all(len(v) == n for k, v in s.items() if isinstance(v, list)))
+    check(f"{name}: five verdicts", len(c["verdicts"]) == 5)
+
+b, t = cfg.get("seed-before"), cfg.get("seed-tuned")
+if b and t and b.get("ok") and t.get("ok"):
+    check(f"seed-tuned sends fewer upstream requests per task than seed-before "
+          f"({t['requests_per_task']:.3f} < {b['requests_per_task']:.3f})",
+          t["requests_per_task"] < b["requests_per_task"])
+    check(f"seed-before's peak RSS exceeds seed-tuned's "
+          f"({b['peak_rss_mb']:.1f} MB > {t['peak_rss_mb']:.1f} MB)",
+          b["peak_rss_mb"] > t["peak_rss_mb"])
+    check("seed-tuned refused tasks at the door",
+          t["tasks"]["shed"] + t["tasks"]["rejected"] > 0)
+    check("seed-before refused none (unbounded queues)",
+          b["tasks"]["shed"] + b["tasks"]["rejected"] == 0)
+    check("seed-tuned's queues stayed within their bounds",
+          t["max_queued"] <= t["queue_bound"])
+    check("seed-before queued more than seed-tuned's bound allows",
+          b["max_queued"] > t["queue_bound"] * 0.8)
+    check("the same traffic for every configuration",
+          len({c["tasks"]["generated"] for c in cfg.values()}) == 1)
+v = {n: {x["goal"]: x["result"] for x in c.get("verdicts", [])} for n, c in cfg.items()}
+check("verdict: threads' HIGH waits like LOW (goal 4 FAIL)",
+      v.get("threads", {}).get("4 priority, no starvation") == "FAIL")
+check("verdict: seed-tuned respects its cap and bounds (goal 1 PASS)",
+      v.get("seed-tuned", {}).get("1 concurrency cap") == "PASS")
+check("verdict: seed-before's queues are unbounded (goal 1 FAIL)",
+      v.get("seed-before", {}).get("1 concurrency cap") == "FAIL")
+
+for what, good in checks:
+    print(("ok   " if good else "FAIL ") + what)
+EOF
+    while IFS= read -r line; do
+        case $line in
+        "ok   "*) ok ;;
+        "FAIL "*) bad "results.json: ${line#FAIL }" ;;
+        *) bad "results.json check: $line" ;;
+        esac
+    done <"$TMP/py.out"
+else
+    bad "no results.json in $OUT"
+fi
+
+# ---- report.html in a headless browser -------------------------------------------
+
+REPORT="$OUT/report.html"
+if [ ! -s "$REPORT" ]; then
+    bad "no report.html in $OUT"
+else
+    # Self-contained: no script, stylesheet, image or frame from anywhere.
+    if grep -qiE '<(script|link|img|iframe)[ >]|(src|href)=|url\(|@import' "$REPORT"; then
+        bad "report.html refers to something outside itself"
+    else
+        ok
+    fi
+    CHROME=$(command -v chromium || command -v chromium-browser || true)
+    if [ -z "$CHROME" ]; then
+        echo "SKIPPED: browser checks (chromium not installed; Debian: apt-get install chromium)"
+    else
+        chrome() {
+            timeout 120 "$CHROME" --headless --no-sandbox --disable-gpu \
+                --disable-background-networking --disable-component-update --disable-sync \
+                --no-first-run --user-data-dir="$TMP/chrome-profile" "$@"
+        }
+        url="file://$(python3 -c 'import sys, urllib.parse; print(urllib.parse.quote(sys.argv[1]))' "$REPORT")"
+        rc=0
+        chrome --enable-logging=stderr --v=0 --dump-dom "$url" >"$TMP/dom.html" 2>"$TMP/chrome.err" || rc=$?
+        if [ "$rc" -eq 0 ] && [ -s "$TMP/dom.html" ]; then ok; else
+            bad "chromium --dump-dom: exit $rc: $(grep -v dbus "$TMP/chrome.err" | head -3)"
+        fi
+        nsvg=$(grep -o '<svg' "$TMP/dom.html" | wc -l)
+        nline=$(grep -o '<polyline' "$TMP/dom.html" | wc -l)
+        echo "report.html in chromium: $nsvg charts, $nline lines"
+        # Six rows of charts, one per configuration.
+        if [ "$nsvg" -ge 18 ]; then ok; else bad "report.html: $nsvg <svg> charts, want >= 18"; fi
+        if [ "$nline" -ge 40 ]; then ok; else bad "report.html: $nline lines drawn, want >= 40"; fi
+        for want in 'Verdicts on the seed' 'seed-tuned' 'Queue length per bucket' \
+            'In flight vs limit' 'Wait p99 per priority' 'Upstream latency' 'Resident memory'; do
+            if grep -qF "$want" "$TMP/dom.html"; then ok; else bad "report.html lacks '$want'"; fi
+        done
+        # Script errors reach the log as console messages ("Uncaught ...").
+        if grep -E 'CONSOLE|Uncaught|SyntaxError|TypeError|ReferenceError' "$TMP/chrome.err" >"$TMP/console"; then
+            bad "report.html: script errors: $(head -3 "$TMP/console")"
+        else
+            ok
+        fi
+        rc=0
+        chrome --screenshot="$TMP/report.png" --window-size=1400,3000 "$url" >/dev/null 2>&1 || rc=$?
+        size=$(stat -c %s "$TMP/report.png" 2>/dev/null || echo 0)
+        if [ "$rc" -eq 0 ] && [ "$size" -gt 50000 ]; then ok; else
+            bad "screenshot of report.html: exit $rc, $size bytes"
+        fi
+    fi
+fi
+
+echo "ax-demo: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
