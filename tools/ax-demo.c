@@ -1,0 +1,563 @@
+/* ax-demo.c - the main job: replay the seed's §4 incident against a thread
+ * pool and two ax configurations, side by side (issue 5).
+ *
+ * With no arguments: for each configuration (threads, seed-before,
+ * seed-tuned), start a fresh ax-upstream on a free loopback port, fork a
+ * child that runs the configuration against it (run.c), collect the child's
+ * figures through shared memory, stop the upstream. Then print the summary
+ * and the verdicts on the seed's five goals, and write results.json and
+ * report.html. A fork per configuration keeps peak RSS and peak threads
+ * per configuration; a fresh upstream per configuration means each meets
+ * the same phase schedule from t = 0 and the upstream's counters are its
+ * own.
+ *
+ * The parent stays single-threaded and small: it only forks, waits and
+ * writes files. See demo/demo.h for the parts and tools/README.md for the
+ * flags, the scenario format and what the numbers mean.
+ */
+#include "demo/demo.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ax.h"
+
+static const char *const usage_text =
+    "usage: ax-demo [--speed S] [--short] [--out DIR] [--config FILE] [--url URL]\n"
+    "               [--only NAME[,NAME...]] [--seed N] [--upstream PATH]\n"
+    "       ax-demo --print-config [--short] [--config FILE]\n"
+    "       ax-demo --help\n"
+    "\n"
+    "Replays the seed's incident (a traffic peak while the upstream degrades from\n"
+    "300 ms to 2 s, then recovery) against a thread pool and two ax configurations,\n"
+    "one after the other, each in its own process against a fresh ax-upstream.\n"
+    "Prints a summary and a verdict per seed goal; writes results.json and\n"
+    "report.html (self-contained, inline SVG).\n"
+    "\n"
+    "  --speed S        run S times faster than the incident (default 3; every\n"
+    "                   duration is divided by S, counts stay at full scale)\n"
+    "  --short          the short CI scenario (about 25 s in all)\n"
+    "  --out DIR        where results.json and report.html go (default .)\n"
+    "  --config FILE    your own scenario (start from ax-demo --print-config)\n"
+    "  --url URL        a real upstream instead of ax-upstream: tasks GET URL + the\n"
+    "                   class path; its behaviour is its own (phases' upstream= keys\n"
+    "                   are ignored)\n"
+    "  --only NAMES     run only these configurations (comma-separated)\n"
+    "  --seed N         arrival schedule seed (default 42)\n"
+    "  --upstream PATH  the ax-upstream binary (default: next to ax-demo, then PATH)\n"
+    "  --print-config   print the scenario in --config format and exit\n"
+    "\n"
+    "Exit status: 0 the runs completed (verdicts may FAIL: that is the demo),\n"
+    "1 a run could not be carried out, 2 bad arguments, config file or --url.\n";
+
+static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
+static void usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ax-demo: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\n\n", stderr);
+    fputs(usage_text, stderr);
+    exit(2);
+}
+
+static void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+static void die(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("ax-demo: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    exit(code);
+}
+
+struct options {
+    double speed;
+    bool short_mode, print_config;
+    const char *out, *config, *url, *only, *upstream;
+    bool seed_given;
+    unsigned long long seed;
+};
+
+static void parse_args(int argc, char **argv, struct options *o)
+{
+    static const char *const with_value[] = {"--speed", "--out",  "--config",  "--url",
+                                             "--only",  "--seed", "--upstream"};
+    for (int i = 1; i < argc; i++)
+        if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            fputs(usage_text, stdout);
+            exit(0);
+        }
+    bool seen[7] = {0};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--short") == 0) {
+            o->short_mode = true;
+            continue;
+        }
+        if (strcmp(a, "--print-config") == 0) {
+            o->print_config = true;
+            continue;
+        }
+        if (strncmp(a, "--", 2) != 0) usage_error("unexpected argument '%s'", a);
+        const char *eq = strchr(a, '=');
+        size_t len = eq ? (size_t)(eq - a) : strlen(a);
+        int f = -1;
+        for (int k = 0; k < 7; k++)
+            if (strlen(with_value[k]) == len && strncmp(a, with_value[k], len) == 0) f = k;
+        if (f < 0) usage_error("unknown option '%.*s'", (int)len, a);
+        const char *v;
+        if (eq) {
+            v = eq + 1;
+        } else {
+            if (i + 1 >= argc) usage_error("%s needs a value", with_value[f]);
+            v = argv[++i];
+        }
+        if (!*v) usage_error("%s: the value is empty", with_value[f]);
+        if (seen[f]) usage_error("%s is given twice", with_value[f]);
+        seen[f] = true;
+        char *e;
+        switch (f) {
+        case 0:
+            errno = 0;
+            o->speed = strtod(v, &e);
+            if (*e || errno || !(o->speed >= 0.01 && o->speed <= 1000))
+                usage_error("--speed: '%s' is not a number from 0.01 to 1000", v);
+            break;
+        case 1:
+            o->out = v;
+            break;
+        case 2:
+            o->config = v;
+            break;
+        case 3:
+            o->url = v;
+            break;
+        case 4:
+            o->only = v;
+            break;
+        case 5:
+            errno = 0;
+            o->seed = strtoull(v, &e, 10);
+            if (*v < '0' || *v > '9' || *e || errno)
+                usage_error("--seed: '%s' is not a whole number", v);
+            o->seed_given = true;
+            break;
+        case 6:
+            o->upstream = v;
+            break;
+        }
+    }
+}
+
+/* ax-upstream: --upstream, else next to this executable, else on PATH. */
+static bool find_upstream(const char *given, char *out, size_t len)
+{
+    if (given) {
+        snprintf(out, len, "%s", given);
+        return access(out, X_OK) == 0;
+    }
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n > 0) {
+        self[n] = 0;
+        char *slash = strrchr(self, '/');
+        if (slash) {
+            *slash = 0;
+            if (snprintf(out, len, "%s/ax-upstream", self) < (int)len && access(out, X_OK) == 0)
+                return true;
+        }
+    }
+    const char *path = getenv("PATH");
+    if (!path) return false;
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *d = strtok(buf, ":"); d; d = strtok(NULL, ":")) {
+        if (snprintf(out, len, "%s/ax-upstream", d) < (int)len && access(out, X_OK) == 0)
+            return true;
+    }
+    return false;
+}
+
+static int mkdir_p(const char *dir)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && access(buf, W_OK) == 0 ? 0 : -1;
+}
+
+/* ---- text output ------------------------------------------------------------------ */
+
+static void group(char *b, size_t n, uint64_t v)
+{
+    char raw[32];
+    snprintf(raw, sizeof raw, "%llu", (unsigned long long)v);
+    size_t len = strlen(raw), o = 0;
+    for (size_t i = 0; i < len && o + 2 < n; i++) {
+        if (i && (len - i) % 3 == 0) b[o++] = ' ';
+        b[o++] = raw[i];
+    }
+    b[o] = 0;
+}
+
+static void ms_text(char *b, size_t n, double ms)
+{
+    if (ms < 0)
+        snprintf(b, n, "-");
+    else if (ms < 10)
+        snprintf(b, n, "%.1fms", ms);
+    else if (ms < 10000)
+        snprintf(b, n, "%.0fms", ms);
+    else
+        snprintf(b, n, "%.1fs", ms / 1000);
+}
+
+#define COLW 22
+
+static void row_start(const char *label)
+{
+    printf("  %-26s", label);
+}
+
+static void cell(const char *s)
+{
+    printf("%*s", COLW, s);
+}
+
+static void row_u64(const char *label, struct dm_result *const *res, unsigned n,
+                    uint64_t (*get)(const struct dm_result *, unsigned), unsigned arg)
+{
+    row_start(label);
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        group(b, sizeof b, get(res[i], arg));
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+}
+
+static uint64_t g_out(const struct dm_result *r, unsigned o)
+{
+    return dm_total(r, (enum dm_outcome)o);
+}
+static uint64_t g_generated(const struct dm_result *r, unsigned a)
+{
+    (void)a;
+    return r->generated;
+}
+static uint64_t g_admitted(const struct dm_result *r, unsigned a)
+{
+    (void)a;
+    return dm_sum_admitted(r);
+}
+static uint64_t g_retries(const struct dm_result *r, unsigned a)
+{
+    (void)a;
+    return r->retries;
+}
+static uint64_t g_requests(const struct dm_result *r, unsigned a)
+{
+    (void)a;
+    return r->requests;
+}
+static uint64_t g_up_requests(const struct dm_result *r, unsigned a)
+{
+    (void)a;
+    return r->upstream_requests;
+}
+
+static void print_summary(const struct dm_scenario *sc, struct dm_result *const *res, unsigned n,
+                          bool own_upstream)
+{
+    printf("\nresults (times in incident time; counts at full scale)\n");
+    row_start("");
+    for (unsigned i = 0; i < n; i++)
+        cell(res[i]->name);
+    putchar('\n');
+    row_u64("tasks generated", res, n, g_generated, 0);
+    row_u64("  admitted", res, n, g_admitted, 0);
+    row_u64("  succeeded", res, n, g_out, OUT_SUCCEEDED);
+    row_u64("  failed", res, n, g_out, OUT_FAILED);
+    row_u64("  timed out", res, n, g_out, OUT_TIMED_OUT);
+    row_u64("  cancelled at the end", res, n, g_out, OUT_CANCELLED);
+    row_u64("  shed (AX_ESHED)", res, n, g_out, OUT_SHED);
+    row_u64("  rejected (full, rate)", res, n, g_out, OUT_REJECTED);
+    for (unsigned p = 0; p < DM_NPRIO; p++) {
+        char label[64];
+        snprintf(label, sizeof label, "wait p50/p99/max %s", dm_prio_name[p]);
+        row_start(label);
+        for (unsigned i = 0; i < n; i++) {
+            char a[16], b[16], c[16], all[56];
+            ms_text(a, sizeof a, res[i]->wait[p].p50);
+            ms_text(b, sizeof b, res[i]->wait[p].p99);
+            ms_text(c, sizeof c, res[i]->wait[p].max);
+            snprintf(all, sizeof all, "%s/%s/%s", a, b, c);
+            cell(res[i]->ok ? all : "-");
+        }
+        putchar('\n');
+    }
+    row_start("run p50/p99 (per attempt)");
+    for (unsigned i = 0; i < n; i++) {
+        char a[16], b[16], all[40];
+        ms_text(a, sizeof a, res[i]->run.p50);
+        ms_text(b, sizeof b, res[i]->run.p99);
+        snprintf(all, sizeof all, "%s/%s", a, b);
+        cell(res[i]->ok ? all : "-");
+    }
+    putchar('\n');
+    row_u64("retries", res, n, g_retries, 0);
+    row_u64("upstream requests (sent)", res, n, g_requests, 0);
+    if (own_upstream) row_u64("  (ax-upstream counted)", res, n, g_up_requests, 0);
+    row_start("  per task (sent or refused)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%.2f", dm_requests_per_task(res[i]));
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  per task sent (retries)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%.2f", dm_retry_amplification(res[i]));
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("peak RSS");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%.0f MB", res[i]->peak_rss_mb);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("peak threads");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%u", res[i]->peak_threads);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+
+    printf("\nverdicts on the seed's goals (§1.3)\n");
+    for (unsigned i = 0; i < n; i++) {
+        if (!res[i]->ok) {
+            printf("  %s: did not run: %s\n", res[i]->name, res[i]->error);
+            continue;
+        }
+        struct dm_verdict v[DM_NGOALS];
+        dm_verdicts(sc, dm_profile_find(sc, res[i]->name), res[i], v);
+        printf("  %s\n", res[i]->name);
+        for (unsigned k = 0; k < DM_NGOALS; k++)
+            printf("    %-26s %-4s  %s\n", v[k].goal, dm_mark_name(v[k].mark), v[k].text);
+    }
+}
+
+static void print_header(const struct dm_scenario *sc, const char *url, const bool *run)
+{
+    struct dm_traffic tr;
+    dm_traffic_init(&tr, sc);
+    struct dm_arrival a;
+    uint64_t n = 0;
+    while (dm_traffic_next(&tr, &a))
+        n++;
+    double len = dm_scenario_length_ms(sc);
+    printf("ax-demo: the seed's §4 incident at %gx speed (%s scenario): %.0f s of incident "
+           "in about %.0f s per configuration\n",
+           sc->speed, sc->origin, (len + sc->drain_ms) / 1000,
+           (len + sc->drain_ms) / 1000 / sc->speed);
+    printf("  traffic   ");
+    for (unsigned i = 0; i < sc->nph; i++)
+        printf("%s%s %gs @%g/s%s%s%s", i ? " -> " : "", sc->ph[i].name,
+               sc->ph[i].duration_ms / 1000, sc->ph[i].rate,
+               sc->ph[i].upstream[0] && !url ? " (upstream " : "", url ? "" : sc->ph[i].upstream,
+               sc->ph[i].upstream[0] && !url ? ")" : "");
+    printf(", then drain <= %gs\n", sc->drain_ms / 1000);
+    char nb[32];
+    group(nb, sizeof nb, n);
+    double msum = sc->mix[0] + sc->mix[1] + sc->mix[2];
+    printf("            %s tasks, HIGH/NORMAL/LOW %.0f/%.0f/%.0f %%, %g B context each; classes",
+           nb, 100 * sc->mix[0] / msum, 100 * sc->mix[1] / msum, 100 * sc->mix[2] / msum,
+           sc->ctx_bytes);
+    for (unsigned i = 0; i < sc->ncls; i++)
+        printf("%s %s (%s, %g s)", i ? "," : "", sc->cls[i].name,
+               url ? sc->cls[i].path : sc->cls[i].latency, sc->cls[i].timeout_ms / 1000);
+    putchar('\n');
+    if (url)
+        printf("  upstream  %s (yours; not restarted between configurations)\n", url);
+    else
+        printf("  upstream  ax-upstream on 127.0.0.1, a fresh process per configuration\n");
+    for (unsigned i = 0; i < sc->nprof; i++)
+        if (run[i]) printf("  %-12s %s\n", sc->prof[i].name, sc->prof[i].about);
+    fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {0};
+    parse_args(argc, argv, &o);
+
+    static struct dm_scenario sc;
+    dm_scenario_builtin(&sc, o.short_mode);
+    if (o.config) {
+        char err[600];
+        if (dm_scenario_file(&sc, o.config, err, sizeof err) != 0) {
+            fprintf(stderr, "ax-demo: %s\n(ax-demo --print-config shows the format)\n", err);
+            return 2;
+        }
+    }
+    if (o.speed > 0) sc.speed = o.speed;
+    if (o.seed_given) sc.seed = o.seed;
+    if (o.print_config) {
+        dm_scenario_print(&sc, stdout);
+        return 0;
+    }
+
+    bool run[DM_MAX_PROFILES];
+    unsigned nrun = 0;
+    for (unsigned i = 0; i < sc.nprof; i++)
+        run[i] = !o.only;
+    if (o.only) {
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", o.only);
+        for (char *name = strtok(buf, ","); name; name = strtok(NULL, ",")) {
+            const struct dm_profile *p = dm_profile_find(&sc, name);
+            if (!p) {
+                char names[256] = "";
+                for (unsigned i = 0; i < sc.nprof; i++)
+                    snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s",
+                             i ? ", " : "", sc.prof[i].name);
+                usage_error("--only: no configuration '%s' (there are: %s)", name, names);
+            }
+            run[p - sc.prof] = true;
+        }
+    }
+    for (unsigned i = 0; i < sc.nprof; i++)
+        nrun += run[i];
+    if (nrun == 0) usage_error("no configuration to run");
+    /* Timeouts and back-offs must survive the compression (1 ms at least). */
+    for (unsigned i = 0; i < sc.ncls; i++)
+        if (sc.cls[i].timeout_ms / sc.speed < 1)
+            usage_error("--speed %g: class %s's timeout (%g ms) would be under 1 ms", sc.speed,
+                        sc.cls[i].name, sc.cls[i].timeout_ms);
+
+    const char *out = o.out ? o.out : ".";
+    if (mkdir_p(out) != 0)
+        die(2, "--out %s: cannot create or write to it: %s", out, strerror(errno ? errno : EACCES));
+
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    char up_exe[PATH_MAX] = "";
+    if (o.url) {
+        if (strlen(o.url) >= DM_URL_MAX - DM_PATH_MAX) usage_error("--url: too long");
+        if (strncmp(o.url, "http://", 7) != 0 && strncmp(o.url, "https://", 8) != 0)
+            usage_error("--url: '%s' is not an http:// or https:// URL", o.url);
+        char err[CURL_ERROR_SIZE + 64];
+        if (dm_url_check(o.url, 3000, err, sizeof err) != 0)
+            die(2, "--url %s: cannot reach it: %s", o.url, err);
+    } else {
+        if (!find_upstream(o.upstream, up_exe, sizeof up_exe))
+            die(o.upstream ? 2 : 1,
+                "cannot find ax-upstream%s%s (build it, pass --upstream PATH, or use --url)",
+                o.upstream ? " at " : "", o.upstream ? o.upstream : "");
+        /* Start it once to check the scenario's upstream keys before anything runs. */
+        struct dm_upstream u = {.log_fd = -1};
+        char err[800];
+        int rc = dm_upstream_start(up_exe, &sc, &u, err, sizeof err);
+        if (rc != 0) die(rc == -2 ? 2 : 1, "%s", err);
+        dm_upstream_stop(&u);
+    }
+
+    print_header(&sc, o.url, run);
+
+    size_t bytes = sizeof(struct dm_result) * sc.nprof;
+    struct dm_result *shared =
+        mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (shared == MAP_FAILED) die(1, "mmap: %s", strerror(errno));
+    bool tty = isatty(2);
+    struct dm_result *res[DM_MAX_PROFILES];
+    unsigned nres = 0;
+    int exit_code = 0;
+    for (unsigned i = 0; i < sc.nprof; i++) {
+        if (!run[i]) continue;
+        struct dm_result *r = &shared[i];
+        memset(r, 0, sizeof *r);
+        snprintf(r->name, sizeof r->name, "%s", sc.prof[i].name);
+        res[nres++] = r;
+        struct dm_upstream u = {.log_fd = -1};
+        struct dm_run_opts ro = {.sc = &sc, .prof = &sc.prof[i], .tty = tty};
+        if (o.url) {
+            snprintf(ro.base_url, sizeof ro.base_url, "%s", o.url);
+            size_t l = strlen(ro.base_url);
+            if (l && ro.base_url[l - 1] == '/') ro.base_url[l - 1] = 0;
+        } else {
+            char err[800];
+            if (dm_upstream_start(up_exe, &sc, &u, err, sizeof err) != 0) {
+                if (snprintf(r->error, sizeof r->error, "%s", err) >= (int)sizeof r->error)
+                    r->error[sizeof r->error - 2] = '~';
+                exit_code = 1;
+                continue;
+            }
+            snprintf(ro.base_url, sizeof ro.base_url, "%s", u.base_url);
+            ro.own_upstream = true;
+        }
+        /* The upstream's schedule began just before it printed its port. */
+        ro.t0_ns = ax_now_ns();
+        if (!tty) fprintf(stderr, "%s: running\n", sc.prof[i].name);
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) die(1, "fork: %s", strerror(errno));
+        if (pid == 0) {
+            dm_run(&ro, r);
+            fflush(NULL);
+            _exit(r->ok ? 0 : 1);
+        }
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+        }
+        dm_upstream_stop(&u);
+        if (WIFSIGNALED(status)) {
+            r->ok = false;
+            snprintf(r->error, sizeof r->error, "the run's process was killed by signal %d (%s)",
+                     WTERMSIG(status), strsignal(WTERMSIG(status)));
+        } else if (!r->ok && !r->error[0]) {
+            snprintf(r->error, sizeof r->error, "the run's process exited with status %d",
+                     WEXITSTATUS(status));
+        }
+        if (!r->ok) {
+            fprintf(stderr, "ax-demo: %s: %s\n", r->name, r->error);
+            exit_code = 1;
+        }
+    }
+
+    print_summary(&sc, res, nres, !o.url);
+
+    char path[PATH_MAX], err[600];
+    snprintf(path, sizeof path, "%s/results.json", out);
+    if (dm_write_json(path, &sc, o.url, res, nres, err, sizeof err) != 0) die(1, "%s", err);
+    printf("\nwrote %s", path);
+    snprintf(path, sizeof path, "%s/report.html", out);
+    if (dm_write_html(path, &sc, o.url, res, nres, err, sizeof err) != 0) die(1, "%s", err);
+    printf(" and %s\n", path);
+    munmap(shared, bytes);
+    return exit_code;
+}
