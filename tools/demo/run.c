@@ -284,7 +284,12 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
 
     double max_timeout = 0;
     for (unsigned c = 0; c < sc->ncls; c++) {
-        snprintf(rn->url[c], sizeof rn->url[c], "%s%s", o->base_url, sc->cls[c].path);
+        /* ax-demo.c keeps --url short enough for any class path. */
+        if (snprintf(rn->url[c], sizeof rn->url[c], "%s%s", o->base_url, sc->cls[c].path) >=
+            (int)sizeof rn->url[c]) {
+            snprintf(r->error, sizeof r->error, "the URL of class %s is too long", sc->cls[c].name);
+            return;
+        }
         double to = p->timeout_ms > 0 ? p->timeout_ms : sc->cls[c].timeout_ms;
         if (to > max_timeout) max_timeout = to;
         double w = to / sc->speed;
