@@ -124,13 +124,13 @@ int main(int argc, char **argv)
             ab_check(ax_submit(s, &spec, NULL), "ax_submit");
         }
     }
-    while (bu_now_ns() < stop_ns) {
+    do { /* at least once: 10 000 threads can take longer to start than the run */
         bu_sleep_ms(100);
         int n = count_threads();
         int64_t r = bu_rss_bytes();
         peak_threads = n > peak_threads ? n : peak_threads;
         peak_rss = r > peak_rss ? r : peak_rss;
-    }
+    } while (bu_now_ns() < stop_ns);
     if (threads) {
         for (unsigned i = 0; i < inflight; i++)
             pthread_join(th[i], NULL);
