@@ -45,8 +45,8 @@ int main(void)
     CHECK_EQ(m.run[AX_PRIO_NORMAL].count, 0);
     /* Sleeps end on a 1 ms wheel: 20 ms runs take 20..~25 ms here (more
      * under sanitizers, hence the loose upper bounds). */
-    CHECK(m.run[AX_PRIO_HIGH].p50_ns >= 19000000 && m.run[AX_PRIO_HIGH].p50_ns <= 50000000);
-    CHECK(m.run[AX_PRIO_LOW].p50_ns >= 57000000 && m.run[AX_PRIO_LOW].p50_ns <= 150000000);
+    CHECK(m.run[AX_PRIO_HIGH].p50_ns >= 19000000 && m.run[AX_PRIO_HIGH].p50_ns <= 100000000);
+    CHECK(m.run[AX_PRIO_LOW].p50_ns >= 57000000 && m.run[AX_PRIO_LOW].p50_ns <= 250000000);
     CHECK(m.run[AX_PRIO_LOW].p50_ns > m.run[AX_PRIO_HIGH].p50_ns);
     CHECK(m.run[AX_PRIO_LOW].max_ns >= m.run[AX_PRIO_LOW].p99_ns);
     CHECK(m.run[AX_PRIO_LOW].p99_ns >= m.run[AX_PRIO_LOW].p50_ns);
