@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test_ax_upstream.sh - ax-upstream serves HTTP/1.1 on ax coroutines and plays
-# the unstable upstream of seed §1.1/§4: fixed and lognormal latency, 500/503,
-# hangs, resets, the overload model, a schedule of phases, /stats; keep-alive,
+# the unstable upstream of seed §1.1/§4: fixed and lognormal latency, stalls,
+# 500/503, hangs, resets, the overload model, a schedule of phases, /stats; keep-alive,
 # pipelining and the parser's refusals; 1 000 connections under wrk with no
 # errors and every request counted; 10 000 keep-alive connections open at
 # once, all answered; bad flags and scenario lines exit 2; SIGTERM and
@@ -359,6 +359,8 @@ expect_usage "bad duration" "--duration: 'soon'" --duration soon
 expect_usage "latency too long" "latency=fixed:40s" --endpoint '/x latency=fixed:40s'
 expect_usage "latency kind" "latency=gamma:1:2" --endpoint '/x latency=gamma:1:2'
 expect_usage "lognormal order" "needs 0 < P50 <= P99" --endpoint '/x latency=lognormal:2s:1s'
+expect_usage "stall probability" "stall=2: a probability from 0 to 1" --endpoint '/x stall=2'
+expect_usage "stall latency" "stall_latency=9m: latency is" --endpoint '/x stall_latency=9m'
 expect_usage "probability" "error=1.5: a probability" --endpoint '/x error=1.5'
 expect_usage "error code" "error_code=404" --endpoint '/x,error_code=404'
 expect_usage "unknown key" "unknown key 'speed'" --endpoint '/x speed=3'
@@ -400,6 +402,7 @@ endpoint /reset   reset=1 body=20000
 endpoint /big     body=100000
 endpoint /logn/*  latency=lognormal:20ms:200ms
 endpoint /cap     latency=fixed:200ms capacity=10 overload=1
+endpoint /stall   latency=fixed:1ms stall=0.5 stall_latency=fixed:60ms
 endpoint *        latency=fixed:1ms
 EOF
 start main --scenario "$TMP/main.scn" --idle-timeout 2s
@@ -414,6 +417,13 @@ check "X-Upstream-Latency-Ms of /fixed is 300" \
     test "$(curl -s -D - -o /dev/null "$URL/fixed" | tr -d '\r' | sed -n 's/^X-Upstream-Latency-Ms: //p')" = 300
 t=$(curl -s -o /dev/null -w '%{time_total}' "$URL/fast")
 check "latency 0 answered in $t s" between 0 0.5 "$t"
+
+# Stalls: about half of 60 requests take stall_latency (60 ms), the rest 1 ms.
+lats=$(curl -s -D - -o /dev/null $(for i in $(seq 60); do echo "$URL/stall"; done) | tr -d '\r' |
+    sed -n 's/^X-Upstream-Latency-Ms: //p' | sort | uniq -c | awk '{ printf "%s:%s ", $2, $1 }')
+n60=$(echo "$lats" | tr ' ' '\n' | sed -n 's/^60://p')
+check "stall=0.5: latencies ${lats}(want 1 and 60 ms, 15 to 45 of 60 stalled)" \
+    test "$(echo "$lats" | tr ' ' '\n' | grep -c .)" -eq 2 -a "${n60:-0}" -ge 15 -a "${n60:-0}" -le 45
 
 # Keep-alive: five URLs in one curl use one connection.
 before=$(stats_get "$MAIN" 'd["connections"]["accepted"]')

@@ -65,6 +65,8 @@ static const char *const usage_text =
     "\n"
     "keys (endpoints and phases):\n"
     "  latency=fixed:D | uniform:MIN:MAX | lognormal:P50:P99   0 to 30s (default fixed:0)\n"
+    "  stall=P       probability that a request stalls: its latency is drawn from\n"
+    "  stall_latency=MODEL  instead (a latency= model; default fixed:30s)\n"
     "  slow=F        multiply latency by F (default 1)\n"
     "  error=P       probability of a 5xx; error_code=500|503|mix (default 500)\n"
     "  hang=P        probability of never answering\n"

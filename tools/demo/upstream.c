@@ -3,7 +3,8 @@
  * phase schedule starts when the process starts; its counters start at 0).
  *
  * The scenario is in incident time; ax-upstream gets it compressed: phase
- * lengths and every latency= model divided by --speed. Other keys
+ * lengths and every latency= and stall_latency= model divided by --speed
+ * (stall= without stall_latency= keeps ax-upstream's 30 s). Other keys
  * (slow=, error=, capacity=, ...) are ratios and counts and pass unchanged.
  *
  * Also here: reading /stats (a blocking curl call from the sampler, a few
@@ -45,7 +46,7 @@ static void scale_latency(const char *model, double speed, char *out, size_t len
     }
 }
 
-/* Keys "a=1,latency=X,b=2" with latency= rescaled, appended to out. */
+/* Keys "a=1,latency=X,b=2" with the latency models rescaled, appended to out. */
 static void scale_keys(const char *keys, double speed, char *out, size_t len)
 {
     char buf[DM_SPEC_MAX];
@@ -53,10 +54,12 @@ static void scale_keys(const char *keys, double speed, char *out, size_t len)
     size_t n = strlen(out);
     char *save = NULL;
     for (char *p = strtok_r(buf, ", ", &save); p; p = strtok_r(NULL, ", ", &save)) {
-        if (strncmp(p, "latency=", 8) == 0) {
+        const char *eq = strchr(p, '=');
+        if (eq && (strncmp(p, "latency=", 8) == 0 || strncmp(p, "stall_latency=", 14) == 0)) {
             char lat[DM_SPEC_MAX];
-            scale_latency(p + 8, speed, lat, sizeof lat);
-            n += (size_t)snprintf(out + n, n < len ? len - n : 0, " latency=%s", lat);
+            scale_latency(eq + 1, speed, lat, sizeof lat);
+            n += (size_t)snprintf(out + n, n < len ? len - n : 0, " %.*s%s", (int)(eq + 1 - p), p,
+                                  lat);
         } else {
             n += (size_t)snprintf(out + n, n < len ? len - n : 0, " %s", p);
         }

@@ -9,6 +9,13 @@
  *                    percentile of z), so P50 and P99 come out as given and the
  *                    long right tail of a real upstream follows from them.
  *
+ * Stalls: with probability `stall` a request's latency is drawn from
+ * stall_latency instead (default 30 s) -- the few requests stuck behind a
+ * slow shard or a lock convoy, which is how a real upstream's mean goes from
+ * 300 ms to 2 s while most requests stay quick (seed §1.1: "50 ms to 30 s").
+ * The draw happens only when stall > 0, so a scenario without stalls sees
+ * the same random sequence as before the key existed.
+ *
  * Overload (a server with `capacity` workers): with n requests in flight on
  * the endpoint, n > capacity, each request's latency is multiplied by
  * (n / capacity)^k. With k = 1 this is processor sharing -- n requests share
@@ -81,7 +88,8 @@ void model_decide(const struct behaviour *b, uint64_t in_flight, struct rng *r, 
     f->overload_factor = 1.0;
     if (b->capacity && in_flight > b->capacity)
         f->overload_factor = pow((double)in_flight / b->capacity, b->overload);
-    double ms = model_sample_latency(&b->lat, r) * b->slow * f->overload_factor;
+    const struct latency *lat = b->stall > 0 && rng_unit(r) < b->stall ? &b->stall_lat : &b->lat;
+    double ms = model_sample_latency(lat, r) * b->slow * f->overload_factor;
     if (!(ms >= 0)) /* NaN cannot happen with validated input; be safe */
         ms = 0;
     if (ms > UP_MAX_LATENCY_MS) ms = UP_MAX_LATENCY_MS;

@@ -35,6 +35,7 @@
 
 static const struct behaviour defaults = {
     .lat = {LAT_FIXED, 0, 0},
+    .stall_lat = {LAT_FIXED, UP_MAX_LATENCY_MS, 0},
     .slow = 1,
     .error_code = 500,
     .overload = 1,
@@ -194,16 +195,18 @@ static int apply_kv(struct behaviour *b, const char *kv, char *target, const cha
     if (!*v) return fail(err, errlen, origin, "%s: the value is empty", key);
     unsigned long u;
     const char *why = NULL;
-    if (strcmp(key, "latency") == 0) {
-        if (parse_latency(v, &b->lat, &why))
-            return fail(err, errlen, origin, "latency=%s: %s", v, why);
-        b->set |= K_LATENCY;
+    if (strcmp(key, "latency") == 0 || strcmp(key, "stall_latency") == 0) {
+        bool stall = key[0] == 's';
+        if (parse_latency(v, stall ? &b->stall_lat : &b->lat, &why))
+            return fail(err, errlen, origin, "%s=%s: %s", key, v, why);
+        b->set |= stall ? K_STALL_LATENCY : K_LATENCY;
     } else if (strcmp(key, "slow") == 0) {
         const char *e = decimal(v, &b->slow);
         if (!e || *e || !(b->slow > 0) || b->slow > 1000)
             return fail(err, errlen, origin, "slow=%s: a factor in (0, 1000]", v);
         b->set |= K_SLOW;
-    } else if (strcmp(key, "error") == 0 || strcmp(key, "hang") == 0 || strcmp(key, "reset") == 0) {
+    } else if (strcmp(key, "error") == 0 || strcmp(key, "hang") == 0 ||
+               strcmp(key, "reset") == 0 || strcmp(key, "stall") == 0) {
         double p;
         if (parse_prob(v, &p))
             return fail(err, errlen, origin, "%s=%s: a probability from 0 to 1", key, v);
@@ -211,8 +214,10 @@ static int apply_kv(struct behaviour *b, const char *kv, char *target, const cha
             b->error = p, b->set |= K_ERROR;
         else if (key[0] == 'h')
             b->hang = p, b->set |= K_HANG;
-        else
+        else if (key[0] == 'r')
             b->reset = p, b->set |= K_RESET;
+        else
+            b->stall = p, b->set |= K_STALL;
     } else if (strcmp(key, "error_code") == 0) {
         if (strcmp(v, "500") == 0)
             b->error_code = 500;
@@ -280,6 +285,8 @@ static void merge(struct behaviour *dst, const struct behaviour *src)
 {
     unsigned s = src->set;
     if (s & K_LATENCY) dst->lat = src->lat;
+    if (s & K_STALL) dst->stall = src->stall;
+    if (s & K_STALL_LATENCY) dst->stall_lat = src->stall_lat;
     if (s & K_SLOW) dst->slow = src->slow;
     if (s & K_ERROR) dst->error = src->error;
     if (s & K_ERROR_CODE) dst->error_code = src->error_code;

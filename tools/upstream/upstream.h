@@ -56,11 +56,15 @@ enum {
     K_CAPACITY = 1u << 6,
     K_OVERLOAD = 1u << 7,
     K_BODY = 1u << 8,
+    K_STALL = 1u << 9,
+    K_STALL_LATENCY = 1u << 10,
 };
 
 struct behaviour {
     unsigned set; /* K_* bits */
     struct latency lat;
+    double stall;             /* probability that a request stalls: its latency is drawn */
+    struct latency stall_lat; /* from stall_lat instead (a slow shard, a lock convoy) */
     double slow;       /* latency multiplier (a phase's "the upstream got 7x slower") */
     double error;      /* probability of a 5xx */
     int error_code;    /* 500, 503, or 0: each half the time */
