@@ -6,20 +6,32 @@
 #     (generated = admitted + shed + rejected;
 #      admitted = succeeded + failed + timed_out + cancelled, per priority too;
 #      ax: one on_done and one submitted/terminal event pair per admitted task);
-#   - seed-tuned sends the upstream fewer requests per task than seed-before;
-#   - seed-before's peak RSS exceeds seed-tuned's (unbounded vs bounded queues);
+#   - seed-tuned sends the upstream fewer requests per task than seed-before
+#     (requests per task that reached the upstream: what retries add);
+#   - seed-before's peak RSS exceeds seed-tuned's (its retries back up its
+#     queue; seed-tuned's stays near empty);
 #   - the thread pool holds hundreds of threads, ax a handful;
 # bad flags, an unreachable --url and bad --config files exit 2 with a clear
 # message; --print-config round-trips. Then, if Debian's chromium is
 # installed, report.html is rendered headless: it must be self-contained
 # (nothing fetched), draw its SVG charts, and log no script error.
 #
-# usage: tests/test_ax_demo.sh path/to/ax-demo path/to/ax-upstream
+# usage: tests/test_ax_demo.sh path/to/ax-demo path/to/ax-upstream [SANITIZERS]
+# SANITIZERS (CMake's AX_SANITIZE, e.g. "thread") says the binaries run under
+# a sanitizer. Its own memory (ASan's quarantine, TSan's shadow) swamps the
+# few megabytes the RSS check compares, and its slowdown the milliseconds of
+# the wait check: both are then skipped, saying so. Under TSan, which slows
+# ax's workers several-fold, the short run also goes at half its speed
+# (--speed 2), or the two CPUs could not carry the scenario it replays.
 # needs: python3; chromium for the browser part (SKIPPED, saying so, without it).
 set -euo pipefail
 
 BIN=${1:?usage: $0 path/to/ax-demo path/to/ax-upstream}
 UP=${2:?usage: $0 path/to/ax-demo path/to/ax-upstream}
+SANITIZED=${3:-}
+SPEED=()
+BUDGET=45 # seconds; the short mode takes about 25 s on 2 idle CPUs
+case $SANITIZED in *thread*) SPEED=(--speed 2) BUDGET=90 ;; esac
 if ! command -v python3 >/dev/null 2>&1; then
     echo "FAIL: python3 not installed (Debian: apt-get install python3)" >&2
     exit 1
@@ -89,7 +101,7 @@ fi
 OUT="$TMP/out dir" # a space in the path, on purpose
 t0=$(date +%s.%N)
 rc=0
-"$BIN" --short --upstream "$UP" --out "$OUT" >"$TMP/run.out" 2>"$TMP/run.err" || rc=$?
+"$BIN" --short "${SPEED[@]}" --upstream "$UP" --out "$OUT" >"$TMP/run.out" 2>"$TMP/run.err" || rc=$?
 t1=$(date +%s.%N)
 secs=$(python3 -c "print(round($t1 - $t0, 1))")
 echo "ax-demo --short: exit $rc in $secs s"
@@ -98,9 +110,9 @@ if [ "$rc" -eq 0 ]; then ok; else
     tail -20 "$TMP/run.err" >&2
     tail -40 "$TMP/run.out" >&2
 fi
-# The short mode's budget is 30 s; allow slack for a loaded CI machine.
-if python3 -c "import sys; sys.exit(0 if $secs <= 45 else 1)"; then ok; else
-    bad "ax-demo --short took $secs s (budget 30 s)"
+# Allow slack for a loaded CI machine.
+if python3 -c "import sys; sys.exit(0 if $secs <= $BUDGET else 1)"; then ok; else
+    bad "ax-demo --short ${SPEED[*]} took $secs s (budget $BUDGET s)"
 fi
 for want in 'results (times in incident time' 'verdicts on the seed' '1 concurrency cap' \
     '5 lifecycle observed' 'wrote '; do
@@ -108,10 +120,11 @@ for want in 'results (times in incident time' 'verdicts on the seed' '1 concurre
 done
 
 if [ -s "$OUT/results.json" ]; then
-    python3 - "$OUT/results.json" >"$TMP/py.out" 2>&1 <<'EOF' || true
+    python3 - "$OUT/results.json" "$SANITIZED" >"$TMP/py.out" 2>&1 <<'EOF' || true
 import json, sys
 
 doc = json.load(open(sys.argv[1]))
+sanitized = sys.argv[2]
 checks = []
 
 def check(what, cond):
@@ -128,7 +141,7 @@ for name, c in cfg.items():
           t["generated"] == t["admitted"] + t["shed"] + t["rejected"])
     check(f"{name}: admitted {t['admitted']} = succeeded + failed + timed_out + cancelled",
           t["admitted"] == t["succeeded"] + t["failed"] + t["timed_out"] + t["cancelled"])
-    check(f"{name}: tasks were generated", t["generated"] > 10000)
+    check(f"{name}: tasks were generated", t["generated"] > 5000)
     for p, b in c["by_priority"].items():
         check(f"{name} {p}: generated = admitted + shed + rejected",
               b["generated"] == b["admitted"] + b["shed"] + b["rejected"])
@@ -162,25 +175,37 @@ for name, c in cfg.items():
 
 b, t = cfg.get("seed-before"), cfg.get("seed-tuned")
 if b and t and b.get("ok") and t.get("ok"):
+    # Amplification: upstream requests per task that reached the upstream.
+    # Both send every task once; what differs is how many retries follow.
     check(f"seed-tuned sends fewer upstream requests per task than seed-before "
           f"({t['requests_per_task']:.3f} < {b['requests_per_task']:.3f})",
           t["requests_per_task"] < b["requests_per_task"])
-    check(f"seed-before's peak RSS exceeds seed-tuned's "
-          f"({b['peak_rss_mb']:.1f} MB > {t['peak_rss_mb']:.1f} MB)",
-          b["peak_rss_mb"] > t["peak_rss_mb"])
-    check("seed-tuned refused tasks at the door",
-          t["tasks"]["shed"] + t["tasks"]["rejected"] > 0)
+    check(f"seed-before's retries amplify (requests per task {b['requests_per_task']:.3f} > 1.1)",
+          b["requests_per_task"] > 1.1)
+    bw = b["by_priority"]["NORMAL"]["wait"]["p99_ms"]
+    tw = t["by_priority"]["NORMAL"]["wait"]["p99_ms"]
+    if sanitized:
+        print(f"SKIPPED: peak RSS and wait comparisons under -fsanitize={sanitized} "
+              f"(RSS {b['peak_rss_mb']:.1f} vs {t['peak_rss_mb']:.1f} MB, mostly the "
+              f"sanitizer's; NORMAL wait p99 {bw} vs {tw} ms)")
+    else:
+        check(f"seed-before's peak RSS exceeds seed-tuned's "
+              f"({b['peak_rss_mb']:.1f} MB > {t['peak_rss_mb']:.1f} MB)",
+              b["peak_rss_mb"] > t["peak_rss_mb"])
+        check(f"seed-before's NORMAL tasks wait longer than seed-tuned's (p99 {bw} > {tw} ms)",
+              bw > tw)
     check("seed-before refused none (unbounded queues)",
           b["tasks"]["shed"] + b["tasks"]["rejected"] == 0)
     check("seed-tuned's queues stayed within their bounds",
           t["max_queued"] <= t["queue_bound"])
-    check("seed-before queued more than seed-tuned's bound allows",
-          b["max_queued"] > t["queue_bound"] * 0.8)
+    lt = t["by_priority"]["LOW"]
+    check("seed-tuned gives up on LOW at the first failure (no LOW retries)",
+          lt["failed"] + lt["timed_out"] > 0)
     check("the same traffic for every configuration",
           len({c["tasks"]["generated"] for c in cfg.values()}) == 1)
 v = {n: {x["goal"]: x["result"] for x in c.get("verdicts", [])} for n, c in cfg.items()}
-check("verdict: threads' HIGH waits like LOW (goal 4 FAIL)",
-      v.get("threads", {}).get("4 priority, no starvation") == "FAIL")
+check("verdict: the thread pool's queue is unbounded (goal 1 FAIL)",
+      v.get("threads", {}).get("1 concurrency cap") == "FAIL")
 check("verdict: seed-tuned respects its cap and bounds (goal 1 PASS)",
       v.get("seed-tuned", {}).get("1 concurrency cap") == "PASS")
 check("verdict: seed-before's queues are unbounded (goal 1 FAIL)",
@@ -191,8 +216,12 @@ for what, good in checks:
 EOF
     while IFS= read -r line; do
         case $line in
-        "ok   "*) ok ;;
+        "ok   "*)
+            ok
+            case $line in *"per task"* | *"RSS"*) echo "$line" ;; esac
+            ;;
         "FAIL "*) bad "results.json: ${line#FAIL }" ;;
+        "SKIPPED: "*) echo "$line" ;;
         *) bad "results.json check: $line" ;;
         esac
     done <"$TMP/py.out"

@@ -275,12 +275,13 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
                   struct dm_result *const *res, unsigned n, char *err, size_t errlen);
 
 /* Helpers. */
-/* Upstream requests per task that was decided: sent at least once, or
- * refused at the door (shed, rejected: no request). Tasks still queued when
- * the run ended are left out: they were neither served nor refused. */
+/* Upstream requests per task sent at least once: the amplification that
+ * retries add (1.00 = none). Tasks refused at the door or still queued when
+ * the run ended sent nothing and are left out. */
 double dm_requests_per_task(const struct dm_result *r);
-/* Upstream requests per task sent at least once: what retries add. */
-double dm_retry_amplification(const struct dm_result *r);
+/* Upstream requests per task generated: the load per unit of traffic,
+ * which refusing at the door lowers too. */
+double dm_requests_per_generated(const struct dm_result *r);
 uint64_t dm_total(const struct dm_result *r, enum dm_outcome o);
 uint64_t dm_sum_admitted(const struct dm_result *r);
 const struct dm_profile *dm_profile_find(const struct dm_scenario *sc, const char *name);

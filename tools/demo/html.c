@@ -431,8 +431,8 @@ static void summary(FILE *f, const struct dm_scenario *sc, struct dm_result *con
     ROW("upstream requests sent", false, "%llu", (unsigned long long)r->requests);
     if (own_upstream)
         ROW("… counted by ax-upstream", false, "%llu", (unsigned long long)r->upstream_requests);
-    ROW("requests per task (sent or refused)", false, "%.2f", dm_requests_per_task(r));
-    ROW("requests per task sent (retries)", false, "%.2f", dm_retry_amplification(r));
+    ROW("requests per task sent (amplification)", false, "%.2f", dm_requests_per_task(r));
+    ROW("requests per task generated", false, "%.2f", dm_requests_per_generated(r));
     if (own_upstream)
         ROW("most requests the upstream held at once", false, "%llu",
             (unsigned long long)r->upstream_max_in_flight);
@@ -591,11 +591,10 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
     fputs("<h2>Summary</h2>\n", f);
     summary(f, sc, res, n, !url);
     fputs("<p class='note'>Waits are submit → first start; a task still queued when the run "
-          "ended counts with the time it had waited. <em>Requests per task (sent or "
-          "refused)</em> divides the requests the upstream received by the tasks that were "
-          "sent at least once or refused at the door (which costs the upstream nothing); "
-          "<em>per task sent</em> counts only tasks that reached the upstream, i.e. what "
-          "retries add.</p>\n",
+          "ended counts with the time it had waited. <em>Requests per task sent</em> "
+          "divides the requests the upstream received by the tasks that reached it at least "
+          "once: what retries add (1.00 = none). <em>Per task generated</em> divides by all "
+          "the traffic, so refusing at the door lowers it too.</p>\n",
           f);
     fputs("<h2>Verdicts on the seed's five goals</h2>\n", f);
     verdicts(f, sc, res, n);

@@ -144,10 +144,8 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
         fputs("null", f);
     fputs(",\"requests_per_task\":", f);
     jnum(f, dm_requests_per_task(r));
-    fputs(",\"retry_amplification\":", f);
-    jnum(f, dm_retry_amplification(r));
     fputs(",\"requests_per_generated_task\":", f);
-    jnum(f, r->generated ? (double)r->requests / (double)r->generated : 0);
+    jnum(f, dm_requests_per_generated(r));
     fprintf(f, ",\"max_in_flight\":%llu,\"max_in_task\":%llu,\"limit\":%llu,\"max_queued\":%llu",
             (unsigned long long)r->max_in_flight, (unsigned long long)r->max_in_task,
             (unsigned long long)r->limit, (unsigned long long)r->max_queued);

@@ -48,17 +48,15 @@ uint64_t dm_sum_admitted(const struct dm_result *r)
     return r->admitted[0] + r->admitted[1] + r->admitted[2];
 }
 
-double dm_retry_amplification(const struct dm_result *r)
+double dm_requests_per_task(const struct dm_result *r)
 {
     uint64_t started = r->started[0] + r->started[1] + r->started[2];
     return started ? (double)r->requests / (double)started : 0;
 }
 
-double dm_requests_per_task(const struct dm_result *r)
+double dm_requests_per_generated(const struct dm_result *r)
 {
-    uint64_t decided = r->started[0] + r->started[1] + r->started[2] + dm_total(r, OUT_SHED) +
-                       dm_total(r, OUT_REJECTED);
-    return decided ? (double)r->requests / (double)decided : 0;
+    return r->generated ? (double)r->requests / (double)r->generated : 0;
 }
 
 static void fmt_ms(char *b, size_t n, double ms)
