@@ -12,6 +12,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* TEST_TSAN: built with -fsanitize=thread (gcc or clang), where tests that
+ * hold thousands of fibers scale down. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TEST_TSAN 1
+#endif
+
 #define CHECK(cond)                                                            \
     do {                                                                       \
         if (!(cond)) {                                                         \

@@ -40,15 +40,6 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-#if defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TEST_TSAN 1
-#endif
-#endif
-#if defined(__SANITIZE_THREAD__)
-#define TEST_TSAN 1
-#endif
-
 /* LATENCY_MS must outlast starting all N tasks and sending their requests,
  * so that the first answer leaves after the last request arrived: that takes
  * 1 to 2 s for 10 000 in a Debug or ASan build on 2 cores, 3 s with two
