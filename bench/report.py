@@ -88,6 +88,10 @@ def rows(idle_s):
              f"tp_http_rss_per_req_{n}", f"pthread pool of {n}", None),
             (f"threads at {n} in flight", "threads", f"ax_http_threads_{n}", f"tp_http_threads_{n}",
              f"pthread pool of {n}", None),
+            (f"descriptors at {n} in flight", "fds", f"ax_http_fds_{n}", f"tp_http_fds_{n}",
+             f"pthread pool of {n}", None),
+            (f"failed requests, {n} in flight", "requests", f"ax_http_failed_{n}",
+             f"tp_http_failed_{n}", f"pthread pool of {n}", None),
         ]
     r += [
         # peer = the same ax run with events off (metrics are always kept): the
