@@ -112,8 +112,10 @@ typedef struct ax_task ax_task;   /* one running attempt, handed to the task fun
  * (and is reported as result.code). */
 typedef int (*ax_fn)(ax_task *t, void *arg);
 /* on_done / on_timeout. Must not block for long: on_done runs on the thread
- * that ended the task (a worker, the monitor, or the caller of
- * ax_cancel/ax_shutdown); on_timeout runs on the callback pool. */
+ * that ended the task -- its worker, the caller of ax_cancel/ax_shutdown, or
+ * a callback-pool thread for a task whose worker was held by another task
+ * past its deadline; never on the watchdog. on_timeout runs on the callback
+ * pool. */
 typedef void (*ax_callback)(const ax_result *r, void *cb_arg);
 
 /* ---- retries ----------------------------------------------------------- */
@@ -156,7 +158,22 @@ typedef struct ax_config {
     unsigned callback_threads; /* threads running on_timeout (default 1) */
     uint32_t callback_timeout_ms; /* an on_timeout running longer is counted as overrun and
                                      the pool adds a thread so others are not held up (1000) */
+    unsigned callback_queue;   /* on_timeout calls waiting at most; more are dropped and
+                                  counted in ax_stats.callback_dropped (1024) */
+    unsigned max_orphans;      /* coroutines still running after their attempt ended (timed
+                                  out, cancelled) at most; at the bound no new attempt
+                                  starts until one returns (0 = max_concurrency, at
+                                  least 64) */
+    uint32_t shutdown_timeout_ms; /* ax_free waits this long for tasks to return, then
+                                     reports and leaks what never did (5000) */
+    bool overflow_fails_task;  /* a stack overflow fails only its task instead of aborting
+                                  the process. UNSAFE: locks the task held (malloc, stdio,
+                                  the host's mutexes) stay held. Default false (abort). */
 } ax_config;
+
+/* Defined since the core v2 fields above (callback_queue, max_orphans,
+ * shutdown_timeout_ms, overflow_fails_task, ax_stats.callback_dropped). */
+#define AX_HAVE_V2 1
 
 void ax_config_default(ax_config *cfg);
 
@@ -172,8 +189,10 @@ int ax_new(const ax_config *cfg, ax_sched **out);
  * Safe to call more than once. */
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);
 
-/* Shut down (if not yet, with no wait) and free everything. Waits for the
- * worker threads, so a task that never returns blocks ax_free. NULL is ok. */
+/* Shut down (if not yet, with no wait) and free everything. Waits up to
+ * config.shutdown_timeout_ms for the tasks' coroutines to return; if one
+ * never does, reports it on stderr and returns, leaking the scheduler rather
+ * than freeing memory its worker still uses. NULL is ok. */
 void ax_free(ax_sched *s);
 
 /* ---- submission -------------------------------------------------------- */
@@ -284,7 +303,7 @@ typedef struct ax_stats {
     uint64_t submitted;   /* admitted */
     uint64_t rejected;    /* refused: invalid, full, rate, shutdown */
     uint64_t shed;        /* refused with AX_ESHED */
-    uint64_t started;     /* attempts started */
+    uint64_t started;     /* attempts whose function was entered */
     uint64_t succeeded, failed, timed_out, cancelled; /* terminal states */
     uint64_t retried;     /* retries scheduled */
     uint64_t panicked;    /* attempts ended by ax_panic */
@@ -292,6 +311,7 @@ typedef struct ax_stats {
     uint64_t lingering;   /* timed-out tasks reported still running grace_ms later */
     uint64_t stacks_in_use;
     uint64_t callback_overruns; /* on_timeout calls that ran past callback_timeout_ms */
+    uint64_t callback_dropped;  /* on_timeout calls dropped: callback_queue was full */
 } ax_stats;
 
 /* A consistent snapshot, taken without stopping the workers. */

@@ -1,15 +1,27 @@
-/* callback.c - the pool that runs on_timeout (seed §5.2).
+/* callback.c - the callback pool: on_timeout, and the attempts the watchdog
+ * ended (seed §5.2; DESIGN.md §3a, §7).
  *
  * The seed's incident lesson: a slow OnTimeout run inline stalled the whole
  * scheduling loop. Here on_timeout never runs on a worker or on the dispatch
- * path: it is queued to a few dedicated threads. C cannot preempt a
- * function, so the pool's "time limit" is enforced the only honest way: the
- * monitor notices a callback running past callback_timeout_ms, counts it as
- * an overrun (ax_stats.callback_overruns) and, when every pool thread is
- * stuck in one, starts another thread so the queue keeps moving (at most
- * callback_threads + CB_EXTRA_MAX threads). Items are copies (ax_result),
- * never pointers into ax, so a late callback cannot touch freed state.
+ * path: it is queued to a few dedicated threads ("ax-callback-N"). The queue
+ * is a ring of config.callback_queue entries allocated at start: posting
+ * copies the result in and never allocates; when the ring is full the call
+ * is dropped and counted (ax_stats.callback_dropped), because an unbounded
+ * queue of timeouts is exactly the memory growth of the seed's incident.
+ *
+ * The pool also finishes the attempts that the watchdog ended while their
+ * worker was held (watchdog.c): the watchdog may not run user code, and the
+ * held worker cannot, so their terminal path (on_done) runs here. Those are
+ * never dropped: they are linked through the job itself, so they cost no
+ * memory, and their number is bounded by the admitted jobs.
+ *
+ * C cannot preempt a function, so the pool's "time limit" is enforced the
+ * only honest way: the watchdog notices a callback running past
+ * callback_timeout_ms, counts it as an overrun and, when every pool thread
+ * is stuck in one, starts another thread so the queue keeps moving (at most
+ * callback_threads + CB_EXTRA_MAX threads).
  */
+#define _GNU_SOURCE
 #include "internal.h"
 
 #include <stdio.h>
@@ -18,7 +30,6 @@
 #define CB_EXTRA_MAX 16
 
 struct cb_item {
-    struct cb_item *next;
     ax_callback fn;
     void *arg;
     ax_result r;
@@ -27,6 +38,7 @@ struct cb_item {
 struct cb_thread {
     struct cb_pool *pool;
     pthread_t thread;
+    unsigned index;
     _Atomic uint64_t started_ns; /* 0 while idle */
     bool overrun_counted;
 };
@@ -35,33 +47,69 @@ struct cb_pool {
     struct ax_sched *s;
     pthread_mutex_t lock;
     pthread_cond_t cond;
-    struct cb_item *head, *tail;
+    struct cb_item *ring; /* callback_queue entries */
+    size_t cap, head, n;
+    struct job *fin_head, *fin_tail; /* attempts to finish (watchdog), FIFO via j->next */
     bool stop;
     unsigned nthreads, max_threads;
     struct cb_thread *threads;
-    _Atomic uint64_t overruns;
+    _Atomic uint64_t overruns, dropped;
     uint64_t limit_ns;
 };
+
+/* handoff: how the watchdog ended the attempt (packed in j->handoff). */
+static uint32_t handoff_pack(unsigned attempt, unsigned state, unsigned to, unsigned slot)
+{
+    return (uint32_t)attempt << 12 | state << 8 | to << 4 | slot;
+}
+
+static void finish_handed(struct ax_sched *s, struct job *j)
+{
+    uint32_t h = j->handoff;
+    unsigned attempt = h >> 12, state = (h >> 8) & 15, to = (h >> 4) & 15, slot = h & 15;
+    char msg[96];
+    if (slot == FIN_NO_SLOT)
+        snprintf(msg, sizeof msg, "deadline passed before it could run");
+    else
+        snprintf(msg, sizeof msg, "timed out after %llu ms (its worker was held)",
+                 (unsigned long long)(j->timeout_ns / 1000000u));
+    /* Ended at its deadline: it ran about its timeout (the run's own start
+     * is the held worker's to read, not ours). */
+    finish_attempt(s, NULL, j, attempt, state, to, AX_ETIMEDOUT, msg, (int)slot,
+                   slot == FIN_NO_SLOT ? 0 : j->timeout_ns);
+}
 
 static void *cb_main(void *arg)
 {
     struct cb_thread *t = arg;
     struct cb_pool *p = t->pool;
+    char name[16];
+    snprintf(name, sizeof name, "ax-callback-%u", t->index);
+    pthread_setname_np(pthread_self(), name);
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->head && !p->stop)
+        while (!p->n && !p->fin_head && !p->stop)
             pthread_cond_wait(&p->cond, &p->lock);
-        struct cb_item *it = p->head;
-        if (!it)
+        if (p->fin_head) {
+            struct job *j = p->fin_head;
+            p->fin_head = j->next;
+            if (!p->fin_head)
+                p->fin_tail = NULL;
+            pthread_mutex_unlock(&p->lock);
+            atomic_store(&t->started_ns, now_ns());
+            finish_handed(p->s, j);
+            job_release(p->s, NULL, j, JH_HAND);
+        } else if (p->n) {
+            struct cb_item it = p->ring[p->head];
+            p->head = (p->head + 1) % p->cap;
+            p->n--;
+            pthread_mutex_unlock(&p->lock);
+            atomic_store(&t->started_ns, now_ns());
+            it.fn(&it.r, it.arg);
+        } else {
             break; /* stopping, queue drained */
-        p->head = it->next;
-        if (!p->head)
-            p->tail = NULL;
-        pthread_mutex_unlock(&p->lock);
-        atomic_store(&t->started_ns, now_ns());
-        it->fn(&it->r, it->arg);
+        }
         atomic_store(&t->started_ns, 0);
-        free(it);
         pthread_mutex_lock(&p->lock);
         t->overrun_counted = false;
     }
@@ -73,6 +121,7 @@ static int add_thread_locked(struct cb_pool *p)
 {
     struct cb_thread *t = &p->threads[p->nthreads];
     t->pool = p;
+    t->index = p->nthreads;
     atomic_store(&t->started_ns, 0);
     t->overrun_counted = false;
     if (pthread_create(&t->thread, NULL, cb_main, t) != 0)
@@ -89,8 +138,12 @@ int cb_pool_start(struct ax_sched *s)
     p->s = s;
     p->max_threads = s->cfg.callback_threads + CB_EXTRA_MAX;
     p->threads = calloc(p->max_threads, sizeof *p->threads);
+    p->cap = s->cfg.callback_queue;
+    p->ring = calloc(p->cap, sizeof *p->ring);
     p->limit_ns = (uint64_t)s->cfg.callback_timeout_ms * 1000000u;
-    if (!p->threads) {
+    if (!p->threads || !p->ring) {
+        free(p->threads);
+        free(p->ring);
         free(p);
         return ax_fail_static(AX_ENOMEM, "out of memory for the callback pool");
     }
@@ -120,15 +173,19 @@ void cb_pool_stop(struct ax_sched *s)
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; i < n; i++)
         pthread_join(p->threads[i].thread, NULL);
-    while (p->head) { /* only if every thread failed to start */
-        struct cb_item *it = p->head;
-        p->head = it->next;
-        it->fn(&it->r, it->arg);
-        free(it);
+    /* Only if every thread failed to start: nothing admitted is lost. */
+    while (p->fin_head) {
+        struct job *j = p->fin_head;
+        p->fin_head = j->next;
+        finish_handed(s, j);
+        job_release(s, NULL, j, JH_HAND);
     }
+    for (; p->n; p->n--, p->head = (p->head + 1) % p->cap)
+        p->ring[p->head].fn(&p->ring[p->head].r, p->ring[p->head].arg);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     free(p->threads);
+    free(p->ring);
     free(p);
     s->cbp = NULL;
 }
@@ -136,22 +193,33 @@ void cb_pool_stop(struct ax_sched *s)
 void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r)
 {
     struct cb_pool *p = s->cbp;
-    struct cb_item *it = malloc(sizeof *it);
-    if (!it) {
-        /* No memory to queue it: run it here rather than lose it. */
-        fn(r, arg);
+    pthread_mutex_lock(&p->lock);
+    if (p->n == p->cap) {
+        pthread_mutex_unlock(&p->lock);
+        atomic_fetch_add_explicit(&p->dropped, 1, memory_order_relaxed);
         return;
     }
-    it->next = NULL;
+    struct cb_item *it = &p->ring[(p->head + p->n) % p->cap];
     it->fn = fn;
     it->arg = arg;
     it->r = *r;
+    p->n++;
+    pthread_cond_signal(&p->cond);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
+                    unsigned to, int slot)
+{
+    struct cb_pool *p = s->cbp;
+    j->handoff = handoff_pack(attempt, state, to, (unsigned)slot);
+    j->next = NULL;
     pthread_mutex_lock(&p->lock);
-    if (p->tail)
-        p->tail->next = it;
+    if (p->fin_tail)
+        p->fin_tail->next = j;
     else
-        p->head = it;
-    p->tail = it;
+        p->fin_head = j;
+    p->fin_tail = j;
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
 }
@@ -174,13 +242,13 @@ bool cb_pool_check(struct ax_sched *s, uint64_t now)
                 t->overrun_counted = true;
                 atomic_fetch_add(&p->overruns, 1);
                 fprintf(stderr,
-                        "ax: on_timeout callback running for more than %u ms; "
+                        "ax: a callback has been running for more than %u ms; "
                         "the callback pool goes on without it\n",
                         s->cfg.callback_timeout_ms);
             }
         }
     }
-    if (stuck == p->nthreads && p->head && p->nthreads < p->max_threads)
+    if (stuck == p->nthreads && (p->n || p->fin_head) && p->nthreads < p->max_threads)
         add_thread_locked(p);
     pthread_mutex_unlock(&p->lock);
     return busy;
@@ -189,4 +257,9 @@ bool cb_pool_check(struct ax_sched *s, uint64_t now)
 uint64_t cb_pool_overruns(struct ax_sched *s)
 {
     return s->cbp ? atomic_load(&s->cbp->overruns) : 0;
+}
+
+uint64_t cb_pool_dropped(struct ax_sched *s)
+{
+    return s->cbp ? atomic_load(&s->cbp->dropped) : 0;
 }

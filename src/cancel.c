@@ -1,16 +1,20 @@
 /* cancel.c - ax_cancel from any thread (seed §3.1: the cancel path).
  *
- * Under s->lock the job is found by id in O(1) (job.c) and its state read:
- *   PENDING / RETRYING  it leaves its bucket or the monitor's wheel and ends
- *                       CANCELLED at once, on the caller's thread;
- *   STARTING / RUNNING  one CAS ends the attempt CANCELLED; its slot is freed
- *                       and on_done runs now, on the caller's thread; the
- *                       coroutine, if parked, is woken on its worker with
+ * Under s->lock the job is found by id in O(1) (job.c: the id must match
+ * the slot's issued id and the word's generation, so an id never issued, or
+ * a finished task's, finds nothing). Then one CAS on its state word decides:
+ *   QUEUED / DELAYED / RETRYING  it leaves its bucket or the scheduler's
+ *                       wheel and ends CANCELLED;
+ *   STARTING / RUNNING  the attempt ends CANCELLED; its slot is freed now;
+ *                       a parked coroutine is woken on its worker with
  *                       AX_ECANCELED, and every later ax call it makes
  *                       returns AX_ECANCELED;
- *   terminal / unknown  AX_ENOTFOUND.
- * A cancel racing the task's own completion is decided by the CAS: exactly
- * one of them ends the attempt, and on_done runs once.
+ *   terminal            AX_ENOTFOUND ("already ended").
+ * The winner of the CAS runs the terminal path; here that is the caller's
+ * thread, after the unlock (on_done runs before ax_cancel returns). A cancel
+ * racing the task's own end is decided by the CAS: exactly one ends it. The
+ * retry decision is part of the CAS that ends an attempt (finish.c), so a
+ * cancel that finds RETRYING cancels the retry: it is never lost.
  */
 #include "internal.h"
 
@@ -18,45 +22,45 @@ int ax_cancel(ax_sched *s, uint64_t id)
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_cancel: scheduler is NULL");
+    if (AX_UNLIKELY(s->ev_lossless))
+        ev_reserve(s);
+    pthread_mutex_lock(&s->lock);
+    struct job *j = job_find_locked(s, id);
+    if (!j) {
+        pthread_mutex_unlock(&s->lock);
+        return ax_fail(AX_ENOTFOUND, "ax_cancel: no live task %llu", (unsigned long long)id);
+    }
+    uint64_t gen = job_gen(j), old;
     for (;;) {
-        pthread_mutex_lock(&s->lock);
-        struct job *j = job_lookup(s, id);
-        if (!j || j->id != id || !j->in_system) {
+        uint64_t w = atomic_load_explicit(&j->sw, memory_order_acquire);
+        unsigned st = js_state(w);
+        if (js_is(w, JS_WAITING_MASK)) {
+            if (!js_end_queued(&j->sw, gen, JS_CANCELLED, &old))
+                continue; /* its back-off ended meanwhile: look again */
+            sched_leave_locked(s, j, old);
+            /* JH_END is ours to drop: the job stays allocated until the
+             * terminal path below has run. */
             pthread_mutex_unlock(&s->lock);
-            return ax_fail(AX_ENOTFOUND, "ax_cancel: no live task %llu",
-                           (unsigned long long)id);
-        }
-        uint64_t sw = atomic_load(&j->sw);
-        unsigned st = sw_state(sw);
-        if (st == AX_STATE_PENDING || st == AX_STATE_RETRYING) {
-            if (j->where == WHERE_BUCKET)
-                bucket_remove_locked(s, j);
-            if (ax_wheel_node_armed(&j->tnode))
-                monitor_del_locked(s, j);
-            j->where = WHERE_NONE;
-            atomic_store(&j->sw, (sw & ~(uint64_t)0xff) | AX_STATE_CANCELLED);
-            job_ref(j);
-            pthread_mutex_unlock(&s->lock);
-            finish_attempt(s, NULL, j, AX_STATE_CANCELLED, AX_ECANCELED, "cancelled", false);
-            job_unref(s, j);
+            if (st == JS_QUEUED)
+                j->wait_ns = now_ns() - j->enqueue_ns;
+            finish_terminal(s, NULL, j, js_report_attempt(old), JS_CANCELLED, AX_ECANCELED,
+                            "cancelled");
             return AX_OK;
         }
-        if (st == AX_STATE_RUNNING || st == JS_STARTING) {
-            if (!finish_try_cas(j, sw, AX_STATE_CANCELLED)) {
-                pthread_mutex_unlock(&s->lock);
+        if (js_is(w, JS_SLOT_MASK)) {
+            unsigned attempt = js_attempt(w);
+            if (!js_end_attempt(&j->sw, gen, attempt, JS_CANCELLED, &old))
                 continue; /* it moved on meanwhile: look again */
-            }
             struct wake_msg m = {0};
-            if (st == AX_STATE_RUNNING)
+            if (js_state(old) == JS_RUNNING)
                 m = (struct wake_msg){j->run, j->run_life, 0, AX_ECANCELED};
-            job_ref(j);
             pthread_mutex_unlock(&s->lock);
-            if (st == AX_STATE_RUNNING)
-                j->run_ns = now_ns() - (j->enqueue_ns + j->wait_ns);
-            finish_attempt(s, NULL, j, AX_STATE_CANCELLED, AX_ECANCELED, "cancelled", true);
+            uint64_t run_ns =
+                js_state(old) == JS_RUNNING ? now_ns() - (j->enqueue_ns + j->wait_ns) : 0;
             if (m.run)
                 worker_post_wake(m.run->w, &m);
-            job_unref(s, j);
+            finish_attempt(s, NULL, j, attempt, JS_CANCELLED, JS_CANCELLED, AX_ECANCELED,
+                           "cancelled", FIN_SLOT, run_ns);
             return AX_OK;
         }
         pthread_mutex_unlock(&s->lock);

@@ -36,6 +36,10 @@ void ax_config_default(ax_config *c)
     c->grace_ms = 3000;
     c->callback_threads = 1;
     c->callback_timeout_ms = 1000;
+    c->callback_queue = 1024;
+    c->max_orphans = 0;
+    c->shutdown_timeout_ms = 5000;
+    c->overflow_fails_task = false;
 }
 
 /* Fill derived defaults into *r and check every field. */
@@ -84,5 +88,11 @@ int config_validate(const ax_config *c, ax_config *r)
         return ax_fail(AX_EINVAL, "config.callback_threads must be in [1, 64]");
     if (r->callback_timeout_ms == 0)
         return ax_fail(AX_EINVAL, "config.callback_timeout_ms must be >= 1");
+    if (r->callback_queue == 0 || r->callback_queue > (1u << 24))
+        return ax_fail(AX_EINVAL, "config.callback_queue must be in [1, 16777216] (got %u)",
+                       r->callback_queue);
+    if (r->max_orphans > AX_MAX_JOBS)
+        return ax_fail(AX_EINVAL, "config.max_orphans: %u is more than %u", r->max_orphans,
+                       AX_MAX_JOBS);
     return AX_OK;
 }

@@ -9,7 +9,7 @@
  * transfer) or by the worker loop (socket events, the timer) — never
  * concurrently, so the multi handle needs no lock.
  *
- * A task in ax_http_perform is parked as PARK_EXT with its easy handle in
+ * A task in ax_http_perform is parked as RS_PARK_EXT with its easy handle in
  * run->ext. Three ways out:
  *   - the transfer completes: check_done takes it out of the multi handle
  *     and wakes the task with 0 (curl's result in the wait record);
@@ -71,7 +71,7 @@ static void check_done(struct http_worker *hw)
         struct ax_task *t = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
         curl_multi_remove_handle(hw->multi, easy);
-        if (t && t->parked == PARK_EXT && t->ext) {
+        if (t && t->rs == RS_PARK_EXT && t->ext) {
             struct http_wait *wait = t->ext;
             wait->result = result;
             wait->done = true;
@@ -266,7 +266,7 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
     }
     t->ext = &wait;
     t->on_unpark = abort_transfer;
-    t->parked = PARK_EXT;
+    t->rs = RS_PARK_EXT;
     rc = run_park(t);
     t->ext = NULL;
     t->on_unpark = NULL;

@@ -1,37 +1,35 @@
 /* internal.h - the structures the three layers share.
  *
- * Data flows one way (DESIGN.md §2):
- *   ax_submit (submit.c) -> bucket (sched.c) -> dispatch -> worker (exec.c)
- *   -> result -> finalize (finish.c) -> [retry: monitor wheel (monitor.c)
- *   -> bucket] -> on_done.
+ * Data flows one way (DESIGN.md §2, §3a):
+ *   ax_submit (submit.c) -> bucket (sched.c) -> dispatch (worker.c)
+ *   -> run (run.c) -> end of the attempt (finish.c)
+ *   -> [retry: the scheduler's wheel (sched.c) -> bucket] -> on_done.
+ * It comes back only through queues: a bucket, the scheduler's wheel, a
+ * worker's inbox, the callback pool's queue.
  *
  * Two objects describe a task:
  *  - struct job: the admitted unit of work (what ax_submit created). Lives in
- *    the process-wide job table (job.c) from admission until its terminal
- *    state has been reported and nobody references it. <= 256 bytes: this is
- *    what a queued task costs.
- *  - struct ax_task: one attempt running as a coroutine on one worker (the
- *    handle the task function receives). A job that is retried gets a new
- *    run; a run whose job timed out or was cancelled goes on ("orphan") until
- *    its function returns, then is recycled. Runs live in per-worker pools
- *    that are never unmapped while the worker lives, so a stale pointer plus a
- *    generation number is always safe to check.
+ *    the process-wide job table (job.c) from admission until it is terminal
+ *    and nobody holds it. <= 256 bytes: this is what a queued task costs.
+ *  - struct ax_task ("run"): one attempt running as a coroutine on one
+ *    worker (the handle the task function receives). A job that is retried
+ *    gets a new run; a run whose attempt timed out or was cancelled goes on
+ *    ("orphan") until its function returns, then is recycled. Runs live in
+ *    per-worker pools never unmapped while the worker lives, so a stale
+ *    pointer plus its life_gen is always safe to check.
  *
- * Who decides an attempt's outcome: the job's 64-bit state word `sw` packs
- * (low 32 bits of the id's sequence, attempt, state). Every party that may end
- * an attempt -- the worker when the function returns, the worker's wheel or
- * the monitor at the deadline, ax_cancel, shutdown -- does one CAS from
- * (seq, attempt, RUNNING/STARTING) to the outcome. The winner finalizes
- * (frees the slot, counts, retries or calls on_done); losers only clean up.
- * Packing the id and attempt makes a stale CAS (a late timer of attempt 1, a
- * monitor reading a recycled job) fail instead of ending the wrong attempt.
+ * A job's whole life is its state word (state.h): state, attempt,
+ * generation and the holds that keep it allocated. Every party that may end
+ * an attempt -- the worker when the function returns or the deadline fires,
+ * the watchdog for a held worker, ax_cancel, shutdown -- does one CAS; the
+ * winner runs what follows (finish.c), losers only clean up their own.
  *
  * Locks: one scheduler mutex `s->lock` guards buckets, quota round state,
- * counters, the job table's free list and the monitor's wheel. It is held
- * only for O(1) list operations, never while user code runs. Workers batch
- * their slot releases and counter updates into the lock section in which they
- * take the next task (exec.c), so the common path costs one lock per task on
- * each side (submit; complete + dispatch).
+ * counters, the job table's free list and the scheduler's timer wheel. It is
+ * held only for O(1) list operations, never while user code runs. Each
+ * worker's wheel has its own spin lock (wheel_lk), taken by the worker
+ * around each of its operations and only try-locked by the watchdog. Lock
+ * order: s->lock before a wheel lock; nobody takes s->lock holding one.
  */
 #ifndef AX_INTERNAL_H
 #define AX_INTERNAL_H
@@ -39,6 +37,7 @@
 #include "ax.h"
 #include "coro/coro.h"
 #include "coro/stack.h"
+#include "state.h"
 #include "wheel.h"
 
 #include <pthread.h>
@@ -50,6 +49,7 @@
 #define AX_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define AX_CONTAINER_OF(p, type, member) ((type *)((char *)(p)-offsetof(type, member)))
 #define AX_CACHELINE 64
+#define AX_GUARD_SIZE (64u * 1024u) /* below every coroutine stack */
 
 static inline void ax_cpu_relax(void)
 {
@@ -60,34 +60,20 @@ static inline void ax_cpu_relax(void)
 #endif
 }
 
-/* ---- ids and the job table (job.c) ------------------------------------- */
+/* ---- ids and the job table (job.c), the state word (state.h) ----------- */
 
 /* id = (sequence << AX_SLOT_BITS) | slot: unique in the process (the
- * sequence is a process-wide counter) and O(1) to look up for ax_cancel. */
+ * sequence is a process-wide counter, never 0) and O(1) to look up for
+ * ax_cancel. The state word carries the sequence as its generation, so a
+ * freed or reused slot matches no older id (job_find). */
 #define AX_SLOT_BITS 22
 #define AX_MAX_JOBS (1u << AX_SLOT_BITS) /* live jobs per scheduler: 4 194 304 */
 #define AX_JOB_CHUNK 1024
 
-/* Internal states beyond ax_state. STARTING: taken from its bucket by a
- * worker that is building its coroutine; holds a slot, not yet RUNNING. */
-enum { JS_STARTING = 16 };
-
-static inline uint64_t sw_make(uint64_t id, unsigned attempt, unsigned state)
-{
-    return ((id >> AX_SLOT_BITS) << 32) | ((uint64_t)(attempt & 0xffffff) << 8) | state;
-}
-static inline unsigned sw_state(uint64_t sw)
-{
-    return (unsigned)(sw & 0xff);
-}
-
-/* Where a queued job sits (guarded by s->lock). */
-enum { WHERE_NONE = 0, WHERE_BUCKET, WHERE_DELAY, WHERE_RETRY };
-
 struct job {
-    struct job *next, *prev;    /* bucket FIFO, or the free list */
-    struct ax_wheel_node tnode; /* monitor wheel: delay, back-off, queued deadline */
-    _Atomic uint64_t sw;        /* state word, see above */
+    struct job *next, *prev;    /* bucket FIFO; the free list; hand-off lists */
+    struct ax_wheel_node tnode; /* scheduler wheel: delay, back-off, queued deadline (s->lock) */
+    _Atomic uint64_t sw;        /* the state word: state.h is its only writer */
     uint64_t id;
     ax_fn fn;
     void *arg;
@@ -100,39 +86,54 @@ struct job {
     uint64_t wait_ns;     /* last attempt: queue wait */
     uint64_t run_ns;      /* last attempt: run time */
     ax_retry_policy retry;
-    struct ax_task *run;       /* current run; written by its worker before RUNNING */
-    struct ax_task *joiner;    /* parent parked in ax_join (s->lock) */
-    uint32_t joiner_gen;     /* the joiner's park_gen */
-    uint32_t joiner_life;    /* the joiner's life_gen */
-    uint32_t run_life;       /* run->life_gen of the current run, for ax_cancel */
-    _Atomic uint32_t refs;     /* the system's own ref + runs + parent + messages */
-    int32_t code;              /* last attempt's code, for ax_join */
+    struct ax_task *run;    /* current run; written by its worker before RUNNING */
+    struct ax_task *joiner; /* parent parked in ax_join; JOIN_DONE once ended (s->lock) */
+    uint32_t joiner_gen;    /* the joiner's park_gen */
+    uint32_t joiner_life;   /* the joiner's life_gen */
+    uint32_t run_life;      /* run->life_gen of the current run, for ax_cancel */
+    int32_t code;           /* the terminal code, for ax_join */
+    uint32_t handoff;       /* an attempt the watchdog ended, for the callback pool */
+    char *err;              /* a child's terminal error text, for ax_join (malloc) */
     uint16_t max_retry;
-    uint16_t attempt;          /* current attempt, 0-based */
     uint8_t prio;
-    uint8_t where;             /* WHERE_*, s->lock */
-    uint8_t is_child;          /* spawned by a task that may join it */
-    uint8_t in_system;         /* counted in load (queued + running + delayed), s->lock */
+    uint8_t is_child; /* spawned by a task that may join it */
     char trace_id[AX_TRACE_ID_MAX];
 };
 
+#define JOIN_DONE ((struct ax_task *)1) /* j->joiner: the child's result is published */
+
+static inline uint64_t job_gen(const struct job *j)
+{
+    return js_gen_of_id(j->id, AX_SLOT_BITS);
+}
+
 struct ax_sched;
+struct worker;
 int job_alloc_locked(struct ax_sched *s, struct job **out); /* s->lock held */
 void job_free_locked(struct ax_sched *s, struct job *j);   /* s->lock held */
-struct job *job_lookup(struct ax_sched *s, uint64_t id);    /* racy: caller checks j->id */
-static inline void job_ref(struct job *j)
-{
-    atomic_fetch_add_explicit(&j->refs, 1, memory_order_relaxed);
-}
-/* Drop a ref; the last one frees the job (takes s->lock). */
-void job_unref(struct ax_sched *s, struct job *j);
+/* The live job with this id, or NULL (s->lock held: the id is stable). */
+struct job *job_find_locked(struct ax_sched *s, uint64_t id);
+/* Drop a hold (JH_*); frees the job if it was the last one on a terminal
+ * job. w: the calling worker (freed in its next lock section) or NULL. */
+void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold);
 void job_table_destroy(struct ax_sched *s);
 
 /* ---- runs (struct ax_task) ---------------------------------------------- */
 
-/* PARK_EXT: parked by an extension (http.c) that gets run->on_unpark(run)
+/* A run's own state (t->rs): where its coroutine is. The job's state is in
+ * the job's word; this says only what the worker must undo to wake it.
+ * RS_PARK_EXT: parked by an extension (http.c) that gets run->on_unpark(run)
  * when the run is woken for any other reason (deadline, cancel). */
-enum { PARK_NONE = 0, PARK_SLEEP, PARK_FD, PARK_JOIN, PARK_YIELD, PARK_EXT };
+enum {
+    RS_NEW = 0,    /* built, its function not entered yet */
+    RS_ACTIVE,     /* running or ready */
+    RS_PARK_SLEEP, /* ax_sleep */
+    RS_PARK_FD,    /* ax_wait_fd */
+    RS_PARK_JOIN,  /* ax_join */
+    RS_PARK_YIELD, /* ax_yield: in the ready queue */
+    RS_PARK_EXT,   /* an extension's wait (http.c) */
+    RS_EXITED,     /* returned, panicked or never began: to be recycled */
+};
 
 struct defer_entry {
     void (*fn)(void *);
@@ -160,6 +161,9 @@ struct reactor_src {
 };
 int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod);
 void reactor_src_del(struct worker *w, int fd);
+struct epoll_event;
+void reactor_dispatch(struct worker *w, struct epoll_event *ev, int n);
+int reactor_wait(struct worker *w, struct epoll_event *ev, int max, const struct timespec *ts);
 /* Arm / disarm an extension timer on the calling worker's wheel. */
 void worker_timer_arm(struct worker *w, struct run_timer *rt, uint64_t at_ns);
 void worker_timer_disarm(struct worker *w, struct run_timer *rt);
@@ -169,7 +173,8 @@ struct ax_task {
     struct ax_sched *s;
     struct worker *w;
     struct job *job;
-    uint64_t expect_sw; /* job->sw while this attempt is RUNNING */
+    uint64_t expect_sw; /* job->sw while this attempt is RUNNING, holds masked out */
+    uint64_t gen;       /* the job's generation: with attempt, names this attempt */
     uint64_t id;        /* copies, valid after the job moved on */
     uint64_t start_ns, deadline_ns;
     struct run_timer deadline_timer; /* the attempt's deadline */
@@ -177,9 +182,9 @@ struct ax_task {
     struct ax_task *next;                /* ready queue, or the free list */
     uint32_t park_gen;                   /* bumped at every park; stale wakes compare it */
     uint32_t attempt;
-    uint8_t parked;   /* PARK_* */
+    uint8_t rs;       /* RS_*: the run's own state */
     uint8_t panicked;
-    uint8_t finished;
+    uint8_t began;    /* its function was entered (js_begin won) */
     uint8_t prio;
     int wake_rc;      /* what the parked call returns */
     int wait_fd;
@@ -189,7 +194,6 @@ struct ax_task {
     void (*on_unpark)(struct ax_task *t); /* PARK_EXT */
     void *ext;                            /* PARK_EXT: the extension's state */
     uint32_t life_gen;      /* bumped when the run struct is reused */
-    uint8_t orphan;         /* its job ended without it (timeout, cancel) */
     unsigned ndefers, defer_cap;
     struct defer_entry *defers;
     struct defer_entry defer_inline[AX_DEFER_INLINE];
@@ -199,13 +203,12 @@ struct ax_task {
     char err[AX_ERROR_MAX];
     char trace[AX_TRACE_ID_MAX]; /* formatted on first ax_task_trace_id */
     uint8_t bt_req;              /* resumed only to record where it is parked */
-    uint8_t started;             /* its function has begun running */
     uint8_t overflowed;          /* ran into its guard page (obs/crash.c) */
     int bt_n;
     void *bt[AX_BT_MAX];
 };
 
-/* ---- workers (exec.c, reactor.c) ---------------------------------------- */
+/* ---- workers (worker.c, run.c, reactor.c) ------------------------------- */
 
 /* A wake-up from another thread: resume `run` with rc if it is still the
  * same run (life_gen) and, when park_gen != 0, still in the same park. */
@@ -215,22 +218,42 @@ struct wake_msg {
     int rc;
 };
 
-/* Deferred updates a worker applies in its next lock section. */
 /* Deferred work a worker applies in its next lock section. */
 struct worker_pending {
-    struct job *free_list; /* jobs whose last ref dropped */
+    struct job *free_list;    /* jobs whose last hold dropped */
+    struct job *requeue_list; /* RETRYING + JF_WAIT jobs whose orphan returned */
 };
 
 /* Terminal outcomes counted by a worker without the lock (single writer,
  * relaxed load + store); ax_stats_get adds them up. */
 struct worker_counts {
-    _Atomic uint64_t succeeded, failed, timed_out, cancelled, panicked;
+    _Atomic uint64_t started, succeeded, failed, timed_out, cancelled, panicked;
 };
 static inline void wc_inc(_Atomic uint64_t *c)
 {
     atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + 1,
                           memory_order_relaxed);
 }
+
+/* The per-worker wheel's lock. The worker takes it around each of its own
+ * wheel operations (uncontended: one xchg and one store); the watchdog only
+ * ever try-locks it, to expire the timers of a worker that is held. */
+static inline void wheel_lock(_Atomic int *l)
+{
+    while (atomic_exchange_explicit(l, 1, memory_order_acquire))
+        while (atomic_load_explicit(l, memory_order_relaxed))
+            ax_cpu_relax();
+}
+static inline bool wheel_trylock(_Atomic int *l)
+{
+    return !atomic_exchange_explicit(l, 1, memory_order_acquire);
+}
+static inline void wheel_unlock(_Atomic int *l)
+{
+    atomic_store_explicit(l, 0, memory_order_release);
+}
+
+#define DISPATCH_BATCH 8 /* jobs a worker takes in one lock section */
 
 struct worker {
     struct ax_sched *s;
@@ -241,31 +264,42 @@ struct worker {
     struct ax_task *ready_head, *ready_tail;
     unsigned nready;
     uint64_t now_ns;
-    struct ax_wheel wheel;
+    struct ax_wheel wheel;    /* this worker's run timers, wheel_lk */
+    _Atomic int wheel_lk;
+    struct ax_wheel_node *fired; /* timers the watchdog expired for us, wheel_lk */
+    _Atomic int fired_hint;
     int epfd, evfd;
     struct ax_stack_pool stacks;
     unsigned nfd_waits;       /* runs parked in ax_wait_fd */
     unsigned direct_budget;   /* direct yields left this iteration */
     struct run_timer **expired; /* expire_timers' scratch array */
     size_t expired_cap;
-    _Atomic int busy;         /* out of epoll_wait: the monitor must watch for hogs */
+    _Atomic int busy;         /* out of epoll_wait: the watchdog watches it */
+    bool joined;              /* its thread was joined (lifecycle.c) */
     struct ax_task *run_free; /* recycled runs */
     struct ax_task **run_chunks;
     unsigned nrun_chunks, run_chunk_cap;
     unsigned live_runs;       /* runs not yet recycled, orphans included */
     struct worker_pending pend;
     struct worker_counts counts;
+    /* Jobs dispatch gave this worker (STARTING) whose run is not built yet,
+     * FIFO through j->next, under wheel_lk: the watchdog hands them to other
+     * workers while this one is held. At most one dispatch batch. */
+    struct job *tostart_head, *tostart_tail;
     /* remote wake-ups (other threads -> this worker), inbox_lock */
     pthread_mutex_t inbox_lock;
     struct wake_msg *inbox, *inbox_spare;
     unsigned ninbox, inbox_cap, inbox_spare_cap;
     _Atomic unsigned inbox_hint; /* ninbox, readable without the lock */
     _Atomic int sleeping; /* parked in epoll_wait; a waker CASes 1 -> 0 and writes evfd */
-    /* published for the monitor's hog watch (relaxed; validated by CAS) */
-    _Atomic uint64_t pub_seq; /* seqlock: odd while the three below change */
-    _Atomic(struct job *) pub_job;
-    _Atomic uint64_t pub_sw;
-    _Atomic uint64_t pub_deadline_ns;
+    /* What is on this worker's CPU, for the watchdog: a seqlock, odd while
+     * it changes. Bumped when a run is switched in and again when the worker
+     * is back on its own stack (pub_run NULL), so an unchanged even value
+     * over time means the worker is held by one run or one callback. */
+    _Atomic uint64_t pub_seq;
+    _Atomic(struct ax_task *) pub_run;
+    _Atomic uint64_t pub_expect;   /* the run's expect_sw */
+    _Atomic uint64_t pub_deadline; /* the run's deadline */
     _Atomic uint64_t stacks_in_use;
     struct ev_ring *ev_ring; /* lifecycle events this worker produced (obs/events.c) */
     struct ax_metrics_snapshot *m; /* this worker's wait/run histograms (obs/metrics.c) */
@@ -275,9 +309,10 @@ struct worker {
     /* lingering (obs/linger.c): timed-out runs still alive on this worker */
     struct linger_entry *linger;
     unsigned nlinger, linger_cap;
-    /* the monitor's view of an orphan running on this worker (monitor only) */
-    uint64_t linger_seen_seq, linger_reported_seq;
-    _Atomic uint64_t hog_reported_sw; /* reported by the monitor: the worker skips it */
+    /* the watchdog's view of this worker (watchdog thread only) */
+    uint64_t wd_seq, wd_since_ns;  /* pub_seq last seen, and since when */
+    uint64_t linger_reported_seq;
+    _Atomic uint64_t hog_reported; /* expect_sw the watchdog reported: the worker skips it */
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
     _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken */
     int bt_n;
@@ -291,8 +326,6 @@ struct bucket {
     unsigned n;
 };
 
-struct cb_item;
-
 struct ax_sched {
     ax_config cfg;
     pthread_mutex_t lock;
@@ -305,26 +338,32 @@ struct ax_sched {
     unsigned running;               /* slots held (STARTING + RUNNING) */
     unsigned cap;
     unsigned load;                  /* queued + running + delayed, for shedding */
-    unsigned delayed;
+    unsigned delayed;               /* DELAYED + RETRYING */
+    unsigned delayed_new[AX_PRIO_COUNT]; /* DELAYED, counted in bucket bounds */
     unsigned total_capacity;
     unsigned shed_at;               /* load at which NORMAL/LOW are shed */
-    bool paused, closing;
-    bool retry_enabled[AX_PRIO_COUNT];
+    unsigned max_orphans;
+    bool paused;
+    _Atomic bool closing;
+    _Atomic bool retry_enabled[AX_PRIO_COUNT];
     double rate, burst, tokens;
     uint64_t rate_last_ns;
     struct ax_stats st;             /* counters (gauges are filled on read) */
     struct job **chunks;
     unsigned nchunks;
     struct job *job_free;
-    struct ax_wheel delay_wheel;    /* monitor: delays, back-offs, queued deadlines */
-    pthread_cond_t idle_cond;       /* signalled when running drops to 0 while closing */
-    /* --- monitor thread (monitor.c) --- */
-    pthread_t monitor;
-    pthread_cond_t monitor_cond;    /* with s->lock */
-    bool monitor_stop;
-    _Atomic bool monitor_idle; /* sleeping with no hog watch: workers kick it */
-    uint64_t monitor_wake_tick; /* when it plans to wake (s->lock) */
-    unsigned delayed_new[AX_PRIO_COUNT]; /* delayed submissions, counted in bucket bounds */
+    /* The scheduler's timer wheel (sched.c): delays, back-offs and queued
+     * deadlines of jobs that are in no worker's hands. Expired by whichever
+     * worker dispatches next; worker 0 sleeps until its next expiry; the
+     * watchdog expires it only when no worker got to it in time. */
+    struct ax_wheel jwheel;
+    _Atomic uint64_t jwheel_next; /* ax_wheel_next(&jwheel), readable without the lock */
+    pthread_cond_t idle_cond;     /* signalled when running drops to 0 while closing */
+    /* --- watchdog thread (watchdog.c) --- */
+    pthread_t watchdog;
+    pthread_cond_t watchdog_cond; /* with s->lock */
+    bool watchdog_stop, watchdog_started;
+    _Atomic bool watchdog_idle; /* sleeping with no worker to watch: workers kick it */
     /* Lock-free hints for the worker loop's fast path, stored under s->lock:
      * a worker with nothing to apply skips the lock when no job is
      * dispatchable. A stale hint only delays a dispatch to the next
@@ -332,12 +371,13 @@ struct ax_sched {
      * wakes a sleeping worker). */
     _Atomic unsigned hint_queued;   /* jobs in the three buckets */
     _Atomic int hint_blocked;       /* paused or closing */
-    /* Slots released by workers without the lock (a completion, a timeout):
-     * folded into `running` by the next lock holder (running_locked), so a
-     * slot is free for admission and dispatch the moment its task ends,
-     * even while that worker runs another long slice. */
+    /* Slots released without the lock (a completion, a timeout): folded
+     * into `running` by the next lock holder (running_locked), so a slot is
+     * free for admission and dispatch the moment its task ends, even while
+     * that worker runs another long slice. */
     _Atomic unsigned freed;
-    _Atomic unsigned unloaded; /* likewise for `load`: tasks ended by workers */
+    _Atomic unsigned unloaded; /* likewise for `load`: tasks ended without the lock */
+    struct worker_counts shared_counts; /* outcomes ended on other threads (atomic adds) */
     /* --- workers --- */
     struct worker *workers;
     unsigned nworkers;
@@ -346,7 +386,6 @@ struct ax_sched {
     _Atomic uint64_t total_live_runs;
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
-    bool shut_done;
     /* --- metrics (obs/metrics.c) --- */
     struct ax_metrics_snapshot *m_shared; /* histograms of non-worker threads, s->lock */
     bool metrics_serving;
@@ -389,8 +428,24 @@ int config_validate(const ax_config *c, ax_config *resolved);
 uint64_t ax_rand64(void);
 int retry_policy_check(const ax_retry_policy *p, const char *who);
 
+/* ax_state as the API reports it, from a job's internal state. */
+static inline ax_state js_public(unsigned st)
+{
+    switch (st) {
+    case JS_RETRYING: return AX_STATE_RETRYING;
+    case JS_STARTING:
+    case JS_RUNNING: return AX_STATE_RUNNING;
+    case JS_SUCCEEDED: return AX_STATE_SUCCEEDED;
+    case JS_FAILED: return AX_STATE_FAILED;
+    case JS_TIMED_OUT: return AX_STATE_TIMED_OUT;
+    case JS_CANCELLED: return AX_STATE_CANCELLED;
+    default: return AX_STATE_PENDING;
+    }
+}
+
 /* sched.c (s->lock held for *_locked) */
 void bucket_push_locked(struct ax_sched *s, struct job *j);
+void bucket_push_front_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s);
 void sched_recompute_locked(struct ax_sched *s);
@@ -407,8 +462,30 @@ static inline unsigned running_locked(struct ax_sched *s)
     return s->running;
 }
 void sched_wake_workers(struct ax_sched *s, unsigned n); /* no lock needed */
+/* A slot's attempt ended: free it now, without the lock; wake a sleeping
+ * worker for queued work if `wake`. */
+void sched_slot_free(struct ax_sched *s, bool wake);
+/* The scheduler's timer wheel (delays, back-offs, queued deadlines). */
+void jtimer_arm_locked(struct ax_sched *s, struct job *j, uint64_t when_ns);
+void jtimer_del_locked(struct ax_sched *s, struct job *j);
+/* A new job (its word QUEUED or DELAYED): into its bucket or the wheel. */
+void sched_enqueue_new_locked(struct ax_sched *s, struct job *j, uint64_t now, uint64_t delay_ns);
+/* A waiting job whose word just left `word` (QUEUED/DELAYED/RETRYING) for a
+ * terminal state: out of its bucket and the wheel, counters adjusted. */
+void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word);
+/* Arm the back-off of a job the CAS made RETRYING (attempt = the next one);
+ * 0 if it was cancelled meanwhile. Capped at the job's deadline. */
+int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, uint64_t at_ns,
+                       uint64_t run_ns);
+/* The coroutine of a RETRYING + JF_WAIT job returned: queue the retry. */
+void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t now);
+/* Expire the scheduler's wheel: due delays and back-offs re-enter their
+ * bucket (returns how many); jobs whose deadline passed while waiting are
+ * ended TIMED_OUT and linked on *ended for the caller's terminal path, with
+ * the attempt to report in j->handoff. */
+unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ended);
 
-/* exec.c */
+/* worker.c */
 void *worker_main(void *arg);
 void worker_post_wake(struct worker *w, const struct wake_msg *m);
 void worker_kick(struct worker *w);
@@ -418,48 +495,78 @@ void worker_destroy(struct worker *w);
 extern _Thread_local struct ax_task *ax_current_run;
 /* The worker this thread is, or NULL. */
 extern _Thread_local struct worker *ax_current_worker;
-/* Park the current run (its park kind already set); returns its wake_rc. */
+
+/* run.c */
+/* Park the current run (its t->rs already set); returns its wake_rc. */
 int run_park(struct ax_task *t);
 /* Append to the worker's ready queue (worker thread only). */
 void ready_push(struct worker *w, struct ax_task *t);
+struct ax_task *ready_pop(struct worker *w);
 /* ax_yield's fast path; false if it must go through the worker loop. */
 bool run_switch_direct(struct ax_task *t);
 /* Resume a parked run with rc (worker thread only). No-op if not parked. */
 void run_wake(struct ax_task *t, int rc);
-/* AX_ETIMEDOUT / AX_ECANCELED if the run's job has moved on without it. */
+/* AX_ETIMEDOUT / AX_ECANCELED if the run's attempt has ended without it. */
 int run_detached_rc(const struct ax_task *t);
 /* Run the cleanups and leave the coroutine for good (task stack only). */
 _Noreturn void run_exit(struct ax_task *t);
+/* Build the coroutine for a job dispatch made STARTING (NULL: it ended). */
+struct ax_task *run_start(struct worker *w, struct job *j);
+/* Switch to a ready run and handle what it did when it comes back. */
+void run_resume(struct worker *w, struct ax_task *t);
+/* Handle the run timers that are due (worker's own and the watchdog's). */
+void run_expire_timers(struct worker *w);
+void run_pool_destroy(struct worker *w);
+/* The per-worker wheel, under its lock (wheel_lk). */
+void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns);
+void worker_timer_del(struct worker *w, struct ax_wheel_node *n);
 
-/* finish.c: end an attempt whose CAS this thread won. `w` is the worker
- * doing it (batched slot release) or NULL (any other thread: lock now).
- * held_slot: the attempt was STARTING/RUNNING (not queued or delayed). */
-void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned state, int code,
-                    const char *err, bool held_slot);
-/* Try to end a job's attempt from outside the worker (cancel, monitor). */
-bool finish_try_cas(struct job *j, uint64_t expect, unsigned state);
-void result_fill(const struct job *j, unsigned state, int code, const char *err, ax_result *r);
+/* finish.c: the end of an attempt and the terminal path. */
+enum { FIN_NO_SLOT = 0, FIN_SLOT = 1, FIN_SLOT_FREED = 2 };
+/* The state the CAS that ends an attempt must set: RETRYING or `state`. */
+unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt, unsigned state,
+                       int code, uint64_t now);
+/* After winning that CAS: slot, on_timeout, then the back-off or the
+ * terminal path. `state`: how the attempt ended; `to`: what the CAS set;
+ * run_ns: how long it ran. Fields of the job are written only while they
+ * are the winner's alone: j->run_ns here when `to` is terminal, under
+ * s->lock with the back-off when it is RETRYING (a cancel may own the job
+ * the moment the CAS is done). */
+void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
+                    unsigned state, unsigned to, int code, const char *err, int slot,
+                    uint64_t run_ns);
+/* Decide, CAS STARTING/RUNNING -> outcome, and finish if won. */
+bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_t gen,
+                    unsigned attempt, unsigned state, int code, const char *err,
+                    uint64_t run_ns);
+/* The one terminal path: exactly once per job. */
+void finish_terminal(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
+                     unsigned state, int code, const char *err);
+void result_fill(const struct job *j, unsigned attempt, unsigned state, int code, const char *err,
+                 ax_result *r);
 
-/* submit.c */
+/* submit.c, trace.c */
 int submit_common(struct ax_sched *s, const ax_spec *spec, uint64_t *id_out, struct ax_task *parent);
 void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX]);
-/* Re-queue a job after its delay or back-off (s->lock held). */
-void submit_requeue_locked(struct ax_sched *s, struct job *j, uint64_t now);
 
-/* monitor.c */
-int monitor_start(struct ax_sched *s);
-void monitor_stop(struct ax_sched *s);
-void monitor_add_locked(struct ax_sched *s, struct job *j, uint64_t when_ns, uint8_t where);
-void monitor_del_locked(struct ax_sched *s, struct job *j);
-void monitor_kick(struct ax_sched *s);
+/* watchdog.c */
+int watchdog_start(struct ax_sched *s);
+void watchdog_stop(struct ax_sched *s);
+void watchdog_kick(struct ax_sched *s);
 
 /* callback.c */
 int cb_pool_start(struct ax_sched *s);
 void cb_pool_stop(struct ax_sched *s);
+/* Queue on_timeout; dropped (and counted) when callback_queue are waiting. */
 void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r);
+/* Finish an attempt the watchdog ended (finish_attempt on a pool thread):
+ * never dropped, linked through j->next. */
+void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
+                    unsigned to, int slot);
 uint64_t cb_pool_overruns(struct ax_sched *s);
-/* monitor: count overruns, add a thread if all are stuck; true while any
- * callback runs (the monitor then keeps polling). */
+uint64_t cb_pool_dropped(struct ax_sched *s);
+/* watchdog: count overruns, add a thread if all are stuck; true while any
+ * callback runs (the watchdog then keeps polling). */
 bool cb_pool_check(struct ax_sched *s, uint64_t now);
 
 /* obs/metrics.c (w: the calling worker, or NULL for any other thread) */
@@ -488,9 +595,10 @@ struct linger_entry {
 };
 void linger_track(struct worker *w, struct ax_task *t);
 void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked */
-/* monitor: the published run of a busy worker (one seqlock read) */
-void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct job *j, uint64_t sw,
-                      uint64_t deadline, uint64_t seq);
+/* watchdog: the run on a held worker's CPU (one seqlock read): report it
+ * once if its attempt ended grace_ms ago and it is still there. */
+void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
+                      uint64_t expect, uint64_t deadline, uint64_t seq);
 int linger_init(void);
 
 /* obs/events.c */
@@ -516,7 +624,7 @@ extern _Thread_local bool ev_under_lock;
     } while (0)
 
 /* join.c */
-void join_release_children(struct ax_task *t);
+void join_release_children(struct worker *w, struct ax_task *t);
 bool join_notify_locked(struct ax_sched *s, struct job *j, struct wake_msg *out);
 
 #endif

@@ -1,13 +1,21 @@
-/* job.c - the job table: slots, ids, reference counts.
+/* job.c - the job table: slots, ids, holds (DESIGN.md §3a).
  *
  * Jobs are allocated in chunks of AX_JOB_CHUNK and never returned to the
- * system before ax_free, so a job pointer read racily (the monitor's hog
- * watch, ax_cancel) always points at a job-shaped object; callers validate it
- * by id or by a CAS on the state word. The free list and the chunk array are
- * guarded by s->lock, which the submit path holds anyway.
+ * system before ax_free, so a job pointer read racily (the watchdog, a stale
+ * run, a late timer) always points at a job-shaped object; such a reader
+ * validates it by a CAS on the state word, whose generation a reused slot
+ * no longer matches. The free list and the chunk array are guarded by
+ * s->lock, which the submit path holds anyway.
  *
  * An id is (process-wide sequence << AX_SLOT_BITS) | slot, so ax_cancel finds
  * a job in O(1) without a hash map, and ids never repeat within a process.
+ * The sequence starts at 1: no id below 2^AX_SLOT_BITS is ever issued, and a
+ * free slot's word is 0 (JS_FREE, generation 0), which matches no id.
+ *
+ * A job is freed when it is terminal and nobody holds it (state.h): the
+ * terminal path (JH_END), the coroutine of its last attempt (JH_RUN) and a
+ * parent that may still join it (JH_PARENT) each drop their own hold, and
+ * whoever drops the last one frees the slot.
  */
 #include "internal.h"
 
@@ -28,7 +36,7 @@ static int grow_locked(struct ax_sched *s)
     /* s->chunks is sized for the maximum at ax_new: no realloc under readers. */
     unsigned base = s->nchunks * AX_JOB_CHUNK;
     for (unsigned i = AX_JOB_CHUNK; i-- > 0;) {
-        c[i].id = base + i; /* slot index until first use */
+        c[i].id = base + i; /* slot index until first use: sequence 0, never issued */
         c[i].next = s->job_free;
         s->job_free = &c[i];
     }
@@ -58,40 +66,59 @@ int job_alloc_locked(struct ax_sched *s, struct job **out)
 void job_free_locked(struct ax_sched *s, struct job *j)
 {
     uint64_t slot = j->id & (AX_MAX_JOBS - 1);
-    /* Keep only the slot: a stale id no longer matches, and the state word is
-     * cleared so no CAS taken from an old reading can succeed. */
+    /* Word 0 and the bare slot as id: no id and no CAS taken from an old
+     * reading matches this slot again until it is reissued. */
     atomic_store_explicit(&j->sw, 0, memory_order_release);
+    free(j->err);
+    j->err = NULL;
     j->id = slot;
     j->next = s->job_free;
     s->job_free = j;
 }
 
-struct job *job_lookup(struct ax_sched *s, uint64_t id)
+struct job *job_find_locked(struct ax_sched *s, uint64_t id)
 {
     uint64_t slot = id & (AX_MAX_JOBS - 1);
     unsigned ci = (unsigned)(slot / AX_JOB_CHUNK);
-    if (ci >= AX_MAX_JOBS / AX_JOB_CHUNK)
+    if (id >> AX_SLOT_BITS == 0 || ci >= s->nchunks)
         return NULL;
-    struct job *c = atomic_load_explicit((_Atomic(struct job *) *)&s->chunks[ci],
-                                         memory_order_acquire);
-    if (!c)
+    struct job *j = &s->chunks[ci][slot % AX_JOB_CHUNK];
+    uint64_t w = atomic_load_explicit(&j->sw, memory_order_acquire);
+    if (j->id != id || js_state(w) == JS_FREE || js_gen(w) != job_gen(j))
         return NULL;
-    return &c[slot % AX_JOB_CHUNK];
+    return j;
 }
 
-void job_unref(struct ax_sched *s, struct job *j)
+void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold)
 {
-    if (atomic_fetch_sub_explicit(&j->refs, 1, memory_order_acq_rel) != 1)
+    uint64_t n = js_release(&j->sw, hold);
+    bool requeue = hold == JH_RUN && js_state(n) == JS_RETRYING && (n & JF_WAIT);
+    if (!requeue && !js_freeable(n))
         return;
+    if (w) {
+        /* Applied in the worker's next dispatch lock section. */
+        struct job **list = requeue ? &w->pend.requeue_list : &w->pend.free_list;
+        j->next = *list;
+        *list = j;
+        return;
+    }
     pthread_mutex_lock(&s->lock);
-    job_free_locked(s, j);
+    if (requeue)
+        sched_orphan_returned_locked(s, j, now_ns());
+    else
+        job_free_locked(s, j);
     pthread_mutex_unlock(&s->lock);
+    if (requeue)
+        sched_wake_workers(s, 1);
 }
 
 void job_table_destroy(struct ax_sched *s)
 {
-    for (unsigned i = 0; i < s->nchunks; i++)
+    for (unsigned i = 0; i < s->nchunks; i++) {
+        for (unsigned k = 0; k < AX_JOB_CHUNK; k++)
+            free(s->chunks[i][k].err);
         free(s->chunks[i]);
+    }
     free(s->chunks);
     s->chunks = NULL;
     s->nchunks = 0;

@@ -1,10 +1,11 @@
 /* join.c - fan-out / fan-in: a task spawns children and joins them.
  *
  * A child is an ordinary job (same admission, priorities, retries) that also
- * holds a reference from the parent's attempt, so its result survives until
- * the parent joins it or the parent's attempt ends (then the child is
- * released, not cancelled: it finishes on its own). The parent records its
- * children in its run; ax_join looks there, so only the parent can join.
+ * carries the JH_PARENT hold (state.h), so its result -- state, code and
+ * error text -- survives until the parent joins it or the parent's attempt
+ * ends (then the child is released, not cancelled: it finishes on its own).
+ * The parent records its children in its run; ax_join looks there, so only
+ * the parent can join.
  *
  * Race between a child ending and its parent parking: both sides take
  * s->lock. The parent registers itself as the joiner only if the child is
@@ -16,12 +17,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-
-static bool terminal(unsigned st)
-{
-    return st == AX_STATE_SUCCEEDED || st == AX_STATE_FAILED || st == AX_STATE_TIMED_OUT ||
-           st == AX_STATE_CANCELLED;
-}
 
 int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out)
 {
@@ -44,7 +39,9 @@ int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out)
     int rc = submit_common(parent->s, spec, &id, parent);
     if (rc)
         return rc;
-    struct job *j = job_lookup(parent->s, id); /* ours: it holds the parent's ref */
+    pthread_mutex_lock(&parent->s->lock);
+    struct job *j = job_find_locked(parent->s, id); /* ours: JH_PARENT holds it */
+    pthread_mutex_unlock(&parent->s->lock);
     parent->children[parent->nchildren++] = j;
     if (id_out)
         *id_out = id;
@@ -76,7 +73,7 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     struct job *c = t->children[i];
 
     pthread_mutex_lock(&s->lock);
-    bool done = !c->in_system;
+    bool done = c->joiner == JOIN_DONE; /* its terminal path published the result */
     if (!done) {
         c->joiner = t;
         c->joiner_gen = t->park_gen + 1; /* the gen run_park is about to take */
@@ -86,10 +83,10 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
 
     if (!done) {
         if (timeout_ms >= 0)
-            ax_wheel_add(&t->w->wheel, &t->wait_timer.node,
-                         ns_to_tick_ceil(now_ns() + (uint64_t)timeout_ms * 1000000u));
+            worker_timer_add(t->w, &t->wait_timer.node,
+                             now_ns() + (uint64_t)timeout_ms * 1000000u);
         t->join_child = c;
-        t->parked = PARK_JOIN;
+        t->rs = RS_PARK_JOIN;
         rc = run_park(t);
         t->join_child = NULL;
         if (rc)
@@ -101,12 +98,12 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
      * s->lock, and we took the lock (or were woken after it) since. */
     if (out) {
         pthread_mutex_lock(&s->lock);
-        unsigned st = sw_state(atomic_load(&c->sw));
-        result_fill(c, terminal(st) ? st : AX_STATE_FAILED, c->code, "", out);
+        uint64_t w = atomic_load(&c->sw);
+        result_fill(c, js_attempt(w), js_state(w), c->code, c->err ? c->err : "", out);
         pthread_mutex_unlock(&s->lock);
     }
     child_remove(t, i);
-    job_unref(s, c);
+    job_release(s, t->w, c, JH_PARENT);
     return AX_OK;
 }
 
@@ -114,20 +111,21 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
 bool join_notify_locked(struct ax_sched *s, struct job *j, struct wake_msg *out)
 {
     (void)s;
-    if (!j->joiner)
+    struct ax_task *joiner = j->joiner;
+    j->joiner = JOIN_DONE;
+    if (!joiner)
         return false;
-    out->run = j->joiner;
+    out->run = joiner;
     out->life_gen = j->joiner_life;
     out->park_gen = j->joiner_gen;
     out->rc = 0;
-    j->joiner = NULL;
     return true;
 }
 
 /* The parent's attempt ended: release the children it did not join. */
-void join_release_children(struct ax_task *t)
+void join_release_children(struct worker *w, struct ax_task *t)
 {
     for (unsigned i = 0; i < t->nchildren; i++)
-        job_unref(t->s, t->children[i]);
+        job_release(t->s, w, t->children[i], JH_PARENT);
     t->nchildren = 0;
 }

@@ -6,9 +6,17 @@
  * on_done (so the caller can persist it), running tasks get until the
  * deadline to finish, then they are cancelled too. Nothing admitted is lost:
  * every task's on_done has run when ax_shutdown returns.
+ *
+ * ax_free waits config.shutdown_timeout_ms for coroutines to return. A
+ * task that never returns (it ignores its deadline and never calls ax) keeps
+ * its worker thread: ax_free then says so on stderr and returns, leaking the
+ * scheduler's memory and that thread rather than freeing memory a running
+ * thread still uses, or hanging the caller for ever.
  */
+#define _GNU_SOURCE
 #include "internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -36,7 +44,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&s->monitor_cond, &ca);
+    pthread_cond_init(&s->watchdog_cond, &ca);
     pthread_cond_init(&s->idle_cond, &ca);
     pthread_condattr_destroy(&ca);
     s->cap = r.max_concurrency;
@@ -47,7 +55,9 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     s->quota[AX_PRIO_LOW] = r.low_guaranteed;
     sched_recompute_locked(s);
     for (int p = 0; p < AX_PRIO_COUNT; p++)
-        s->retry_enabled[p] = r.retry_enabled[p];
+        atomic_store(&s->retry_enabled[p], r.retry_enabled[p]);
+    s->max_orphans = r.max_orphans ? r.max_orphans
+                     : r.max_concurrency > 64 ? r.max_concurrency : 64;
     if (r.rate_limit > 0) {
         s->rate = r.rate_limit;
         s->burst = r.rate_burst ? (double)r.rate_burst
@@ -65,7 +75,8 @@ int ax_new(const ax_config *cfg, ax_sched **out)
         return ax_fail_static(AX_ENOMEM, "ax_new: out of memory");
     }
     memset(s->workers, 0, r.workers * sizeof *s->workers);
-    ax_wheel_init(&s->delay_wheel, ns_to_tick(now_ns()));
+    ax_wheel_init(&s->jwheel, ns_to_tick(now_ns()));
+    atomic_store(&s->jwheel_next, UINT64_MAX);
 
     unsigned i;
     for (i = 0; i < r.workers; i++)
@@ -77,8 +88,8 @@ int ax_new(const ax_config *cfg, ax_sched **out)
         rc = ev_init(s);
     if (rc == 0)
         rc = metrics_init(s);
-    if (rc == 0)
-        rc = monitor_start(s);
+    if (rc == 0 && (rc = watchdog_start(s)) == 0)
+        s->watchdog_started = true;
     unsigned started = 0;
     if (rc == 0) {
         for (; started < r.workers; started++) {
@@ -93,10 +104,10 @@ int ax_new(const ax_config *cfg, ax_sched **out)
         char keep[256];
         strncpy(keep, ax_error_detail(), sizeof keep - 1);
         keep[sizeof keep - 1] = 0;
-        s->closing = true;
+        atomic_store(&s->closing, true);
         stop_threads(s, started);
-        if (s->monitor)
-            monitor_stop(s);
+        if (s->watchdog_started)
+            watchdog_stop(s);
         cb_pool_stop(s);
         ev_stop(s);
         metrics_destroy(s);
@@ -116,41 +127,42 @@ static void stop_threads(struct ax_sched *s, unsigned started)
     atomic_store(&s->stop, 1);
     for (unsigned i = 0; i < started; i++)
         worker_kick(&s->workers[i]);
-    for (unsigned i = 0; i < started; i++)
+    for (unsigned i = 0; i < started; i++) {
         pthread_join(s->workers[i].thread, NULL);
+        s->workers[i].joined = true;
+    }
 }
 
-/* Take every queued and delayed job out (s->lock held); link them on *out. */
-static void drain_queued_locked(struct ax_sched *s, struct job **out)
+/* Every job of the table, one chunk at a time: `fn` runs under s->lock. */
+static struct job *table_at(struct ax_sched *s, unsigned c, unsigned k)
 {
-    for (int p = 0; p < AX_PRIO_COUNT; p++) {
-        struct job *j;
-        while ((j = s->b[p].head) != NULL) {
-            bucket_remove_locked(s, j);
-            if (ax_wheel_node_armed(&j->tnode))
-                monitor_del_locked(s, j);
+    return &s->chunks[c][k];
+}
+
+/* End every waiting job (queued, delayed, in a back-off) CANCELLED (s->lock
+ * held); link them on *out for their terminal paths. A table scan: a job
+ * whose back-off is over but whose previous coroutine still runs is in no
+ * bucket and no wheel. */
+static void drain_waiting_locked(struct ax_sched *s, struct job **out)
+{
+    for (unsigned c = 0; c < s->nchunks; c++) {
+        for (unsigned k = 0; k < AX_JOB_CHUNK; k++) {
+            struct job *j = table_at(s, c, k);
+            uint64_t old, w = atomic_load(&j->sw);
+            if (!js_is(w, JS_WAITING_MASK))
+                continue;
+            /* A retry chosen but not armed yet: its finisher takes the lock
+             * next, sees `closing` and cancels it itself (finish.c); its
+             * links may be in use until then. */
+            if (js_state(w) == JS_RETRYING && !(w & (JF_RETRY_ARMED | JF_WAIT)))
+                continue;
+            if (!js_end_queued(&j->sw, job_gen(j), JS_CANCELLED, &old))
+                continue;
+            sched_leave_locked(s, j, old);
+            j->handoff = js_report_attempt(old);
             j->next = *out;
             *out = j;
         }
-    }
-    /* Everything left in the monitor's wheel is a delay or back-off. */
-    struct ax_wheel_node *list = NULL;
-    ax_wheel_advance(&s->delay_wheel, s->delay_wheel.now + (1ull << 40), &list);
-    while (list) {
-        struct job *j = AX_CONTAINER_OF(list, struct job, tnode);
-        list = list->next;
-        j->tnode.next = NULL;
-        if (j->where == WHERE_DELAY)
-            s->delayed_new[j->prio]--;
-        s->delayed--;
-        j->where = WHERE_NONE;
-        j->next = *out;
-        *out = j;
-    }
-    for (struct job *j = *out; j; j = j->next) {
-        uint64_t sw = atomic_load(&j->sw);
-        atomic_store(&j->sw, (sw & ~(uint64_t)0xff) | AX_STATE_CANCELLED);
-        j->run_ns = 0;
     }
 }
 
@@ -178,15 +190,13 @@ static void cancel_running(struct ax_sched *s)
 {
     for (unsigned c = 0; c < s->nchunks; c++) {
         for (unsigned k = 0; k < AX_JOB_CHUNK; k++) {
-            uint64_t id;
             pthread_mutex_lock(&s->lock);
-            struct job *j = &s->chunks[c][k];
-            unsigned st = sw_state(atomic_load(&j->sw));
-            id = j->id;
-            bool live = j->in_system && (st == AX_STATE_RUNNING || st == JS_STARTING);
+            struct job *j = table_at(s, c, k);
+            uint64_t id = j->id;
+            bool live = js_is(atomic_load(&j->sw), JS_SLOT_MASK);
             pthread_mutex_unlock(&s->lock);
             if (live)
-                ax_cancel(s, id);
+                ax_cancel(s, id); /* AX_ENOTFOUND if it ended meanwhile */
         }
     }
 }
@@ -200,15 +210,15 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
     uint64_t deadline = now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
     struct job *q = NULL;
     pthread_mutex_lock(&s->lock);
-    s->closing = true;
+    atomic_store(&s->closing, true);
     sched_hint_locked(s);
-    drain_queued_locked(s, &q);
+    drain_waiting_locked(s, &q);
     pthread_mutex_unlock(&s->lock);
     while (q) {
         struct job *j = q;
         q = j->next;
-        finish_attempt(s, NULL, j, AX_STATE_CANCELLED, AX_ECANCELED, "cancelled at shutdown",
-                       false);
+        finish_terminal(s, NULL, j, j->handoff, JS_CANCELLED, AX_ECANCELED,
+                        "cancelled at shutdown");
     }
     if (wait_idle_until(s, deadline) > 0) {
         cancel_running(s);
@@ -227,24 +237,68 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
     return AX_OK;
 }
 
+/* Join the workers, waiting at most until `until`; false if one is still
+ * held by a task that never returns. */
+static bool join_workers_until(struct ax_sched *s, uint64_t until)
+{
+    atomic_store(&s->stop, 1);
+    for (unsigned i = 0; i < s->nworkers; i++)
+        worker_kick(&s->workers[i]);
+    bool all = true;
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        if (s->workers[i].joined)
+            continue;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        /* Each gets at least a moment: one held worker must not make the
+         * others count as held too. */
+        uint64_t now = now_ns(), left = until > now ? until - now : 0;
+        if (left < 100000000u)
+            left = 100000000u;
+        uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + left;
+        ts.tv_sec = (time_t)(at / 1000000000u);
+        ts.tv_nsec = (long)(at % 1000000000u);
+        if (pthread_timedjoin_np(s->workers[i].thread, NULL, &ts) == 0)
+            s->workers[i].joined = true;
+        else
+            all = false;
+    }
+    return all;
+}
+
 void ax_free(ax_sched *s)
 {
     if (!s)
         return;
     dump_unregister(s);
+    uint64_t until = now_ns() + (uint64_t)s->cfg.shutdown_timeout_ms * 1000000u;
     ax_shutdown(s, 0);
-    stop_threads(s, s->nworkers);
-    monitor_stop(s);
+    if (!join_workers_until(s, until)) {
+        /* A coroutine that never returns holds its worker: the thread, its
+         * stacks and everything they may touch stay. Say what leaks. */
+        unsigned held = 0;
+        for (unsigned i = 0; i < s->nworkers; i++)
+            held += !s->workers[i].joined;
+        fprintf(stderr,
+                "ax_free: %llu task(s) never returned within shutdown_timeout_ms (%u ms); "
+                "leaking the scheduler (%u worker thread(s) still held, their stacks and "
+                "state) instead of freeing memory they use\n",
+                (unsigned long long)atomic_load(&s->total_live_runs), s->cfg.shutdown_timeout_ms,
+                held);
+        watchdog_stop(s);
+        cb_pool_stop(s);
+        ev_stop(s);
+        return;
+    }
+    watchdog_stop(s);
     cb_pool_stop(s);
     ev_stop(s); /* last: writes what the others produced */
     metrics_destroy(s);
-    for (unsigned i = 0; i < s->nworkers; i++) {
-        free(s->workers[i].linger);
+    for (unsigned i = 0; i < s->nworkers; i++)
         worker_destroy(&s->workers[i]);
-    }
     free(s->workers);
     job_table_destroy(s);
-    pthread_cond_destroy(&s->monitor_cond);
+    pthread_cond_destroy(&s->watchdog_cond);
     pthread_cond_destroy(&s->idle_cond);
     pthread_mutex_destroy(&s->lock);
     free(s);
@@ -270,16 +324,19 @@ int ax_stats_get(ax_sched *s, ax_stats *out)
     out->orphans = live > out->running ? live - out->running : 0;
     pthread_mutex_unlock(&s->lock);
     out->stacks_in_use = 0;
-    for (unsigned i = 0; i < s->nworkers; i++) {
-        struct worker_counts *c = &s->workers[i].counts;
+    for (unsigned i = 0; i <= s->nworkers; i++) {
+        struct worker_counts *c = i < s->nworkers ? &s->workers[i].counts : &s->shared_counts;
+        out->started += atomic_load_explicit(&c->started, memory_order_relaxed);
         out->succeeded += atomic_load_explicit(&c->succeeded, memory_order_relaxed);
         out->failed += atomic_load_explicit(&c->failed, memory_order_relaxed);
         out->timed_out += atomic_load_explicit(&c->timed_out, memory_order_relaxed);
         out->cancelled += atomic_load_explicit(&c->cancelled, memory_order_relaxed);
         out->panicked += atomic_load_explicit(&c->panicked, memory_order_relaxed);
-        out->stacks_in_use +=
-            atomic_load_explicit(&s->workers[i].stacks_in_use, memory_order_relaxed);
+        if (i < s->nworkers)
+            out->stacks_in_use +=
+                atomic_load_explicit(&s->workers[i].stacks_in_use, memory_order_relaxed);
     }
     out->callback_overruns = cb_pool_overruns(s);
+    out->callback_dropped = cb_pool_dropped(s);
     return AX_OK;
 }

@@ -12,6 +12,22 @@
  * The round state (rr, rr_taken) survives between dispatches and between
  * bursts: a burst does not reset LOW's guarantee.
  *
+ * Slots and load: `running` counts slots held (STARTING + RUNNING), `load`
+ * every admitted job not yet terminal (the shed line). Both are changed
+ * under s->lock, or without it through the `freed` / `unloaded` atomics that
+ * the next lock holder folds in (running_locked, load_locked), so a slot is
+ * free the moment its attempt ends, whoever ends it.
+ *
+ * The scheduler's timer wheel (jwheel) holds the timers of jobs that sit in
+ * no worker's hands: the end of a delay (DELAYED), of a back-off (RETRYING),
+ * and the absolute deadline of a queued job. They belong with the buckets
+ * (they move jobs into and out of them) and are guarded by the same lock.
+ * sched_expire_locked runs in a worker's dispatch lock section; worker 0
+ * sleeps until the wheel's next expiry; the watchdog expires it only if no
+ * worker got to it in time (all held). Terminal paths of jobs it ends run
+ * on that worker after the unlock, or on the callback pool, never under the
+ * lock and never on the watchdog.
+ *
  * Everything here runs under s->lock and is O(1) (a pick may look at three
  * buckets). Hot: bucket_push_locked (every submit), sched_pick_locked (every
  * dispatch).
@@ -33,7 +49,6 @@ void bucket_push_locked(struct ax_sched *s, struct job *j)
         b->head = j;
     b->tail = j;
     b->n++;
-    j->where = WHERE_BUCKET;
     atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
                           memory_order_relaxed);
 }
@@ -51,9 +66,181 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j)
         b->tail = j->prev;
     j->next = j->prev = NULL;
     b->n--;
-    j->where = WHERE_NONE;
     atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
                           memory_order_relaxed);
+}
+
+/* A job handed back by the watchdog goes to the head: it was first. */
+void bucket_push_front_locked(struct ax_sched *s, struct job *j)
+{
+    struct bucket *b = &s->b[j->prio];
+    j->prev = NULL;
+    j->next = b->head;
+    if (b->head)
+        b->head->prev = j;
+    else
+        b->tail = j;
+    b->head = j;
+    b->n++;
+    atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
+                          memory_order_relaxed);
+}
+
+/* ---- the scheduler's timer wheel ---------------------------------------- */
+
+static void jwheel_publish_locked(struct ax_sched *s)
+{
+    uint64_t next = ax_wheel_next(&s->jwheel);
+    uint64_t old = atomic_exchange_explicit(&s->jwheel_next, next, memory_order_seq_cst);
+    /* Earlier than worker 0 planned to wake: it must look again. */
+    if (next < old) {
+        struct worker *w0 = &s->workers[0];
+        int one = 1;
+        if (atomic_compare_exchange_strong(&w0->sleeping, &one, 0))
+            worker_kick(w0);
+    }
+}
+
+void jtimer_arm_locked(struct ax_sched *s, struct job *j, uint64_t when_ns)
+{
+    ax_wheel_add(&s->jwheel, &j->tnode, ns_to_tick_ceil(when_ns));
+    jwheel_publish_locked(s);
+}
+
+void jtimer_del_locked(struct ax_sched *s, struct job *j)
+{
+    if (!ax_wheel_node_armed(&j->tnode))
+        return;
+    ax_wheel_del(&s->jwheel, &j->tnode);
+    atomic_store_explicit(&s->jwheel_next, ax_wheel_next(&s->jwheel), memory_order_relaxed);
+}
+
+/* Into its bucket for a new attempt (s->lock held; the word says QUEUED). */
+static void enqueue_locked(struct ax_sched *s, struct job *j, uint64_t now)
+{
+    j->enqueue_ns = now;
+    bucket_push_locked(s, j);
+    if (j->deadline_ns)
+        jtimer_arm_locked(s, j, j->deadline_ns);
+}
+
+void sched_enqueue_new_locked(struct ax_sched *s, struct job *j, uint64_t now, uint64_t delay_ns)
+{
+    if (delay_ns) {
+        s->delayed++;
+        s->delayed_new[j->prio]++;
+        jtimer_arm_locked(s, j, now + delay_ns);
+    } else {
+        enqueue_locked(s, j, now);
+    }
+}
+
+void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word)
+{
+    jtimer_del_locked(s, j);
+    switch (js_state(word)) {
+    case JS_QUEUED:
+        bucket_remove_locked(s, j);
+        break;
+    case JS_DELAYED:
+        s->delayed--;
+        s->delayed_new[j->prio]--;
+        break;
+    case JS_RETRYING:
+        if (word & JF_RETRY_ARMED)
+            s->delayed--;
+        break;
+    default:
+        break;
+    }
+}
+
+int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, uint64_t at_ns,
+                       uint64_t run_ns)
+{
+    uint64_t old;
+    /* Still RETRYING for this attempt: ax_cancel and shutdown may have ended
+     * it between the CAS that chose the retry and this lock section. */
+    if (!js_move(&j->sw, job_gen(j), attempt, JS_BIT(JS_RETRYING), JS_RETRYING, -1,
+                 JF_RETRY_ARMED, 0, &old))
+        return 0;
+    /* Ours while RETRYING under the lock: ax_cancel and expiry take it too. */
+    j->run_ns = run_ns;
+    s->delayed++;
+    s->st.retried++;
+    if (j->deadline_ns && at_ns > j->deadline_ns)
+        at_ns = j->deadline_ns; /* ends TIMED_OUT then, not after a longer back-off */
+    jtimer_arm_locked(s, j, at_ns);
+    return 1;
+}
+
+void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t now)
+{
+    uint64_t w;
+    if (js_requeue(&j->sw, job_gen(j), &w) != 1)
+        return; /* cancelled or timed out meanwhile */
+    if (w & JF_RETRY_ARMED)
+        s->delayed--;
+    jtimer_del_locked(s, j); /* the deadline armed while it waited */
+    enqueue_locked(s, j, now);
+}
+
+unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ended)
+{
+    uint64_t tick = ns_to_tick(now);
+    if (ax_wheel_next(&s->jwheel) > tick)
+        return 0;
+    struct ax_wheel_node *list = NULL;
+    unsigned requeued = 0;
+    ax_wheel_advance(&s->jwheel, tick, &list);
+    while (list) {
+        struct job *j = AX_CONTAINER_OF(list, struct job, tnode);
+        list = list->next;
+        j->tnode.next = NULL;
+        uint64_t w = atomic_load_explicit(&j->sw, memory_order_acquire);
+        unsigned st = js_state(w);
+        bool past = j->deadline_ns && now >= j->deadline_ns;
+        if (st == JS_QUEUED || past) {
+            /* A queued deadline, or a delay / back-off that reached it. */
+            uint64_t old;
+            if (!js_end_queued(&j->sw, job_gen(j), JS_TIMED_OUT, &old))
+                continue;
+            sched_leave_locked(s, j, old);
+            j->handoff = js_report_attempt(old);
+            if (st == JS_QUEUED)
+                j->wait_ns = now > j->enqueue_ns ? now - j->enqueue_ns : 0;
+            j->next = *ended;
+            *ended = j;
+            continue;
+        }
+        int r = js_requeue(&j->sw, job_gen(j), &w);
+        if (r == 1) {
+            if (st == JS_DELAYED) {
+                s->delayed--;
+                s->delayed_new[j->prio]--;
+            } else if (w & JF_RETRY_ARMED) {
+                s->delayed--;
+            }
+            enqueue_locked(s, j, now);
+            requeued++;
+        } else if (r == 0 && j->deadline_ns) {
+            /* Its previous attempt's coroutine still runs: it waits (still
+             * counted as delayed) and ends TIMED_OUT at its deadline. */
+            jtimer_arm_locked(s, j, j->deadline_ns);
+        }
+    }
+    atomic_store_explicit(&s->jwheel_next, ax_wheel_next(&s->jwheel), memory_order_relaxed);
+    return requeued;
+}
+
+/* ---- slots --------------------------------------------------------------- */
+
+void sched_slot_free(struct ax_sched *s, bool wake)
+{
+    atomic_fetch_add_explicit(&s->freed, 1, memory_order_release);
+    if (wake && atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
+        !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed))
+        sched_wake_workers(s, 1);
 }
 
 /* Refresh hint_blocked after running, cap, paused or closing changed. */
@@ -180,9 +367,7 @@ int ax_set_retry_enabled(ax_sched *s, ax_priority p, bool enabled)
         return ax_fail(AX_EINVAL, "ax_set_retry_enabled: scheduler is NULL");
     if ((unsigned)p >= AX_PRIO_COUNT)
         return ax_fail(AX_EINVAL, "priority %d is out of range", (int)p);
-    pthread_mutex_lock(&s->lock);
-    s->retry_enabled[p] = enabled;
-    pthread_mutex_unlock(&s->lock);
+    atomic_store(&s->retry_enabled[p], enabled);
     return AX_OK;
 }
 

@@ -17,6 +17,10 @@
  * Retries re-enter their bucket without the bound check: they were admitted
  * once, and ax never drops an admitted task.
  *
+ * The new job's state word (state.h) is written here, under the lock and
+ * before the job is in a bucket: QUEUED (or DELAYED), attempt 0, holding
+ * JH_END (and JH_PARENT for a child of ax_spawn).
+ *
  * Hot: ax_submit -> submit_common (one lock section, O(1)).
  */
 #include "internal.h"
@@ -59,14 +63,19 @@ static int validate(const ax_sched *s, const ax_spec *sp, uint64_t now)
     return AX_OK;
 }
 
-/* Token bucket; s->lock held. */
-static bool rate_admit_locked(struct ax_sched *s, uint64_t now)
+/* Token bucket; s->lock held. The clock is read here, under the lock: a
+ * time read before it may be older than what another submitter already
+ * stored, and must never refill the bucket (it once wrapped the unsigned
+ * difference and admitted 80x the rate with two threads). */
+static bool rate_admit_locked(struct ax_sched *s)
 {
     if (s->rate <= 0.0)
         return true;
-    double dt = (double)(now - s->rate_last_ns) / 1e9;
-    s->rate_last_ns = now;
-    s->tokens += dt * s->rate;
+    uint64_t now = now_ns();
+    if (now > s->rate_last_ns) {
+        s->tokens += (double)(now - s->rate_last_ns) / 1e9 * s->rate;
+        s->rate_last_ns = now;
+    }
     if (s->tokens > s->burst)
         s->tokens = s->burst;
     if (s->tokens < 1.0)
@@ -116,7 +125,7 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     pthread_mutex_lock(&s->lock);
     if (AX_UNLIKELY(s->closing))
         return reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
-    if (AX_UNLIKELY(!rate_admit_locked(s, now)))
+    if (AX_UNLIKELY(!rate_admit_locked(s)))
         return reject_locked(s, sp, AX_ERATE, "submission rate limit exceeded");
     if (p != AX_PRIO_HIGH && load_locked(s) >= s->shed_at)
         return reject_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
@@ -137,30 +146,21 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     j->deadline_ns = sp->deadline_ns;
     j->retry = sp->retry ? *sp->retry : s->cfg.retry;
     j->max_retry = (uint16_t)sp->max_retry;
-    j->attempt = 0;
     j->prio = (uint8_t)p;
     j->is_child = parent != NULL;
-    j->in_system = 1;
     j->joiner = NULL;
     j->code = 0;
     j->wait_ns = j->run_ns = 0;
     j->run = NULL;
-    atomic_store_explicit(&j->refs, parent ? 2u : 1u, memory_order_relaxed);
-    atomic_store_explicit(&j->sw, sw_make(j->id, 0, AX_STATE_PENDING), memory_order_relaxed);
+    atomic_store_explicit(&j->sw,
+                          js_make(job_gen(j), 0, sp->delay_ms ? JS_DELAYED : JS_QUEUED,
+                                  JH_END | (parent ? JH_PARENT : 0)),
+                          memory_order_release);
     s->load++;
     s->st.submitted++;
-    bool wake = false;
     j->submit_ns = now;
-    if (sp->delay_ms) {
-        s->delayed_new[p]++;
-        monitor_add_locked(s, j, now + sp->delay_ms * 1000000u, WHERE_DELAY);
-    } else {
-        j->enqueue_ns = now;
-        bucket_push_locked(s, j);
-        if (j->deadline_ns)
-            monitor_add_locked(s, j, j->deadline_ns, WHERE_BUCKET);
-        wake = !s->paused && running_locked(s) < s->cap;
-    }
+    sched_enqueue_new_locked(s, j, now, sp->delay_ms * 1000000u);
+    bool wake = !sp->delay_ms && !s->paused && running_locked(s) < s->cap;
     /* An empty trace id means "generated from the id" (trace_format):
      * formatting it here would lengthen the lock section for nothing. */
     if (sp->trace_id)
@@ -183,45 +183,7 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     return AX_OK;
 }
 
-/* Hot (every result with a generated trace id): one table lookup per byte;
- * snprintf cost ~100 ns here. */
-static const char hex_pairs[256][2] = {
-#define X2(n) {"0123456789abcdef"[(n) >> 4], "0123456789abcdef"[(n)&15]}
-#define X16(h)                                                                                 \
-    X2(h + 0), X2(h + 1), X2(h + 2), X2(h + 3), X2(h + 4), X2(h + 5), X2(h + 6), X2(h + 7),   \
-        X2(h + 8), X2(h + 9), X2(h + 10), X2(h + 11), X2(h + 12), X2(h + 13), X2(h + 14),      \
-        X2(h + 15)
-    X16(0),   X16(16),  X16(32),  X16(48),  X16(64),  X16(80),  X16(96),  X16(112),
-    X16(128), X16(144), X16(160), X16(176), X16(192), X16(208), X16(224), X16(240),
-#undef X16
-#undef X2
-};
-
-void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX])
-{
-    if (j->trace_id[0]) {
-        memcpy(out, j->trace_id, AX_TRACE_ID_MAX);
-        return;
-    }
-    uint64_t id = j->id;
-    memcpy(out, "ax-", 3);
-    for (int i = 7; i >= 0; i--, id >>= 8)
-        memcpy(out + 3 + 2 * i, hex_pairs[id & 0xff], 2);
-    out[19] = 0;
-}
-
 int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out)
 {
     return submit_common(s, spec, id_out, NULL);
-}
-
-/* A delayed or backed-off job is due: into its bucket (s->lock held). */
-void submit_requeue_locked(struct ax_sched *s, struct job *j, uint64_t now)
-{
-    j->enqueue_ns = now;
-    atomic_store_explicit(&j->sw, sw_make(j->id, j->attempt, AX_STATE_PENDING),
-                          memory_order_release);
-    bucket_push_locked(s, j);
-    if (j->deadline_ns)
-        monitor_add_locked(s, j, j->deadline_ns, WHERE_BUCKET);
 }

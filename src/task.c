@@ -77,16 +77,16 @@ int ax_yield(ax_task *t)
     if (rc || (rc = run_detached_rc(t)))
         return rc;
     struct worker *w = t->w;
-    t->parked = PARK_YIELD;
+    t->rs = RS_PARK_YIELD;
     if (run_switch_direct(t)) {
-        t->parked = PARK_NONE;
+        t->rs = RS_ACTIVE;
         return run_detached_rc(t);
     }
     /* To the back of the ready queue: everything else ready runs first. */
     ready_push(w, t);
     t->wake_rc = 0;
     run_park(t);
-    t->parked = PARK_NONE;
+    t->rs = RS_ACTIVE;
     return run_detached_rc(t);
 }
 
@@ -100,8 +100,8 @@ int ax_sleep(ax_task *t, uint64_t ms)
     struct worker *w = t->w;
     if (ms > 365ull * 24 * 3600 * 1000)
         ms = 365ull * 24 * 3600 * 1000;
-    ax_wheel_add(&w->wheel, &t->wait_timer.node, ns_to_tick_ceil(now_ns() + ms * 1000000u));
-    t->parked = PARK_SLEEP;
+    worker_timer_add(w, &t->wait_timer.node, now_ns() + ms * 1000000u);
+    t->rs = RS_PARK_SLEEP;
     rc = run_park(t);
     return rc ? rc : run_detached_rc(t);
 }
@@ -136,9 +136,8 @@ int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
     w->nfd_waits++;
     t->wait_fd = fd;
     if (timeout_ms >= 0)
-        ax_wheel_add(&w->wheel, &t->wait_timer.node,
-                     ns_to_tick_ceil(now_ns() + (uint64_t)timeout_ms * 1000000u));
-    t->parked = PARK_FD;
+        worker_timer_add(w, &t->wait_timer.node, now_ns() + (uint64_t)timeout_ms * 1000000u);
+    t->rs = RS_PARK_FD;
     rc = run_park(t);
     return rc ? rc : run_detached_rc(t);
 }

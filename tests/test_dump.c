@@ -61,7 +61,7 @@ int main(void)
     CHECK(strstr(buf, "ax dump: 8 tasks") != NULL);
     CHECK_EQ(count(buf, "trace=held-running prio=high state=running"), 3);
     CHECK_EQ(count(buf, "trace=held-queued prio=low state=pending"), 4);
-    CHECK_EQ(count(buf, "trace=held-delayed prio=normal state=pending"), 1);
+    CHECK_EQ(count(buf, "trace=held-delayed prio=normal state=delayed"), 1);
     CHECK_EQ(count(buf, " worker="), 3);
     CHECK_EQ(count(buf, "deadline_in=-"), 1); /* only the delayed one has none */
     char want[64];

@@ -1,25 +1,31 @@
-/* crash.c - panics and stack overflows end their task, never silently the
- * process (seed §5.4 "recover", DESIGN.md §7).
+/* crash.c - panics and stack overflows never end the process silently
+ * (seed §5.4 "recover", DESIGN.md §7).
  *
  * ax_panic records a backtrace on the task's own stack before it unwinds;
  * complete_run reports it (PANIC event, or stderr when no sink listens).
  *
- * A stack overflow runs into the guard page below the coroutine's stack and
- * raises SIGSEGV. Every worker thread has an alternate signal stack, so the
- * handler runs even though the task's stack is exhausted. It asks the
- * worker's stack pool whether the fault address lies in the guard page of
- * the stack the current task runs on:
- *   - yes: the overflow is recognised. The handler records a backtrace,
- *     marks the attempt panicked with "stack overflow", and switches from
- *     the signal frame straight back to the worker's loop, abandoning the
- *     coroutine (its cleanups cannot run: there is no stack left to run them
- *     on). The handler is installed with SA_NODEFER, so leaving it without
- *     returning leaves SIGSEGV unblocked. The attempt ends FAILED (or
- *     retries) like any panic; the process and every other task go on.
- *   - no: a real crash. The handler writes a report naming the task that was
- *     running (id, trace id, worker) and a backtrace to stderr, restores the
- *     previous disposition and returns, so the fault repeats and the process
- *     dies the usual way (core dump) — never silently.
+ * A stack overflow runs into the guard region below the coroutine's stack
+ * (64 KiB: no frame of code built with -fstack-clash-protection, which ax
+ * is, can step over it) and raises SIGSEGV. Every worker thread has an
+ * alternate signal stack, so the handler runs though the task's stack is
+ * exhausted. It asks the worker's stack pool whether the fault address lies
+ * in the guard of the stack the current task runs on:
+ *   - yes, by default: the report names the task (id, trace id, worker, the
+ *     fault address, the stack size) and gives a backtrace, written with
+ *     async-signal-safe code only (write(2), our own number formatting,
+ *     backtrace_symbols_fd with the unwinder loaded at start), then the
+ *     process aborts -- as Go and Rust do. Abandoning a coroutine mid-frame
+ *     would leave every lock it held held (malloc's arena, stdio, the host's
+ *     mutexes, the scheduler's own), its defers unrun: a later deadlock far
+ *     from the cause is worse than a clear crash here.
+ *   - yes, and config.overflow_fails_task (opt-in, documented UNSAFE when
+ *     the task may hold locks): after the same report the handler marks
+ *     the attempt panicked and switches from the signal frame straight back
+ *     to the worker's loop, abandoning the coroutine. The attempt ends
+ *     FAILED (or retries) like a panic.
+ *   - no: a real crash. The same report names the running task, the
+ *     previous disposition is restored and the handler returns, so the fault
+ *     repeats and the process dies the usual way (core dump).
  * Sanitizer builds install their own SIGSEGV handlers first; ours replaces
  * them for the duration of the process.
  */
@@ -45,6 +51,61 @@ static void write_str(const char *s)
     (void)r;
 }
 
+/* Async-signal-safe decimal / hex formatting into a static-free buffer. */
+static void write_u64(uint64_t v, unsigned base)
+{
+    char buf[24];
+    int i = (int)sizeof buf;
+    do {
+        buf[--i] = "0123456789abcdef"[v % base];
+        v /= base;
+    } while (v && i > 0);
+    if (base == 16) {
+        buf[--i] = 'x';
+        buf[--i] = '0';
+    }
+    ssize_t r = write(2, buf + i, sizeof buf - (size_t)i);
+    (void)r;
+}
+
+/* The report: who faulted, where, and the frames. Async-signal-safe. */
+static void report_fault(int sig, const siginfo_t *si, struct worker *w, struct ax_task *t,
+                         bool overflow)
+{
+    if (overflow)
+        write_str("ax: stack overflow");
+    else {
+        write_str("ax: fatal signal ");
+        write_u64((uint64_t)sig, 10);
+    }
+    write_str(" (fault address ");
+    write_u64((uint64_t)(uintptr_t)si->si_addr, 16);
+    write_str(")");
+    if (t) {
+        char trace[AX_TRACE_ID_MAX];
+        trace_format(t->job, trace); /* memcpy and a table: safe here */
+        write_str(" in task ");
+        write_u64(t->id, 10);
+        write_str(" (");
+        write_str(trace);
+        write_str("), attempt ");
+        write_u64(t->attempt, 10);
+        write_str(", on worker ");
+        write_u64(w ? w->index : 0, 10);
+        if (overflow && t->stack) {
+            write_str(", below its ");
+            write_u64(t->stack->size / 1024, 10);
+            write_str(" KiB coroutine stack");
+        }
+    } else {
+        write_str(" outside any task");
+    }
+    write_str("\n");
+    void *bt[AX_BT_MAX];
+    int n = backtrace(bt, AX_BT_MAX); /* the unwinder was loaded at start */
+    backtrace_symbols_fd(bt, n, 2);
+}
+
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
     (void)uc;
@@ -54,34 +115,26 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
         int in_guard = 0;
         struct ax_stack *stk = ax_stack_owner_of(&w->stacks, si->si_addr, &in_guard);
         if (stk == t->stack && in_guard) {
+            report_fault(sig, si, w, t, true);
+            if (!w->s->cfg.overflow_fails_task) {
+                write_str("ax: aborting: a coroutine cannot be abandoned safely mid-frame "
+                          "(set config.overflow_fails_task to fail only the task, unsafe)\n");
+                abort();
+            }
+            /* Opt-in, unsafe: fail only this task. */
             t->bt_n = backtrace(t->bt, AX_BT_MAX);
-            snprintf(t->err, sizeof t->err,
-                     "stack overflow: fault at %p below a %zu KiB coroutine stack", si->si_addr,
-                     t->stack->size / 1024);
+            static const char msg[] = "stack overflow";
+            memcpy(t->err, msg, sizeof msg);
             t->panicked = 1;
             t->overflowed = 1;
             t->code = AX_EPANIC;
-            t->finished = 1;
+            t->rs = RS_EXITED;
             ax_coro_switch_final(&t->coro, &w->main);
             abort(); /* unreachable */
         }
     }
     /* Not an overflow we can contain: say whose it was, then die. */
-    char line[256];
-    if (t) {
-        char trace[AX_TRACE_ID_MAX];
-        trace_format(t->job, trace);
-        snprintf(line, sizeof line,
-                 "ax: fatal signal %d (fault address %p) in task %llu (%s) on worker %u\n", sig,
-                 si->si_addr, (unsigned long long)t->id, trace, w ? w->index : 0u);
-    } else {
-        snprintf(line, sizeof line, "ax: fatal signal %d (fault address %p) outside any task\n",
-                 sig, si->si_addr);
-    }
-    write_str(line);
-    void *bt[AX_BT_MAX];
-    int n = backtrace(bt, AX_BT_MAX);
-    backtrace_symbols_fd(bt, n, 2);
+    report_fault(sig, si, w, t, false);
     sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, NULL);
 }
 

@@ -4,6 +4,8 @@
  * (one pass over the job table, O(table size)) and formats outside it, so
  * the workers are held up only for the copy. For RUNNING jobs the worker is
  * read through job->run, which the worker published before the RUNNING CAS
+ * (js_begin). Only live jobs are listed: the state word says which (a
+ * finished job whose on_done is still running is not listed)
  * (acquire on the state word). Time to deadline: the attempt's deadline for
  * a running task, the absolute deadline (if any) otherwise.
  *
@@ -32,7 +34,11 @@ struct dump_line {
 
 static const char *state_name(unsigned st)
 {
-    return st == JS_STARTING ? "starting" : ax_state_name((ax_state)st);
+    switch (st) {
+    case JS_DELAYED: return "delayed";
+    case JS_STARTING: return "starting";
+    default: return ax_state_name(js_public(st));
+    }
 }
 
 int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
@@ -50,8 +56,9 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
     for (unsigned c = 0; c < s->nchunks; c++) {
         for (unsigned k = 0; k < AX_JOB_CHUNK; k++) {
             struct job *j = &s->chunks[c][k];
-            if (!j->in_system)
-                continue;
+            uint64_t sw = atomic_load_explicit(&j->sw, memory_order_acquire);
+            if (!js_is(sw, JS_LIVE_MASK))
+                continue; /* free, or ended (its on_done may still be running) */
             total++;
             if (max_tasks && n >= max_tasks)
                 continue;
@@ -62,21 +69,20 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
                 lines = m;
                 cap *= 2;
             }
-            uint64_t sw = atomic_load_explicit(&j->sw, memory_order_acquire);
             struct dump_line *l = &lines[n++];
             l->id = j->id;
             trace_format(j, l->trace);
             l->prio = j->prio;
-            l->state = (uint8_t)sw_state(sw);
-            l->attempt = j->attempt;
+            l->state = (uint8_t)js_state(sw);
+            l->attempt = js_attempt(sw);
             l->age_ns = now > j->submit_ns ? now - j->submit_ns : 0;
             l->worker = -1;
             uint64_t dl = j->deadline_ns;
-            if (l->state == AX_STATE_RUNNING || l->state == JS_STARTING) {
+            if (l->state == JS_RUNNING || l->state == JS_STARTING) {
                 uint64_t attempt_dl = j->enqueue_ns + j->wait_ns + j->timeout_ns;
                 if (!dl || attempt_dl < dl)
                     dl = attempt_dl;
-                if (l->state == AX_STATE_RUNNING && j->run)
+                if (l->state == JS_RUNNING && j->run)
                     l->worker = (int)j->run->w->index;
             }
             l->deadline_in_ns = dl ? (int64_t)(dl - now) : INT64_MIN;

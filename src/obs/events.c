@@ -131,7 +131,7 @@ static void fill(struct ev_rec *e, unsigned kind, const struct job *j, int code,
         e->id = j->id;
         trace_format(j, e->trace_id);
         e->prio = j->prio;
-        e->attempt = j->attempt;
+        e->attempt = js_attempt(atomic_load_explicit(&j->sw, memory_order_acquire));
         e->wait_ns = j->wait_ns;
         e->run_ns = kind == AX_EV_STARTED ? 0 : j->run_ns;
     } else {

@@ -13,12 +13,14 @@
  *    it from the deadline on; when grace_ms passes the worker resumes it with
  *    bt_req set, run_park records backtrace() and switches straight back, so
  *    the task itself never observes it;
- *  - running without yielding (the monitor timed it out): the monitor sends
- *    SIGURG to the worker thread, whose handler records backtrace() of the
- *    running coroutine. backtrace() is preloaded at start so the handler does
- *    not load libgcc; the monitor waits at most BT_WAIT_MS for it. The
- *    handler is installed only when a hog first lingers and passes signals
- *    that are not its own to the handler the host had.
+ *  - running without yielding on a held worker: the watchdog sends SIGURG
+ *    to the worker thread -- only while that thread still runs that task
+ *    (its published seqlock value is unchanged) -- and the handler records
+ *    backtrace() of the running coroutine. backtrace() is preloaded at start
+ *    so the handler does not load libgcc; the watchdog waits at most
+ *    BT_WAIT_MS for it. The handler acts only if this thread's current run
+ *    is the one asked about, is installed only when a hog first lingers, and
+ *    passes signals that are not its own to the handler the host had.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -41,7 +43,7 @@ static void on_signal(int sig)
 {
     struct worker *w = ax_current_worker;
     int want = 1;
-    if (w && atomic_load(&w->bt_state) == 1) {
+    if (w && atomic_load(&w->bt_state) == 1 && ax_current_run) {
         w->bt_n = backtrace(w->bt, AX_BT_MAX);
         atomic_compare_exchange_strong(&w->bt_state, &want, 2);
         return;
@@ -115,18 +117,19 @@ static void report(struct ax_sched *s, struct worker *w_or_null, const struct jo
 static const char *park_name(int parked)
 {
     switch (parked) {
-    case PARK_SLEEP: return "ax_sleep";
-    case PARK_FD: return "ax_wait_fd";
-    case PARK_JOIN: return "ax_join";
-    case PARK_YIELD: return "ax_yield";
+    case RS_PARK_SLEEP: return "ax_sleep";
+    case RS_PARK_FD: return "ax_wait_fd";
+    case RS_PARK_JOIN: return "ax_join";
+    case RS_PARK_YIELD: return "ax_yield";
+    case RS_PARK_EXT: return "an HTTP transfer";
     default: return "a ready queue";
     }
 }
 
 void linger_track(struct worker *w, struct ax_task *t)
 {
-    if (t->expect_sw == atomic_load_explicit(&w->hog_reported_sw, memory_order_relaxed))
-        return; /* the monitor already reported it while it hogged the worker */
+    if (t->expect_sw == atomic_load_explicit(&w->hog_reported, memory_order_relaxed))
+        return; /* the watchdog already reported it while it held the worker */
     if (w->nlinger == w->linger_cap) {
         unsigned cap = w->linger_cap ? w->linger_cap * 2 : 16;
         struct linger_entry *e = realloc(w->linger, cap * sizeof *e);
@@ -154,8 +157,8 @@ void linger_check(struct worker *w)
         }
         char text[AX_EVENT_MESSAGE_MAX];
         snprintf(text, sizeof text, "still running %.1f s after its timeout, parked in %s:",
-                 (double)(w->now_ns - e->since_ns) / 1e9, park_name(t->parked));
-        if (t->bt_n == 0 && t->started) {
+                 (double)(w->now_ns - e->since_ns) / 1e9, park_name(t->rs));
+        if (t->bt_n == 0 && t->began && t->rs != RS_EXITED) {
             /* Resume it just to record where it is; run_park switches back. */
             t->bt_req = 1;
             ax_current_run = t;
@@ -168,24 +171,26 @@ void linger_check(struct worker *w)
     }
 }
 
-void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct job *j, uint64_t sw,
-                      uint64_t deadline, uint64_t seq)
+void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
+                      uint64_t expect, uint64_t deadline, uint64_t seq)
 {
     if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || seq == w->linger_reported_seq)
         return;
-    if (atomic_load_explicit(&j->sw, memory_order_acquire) == sw)
-        return; /* still its own attempt: hog_watch times it out first */
-    if (seq != w->linger_seen_seq) {
-        w->linger_seen_seq = seq; /* must be the same run at two polls in a row */
+    /* Its attempt must have ended: a run still inside its own attempt is
+     * timed out by its deadline first (watchdog.c), never reported. */
+    struct job *j = t->job;
+    if (!j || (atomic_load_explicit(&j->sw, memory_order_acquire) &
+               ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == expect)
         return;
-    }
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text,
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
     pthread_once(&once_signal, install_signal);
     atomic_store(&w->bt_state, 1);
-    pthread_kill(w->thread, LINGER_SIGNAL);
+    /* Only a thread still running that timed-out task is signalled. */
+    if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) == seq)
+        pthread_kill(w->thread, LINGER_SIGNAL);
     for (int i = 0; i < BT_WAIT_MS && atomic_load(&w->bt_state) != 2; i++) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
@@ -194,6 +199,6 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         bt_format(text, sizeof text, w->bt, w->bt_n, 2);
     atomic_store(&w->bt_state, 0);
     w->linger_reported_seq = seq;
-    atomic_store_explicit(&w->hog_reported_sw, sw, memory_order_relaxed);
+    atomic_store_explicit(&w->hog_reported, expect, memory_order_relaxed);
     report(s, NULL, j, text);
 }

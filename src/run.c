@@ -1,0 +1,480 @@
+/* run.c - layer 3: one attempt as a coroutine on its worker (seed §3.1,
+ * §3.2, DESIGN.md §7).
+ *
+ * Dispatch makes a job STARTING and puts it on its worker's to-start list
+ * (worker.c), from which the watchdog can hand it to another worker while
+ * this one is held. Just before the worker switches to it, run_start builds
+ * the run (struct ax_task): a pooled stack, the coroutine, the attempt's
+ * deadline armed in the worker's wheel. The function is entered only if
+ * js_begin wins STARTING -> RUNNING on the coroutine: the deadline and the
+ * cancel path exist before the task is RUNNING, and a job cancelled
+ * meanwhile never runs. The function never runs on the worker's own stack.
+ *
+ * The run's own state (t->rs) says where its coroutine is; whether its
+ * attempt is still its own is the job's word (run_detached_rc). When the
+ * function returns, complete_run decides the outcome unless a deadline or a
+ * cancel already did, then recycles the run and drops its JH_RUN hold.
+ *
+ * Timers: the worker's wheel holds each run's deadline and its wait bound
+ * (sleep, fd, join) plus extension timers (curl). The worker takes the
+ * wheel's lock around each operation; the watchdog try-locks it to expire
+ * the timers of a held worker, ends overdue attempts by CAS and leaves the
+ * nodes on w->fired, which the worker handles like its own expiries.
+ *
+ * Hot: run_start, run_resume, complete_run, ready_push/pop, the publish
+ * seqlock. No malloc once pools are warm, no syscall unless a stack pool
+ * grows.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <execinfo.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+
+#define RUN_CHUNK 64
+
+_Thread_local struct ax_task *ax_current_run;
+
+void ready_push(struct worker *w, struct ax_task *t)
+{
+    t->next = NULL;
+    if (w->ready_tail)
+        w->ready_tail->next = t;
+    else
+        w->ready_head = t;
+    w->ready_tail = t;
+    w->nready++;
+}
+
+struct ax_task *ready_pop(struct worker *w)
+{
+    struct ax_task *t = w->ready_head;
+    if (t) {
+        w->ready_head = t->next;
+        if (!w->ready_head)
+            w->ready_tail = NULL;
+        w->nready--;
+    }
+    return t;
+}
+
+/* ---- the worker's wheel ---------------------------------------------------- */
+
+void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns)
+{
+    wheel_lock(&w->wheel_lk);
+    ax_wheel_add(&w->wheel, n, ns_to_tick_ceil(at_ns));
+    wheel_unlock(&w->wheel_lk);
+}
+
+void worker_timer_del(struct worker *w, struct ax_wheel_node *n)
+{
+    wheel_lock(&w->wheel_lk); /* the watchdog may be taking it out right now */
+    ax_wheel_del(&w->wheel, n); /* a no-op if the watchdog took it meanwhile */
+    wheel_unlock(&w->wheel_lk);
+}
+
+void worker_timer_arm(struct worker *w, struct run_timer *rt, uint64_t at_ns)
+{
+    wheel_lock(&w->wheel_lk);
+    ax_wheel_del(&w->wheel, &rt->node);
+    rt->kind = TIMER_EXT;
+    ax_wheel_add(&w->wheel, &rt->node, ns_to_tick_ceil(at_ns));
+    wheel_unlock(&w->wheel_lk);
+}
+
+void worker_timer_disarm(struct worker *w, struct run_timer *rt)
+{
+    worker_timer_del(w, &rt->node);
+}
+
+/* ---- run pool ------------------------------------------------------------ */
+
+static struct ax_task *run_alloc(struct worker *w)
+{
+    if (AX_UNLIKELY(!w->run_free)) {
+        if (w->nrun_chunks == w->run_chunk_cap) {
+            unsigned cap = w->run_chunk_cap ? w->run_chunk_cap * 2 : 16;
+            struct ax_task **c = realloc(w->run_chunks, cap * sizeof *c);
+            if (!c)
+                return NULL;
+            w->run_chunks = c;
+            w->run_chunk_cap = cap;
+        }
+        struct ax_task *chunk = calloc(RUN_CHUNK, sizeof *chunk);
+        if (!chunk)
+            return NULL;
+        w->run_chunks[w->nrun_chunks++] = chunk;
+        for (unsigned i = RUN_CHUNK; i-- > 0;) {
+            chunk[i].w = w;
+            chunk[i].s = w->s;
+            chunk[i].next = w->run_free;
+            w->run_free = &chunk[i];
+        }
+    }
+    struct ax_task *t = w->run_free;
+    w->run_free = t->next;
+    t->next = NULL;
+    return t;
+}
+
+static void run_recycle(struct worker *w, struct ax_task *t)
+{
+    ax_coro_destroy(&t->coro);
+    if (t->stack) {
+        ax_stack_release(&w->stacks, t->stack);
+        t->stack = NULL;
+        atomic_fetch_sub_explicit(&w->stacks_in_use, 1, memory_order_relaxed);
+    }
+    if (t->defers != t->defer_inline)
+        free(t->defers);
+    if (t->children != t->child_inline)
+        free(t->children);
+    t->defers = NULL;
+    t->children = NULL;
+    t->job = NULL;
+    t->life_gen++;
+    t->park_gen++;
+    t->next = w->run_free;
+    w->run_free = t;
+    w->live_runs--;
+    /* release: ax_shutdown reads 0 here as "every coroutine and its fds are done" */
+    atomic_fetch_sub_explicit(&w->s->total_live_runs, 1, memory_order_release);
+}
+
+void run_pool_destroy(struct worker *w)
+{
+    for (unsigned i = 0; i < w->nrun_chunks; i++)
+        free(w->run_chunks[i]);
+    free(w->run_chunks);
+    w->run_chunks = NULL;
+    w->nrun_chunks = 0;
+}
+
+/* ---- the coroutine side --------------------------------------------------- */
+
+/* Run cleanups LIFO and leave the coroutine for good. Called on the task's
+ * stack, by a normal return and by ax_panic. */
+_Noreturn void run_exit(struct ax_task *t)
+{
+    while (t->ndefers > 0) {
+        struct defer_entry d = t->defers[--t->ndefers];
+        d.fn(d.arg);
+    }
+    t->rs = RS_EXITED;
+    ax_coro_switch_final(&t->coro, &t->w->main);
+    abort(); /* unreachable: a finished coroutine is never resumed */
+}
+
+static void run_entry(void *arg)
+{
+    struct ax_task *t = arg;
+    struct worker *w = t->w;
+    struct job *j = t->job;
+    if (!js_begin(&j->sw, t->gen, t->attempt)) {
+        /* Cancelled since dispatch: this run never enters the function. */
+        t->rs = RS_EXITED;
+        ax_coro_switch_final(&t->coro, &w->main);
+        abort();
+    }
+    t->began = 1;
+    t->rs = RS_ACTIVE;
+    wc_inc(&w->counts.started); /* counted where STARTED is emitted: the two agree */
+    metrics_record_wait(w->s, w, j->prio, j->wait_ns);
+    EV(w->s, w, j, AX_EV_STARTED, 0, NULL);
+    t->code = j->fn(t, j->arg);
+    run_exit(t);
+}
+
+int run_detached_rc(const struct ax_task *t)
+{
+    uint64_t sw = atomic_load_explicit(&t->job->sw, memory_order_acquire);
+    if (AX_LIKELY((sw & ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == t->expect_sw))
+        return 0;
+    return now_ns() >= t->deadline_ns ? AX_ETIMEDOUT : AX_ECANCELED;
+}
+
+int run_park(struct ax_task *t)
+{
+    t->park_gen++;
+    ax_coro_switch(&t->coro, &t->w->main);
+    while (AX_UNLIKELY(t->bt_req)) {
+        /* Resumed only so that a lingering report can say where we are. */
+        t->bt_n = backtrace(t->bt, AX_BT_MAX);
+        t->bt_req = 0;
+        ax_coro_switch(&t->coro, &t->w->main);
+    }
+    return t->wake_rc;
+}
+
+void run_wake(struct ax_task *t, int rc)
+{
+    struct worker *w = t->w;
+    switch (t->rs) {
+    case RS_PARK_SLEEP:
+        break;
+    case RS_PARK_FD:
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, t->wait_fd, NULL);
+        w->nfd_waits--;
+        break;
+    case RS_PARK_EXT:
+        if (t->on_unpark)
+            t->on_unpark(t);
+        break;
+    case RS_PARK_JOIN: {
+        struct job *c = t->join_child;
+        pthread_mutex_lock(&w->s->lock);
+        if (c->joiner == t)
+            c->joiner = NULL; /* not JOIN_DONE: the child has not ended */
+        pthread_mutex_unlock(&w->s->lock);
+        break;
+    }
+    default: /* not parked: new, active, in the ready queue, or exited */
+        return;
+    }
+    worker_timer_del(w, &t->wait_timer.node);
+    t->rs = RS_ACTIVE;
+    t->wake_rc = rc;
+    ready_push(w, t);
+}
+
+/* ---- the worker side ---------------------------------------------------- */
+
+/* What is on the CPU, for the watchdog (a seqlock: odd while writing).
+ * Relaxed stores plus fences: a few plain moves per switch on x86. */
+static void publish(struct worker *w, struct ax_task *t)
+{
+    uint64_t seq = atomic_load_explicit(&w->pub_seq, memory_order_relaxed);
+    atomic_store_explicit(&w->pub_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&w->pub_run, t, memory_order_relaxed);
+    if (t) {
+        atomic_store_explicit(&w->pub_expect, t->expect_sw, memory_order_relaxed);
+        atomic_store_explicit(&w->pub_deadline, t->deadline_ns, memory_order_relaxed);
+    }
+    atomic_store_explicit(&w->pub_seq, seq + 2, memory_order_release);
+}
+
+/* ax_yield's fast path: from the running task straight to the next ready
+ * one, without a round trip through the worker loop (one switch instead of
+ * two plus a loop iteration). Allowed a budget of times per iteration so
+ * that timers, the inbox and dispatch are still looked at regularly. */
+bool run_switch_direct(struct ax_task *t)
+{
+    struct worker *w = t->w;
+    if (w->direct_budget == 0 || !w->ready_head)
+        return false;
+    w->direct_budget--;
+    struct ax_task *next = ready_pop(w);
+    ready_push(w, t);
+    w->current = next;
+    ax_current_run = next;
+    publish(w, next);
+    ax_coro_switch(&t->coro, &next->coro);
+    return true;
+}
+
+/* The function returned, panicked, or never began: decide the outcome
+ * unless a deadline or a cancel already did, then recycle the run. */
+static void complete_run(struct worker *w, struct ax_task *t)
+{
+    struct ax_sched *s = w->s;
+    struct job *j = t->job;
+    wheel_lock(&w->wheel_lk);
+    ax_wheel_del(&w->wheel, &t->deadline_timer.node);
+    ax_wheel_del(&w->wheel, &t->wait_timer.node);
+    bool fired = w->fired != NULL;
+    wheel_unlock(&w->wheel_lk);
+    /* The watchdog may have taken this run's deadline onto w->fired: handle
+     * those before the run struct can be reused. */
+    if (AX_UNLIKELY(fired))
+        run_expire_timers(w);
+    if (t->nchildren)
+        join_release_children(w, t);
+    bool began = t->began;
+    if (began) {
+        unsigned state = t->code == 0 && !t->panicked ? JS_SUCCEEDED : JS_FAILED;
+        if (t->panicked) {
+            crash_report(w, t);
+            wc_inc(&w->counts.panicked);
+        }
+        int code = t->panicked ? AX_EPANIC : t->code;
+        if (state == JS_FAILED && t->err[0] == 0)
+            snprintf(t->err, sizeof t->err, "task returned %d", t->code);
+        finish_running(s, w, j, t->gen, t->attempt, state, code,
+                       state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns);
+    }
+    run_recycle(w, t);
+    job_release(s, w, j, JH_RUN);
+}
+
+void run_resume(struct worker *w, struct ax_task *t)
+{
+    w->current = t;
+    ax_current_run = t;
+    publish(w, t);
+    ax_coro_switch(&w->main, &t->coro);
+    /* Not necessarily t: a yield may have switched straight to another run
+     * (run_switch_direct), and that one came back. */
+    t = w->current;
+    ax_current_run = NULL;
+    w->current = NULL;
+    publish(w, NULL);
+    w->now_ns = now_ns();
+    if (t->rs == RS_EXITED)
+        complete_run(w, t);
+}
+
+/* The attempt's deadline fired (on this worker's wheel, or the watchdog
+ * expired it and may have ended the attempt already). */
+static void deadline_fired(struct worker *w, struct ax_task *t)
+{
+    char msg[64];
+    snprintf(msg, sizeof msg, "timed out after %llu ms",
+             (unsigned long long)((t->deadline_ns - t->start_ns) / 1000000u));
+    finish_running(w->s, w, t->job, t->gen, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT, msg,
+                   w->now_ns - t->start_ns);
+    if (t->began)
+        linger_track(w, t); /* its coroutine goes on without its attempt */
+    run_wake(t, AX_ETIMEDOUT);
+}
+
+static void handle_timer(struct worker *w, struct run_timer *rt)
+{
+    if (rt->kind == TIMER_DEADLINE)
+        deadline_fired(w, rt->run);
+    else if (rt->kind == TIMER_EXT)
+        rt->fire(rt, w);
+    else
+        run_wake(rt->run, rt->run->rs == RS_PARK_SLEEP ? 0 : AX_ETIMEDOUT);
+}
+
+void run_expire_timers(struct worker *w)
+{
+    uint64_t tick = ns_to_tick(w->now_ns);
+    struct ax_wheel_node *list = NULL;
+    wheel_lock(&w->wheel_lk);
+    if (!w->fired && ax_wheel_next(&w->wheel) > tick) {
+        wheel_unlock(&w->wheel_lk);
+        return;
+    }
+    /* The watchdog's first: they were due earlier. */
+    list = w->fired;
+    w->fired = NULL;
+    atomic_store_explicit(&w->fired_hint, 0, memory_order_relaxed);
+    size_t n = 0;
+    for (struct ax_wheel_node *p = list; p; p = p->next)
+        n++;
+    n += ax_wheel_advance(&w->wheel, tick, &list);
+    wheel_unlock(&w->wheel_lk);
+    /* Take the whole list apart first: handling one timer can re-arm a
+     * later one (curl's timer callback runs inside run_wake), and
+     * ax_wheel_add reuses the node's link, so the list must not be walked
+     * after anything was handled. */
+    if (n > w->expired_cap) {
+        size_t cap = w->expired_cap ? w->expired_cap : 64;
+        while (cap < n)
+            cap *= 2;
+        struct run_timer **a = realloc(w->expired, cap * sizeof *a);
+        if (!a) {
+            /* Out of memory: handle them by walking the list (no curl). */
+            while (list) {
+                struct run_timer *rt = AX_CONTAINER_OF(list, struct run_timer, node);
+                list = list->next;
+                rt->node.next = NULL;
+                handle_timer(w, rt);
+            }
+            return;
+        }
+        w->expired = a;
+        w->expired_cap = cap;
+    }
+    size_t k = 0;
+    for (; list; list = list->next)
+        w->expired[k++] = AX_CONTAINER_OF(list, struct run_timer, node);
+    for (size_t i = 0; i < k; i++) {
+        struct run_timer *rt = w->expired[i];
+        wheel_lock(&w->wheel_lk);
+        bool rearmed = ax_wheel_node_armed(&rt->node);
+        wheel_unlock(&w->wheel_lk);
+        if (rearmed)
+            continue; /* re-armed by an earlier handler: it fires later */
+        rt->node.next = NULL;
+        /* A sleep and the deadline of one run may expire together: the
+         * deadline was armed first, so it comes out first and the sleep's
+         * timer is disarmed by the wake. */
+        handle_timer(w, rt);
+    }
+}
+
+/* Build the coroutine for a job that dispatch made STARTING (it holds a
+ * slot); NULL if the attempt ended instead (deadline passed, no memory). */
+struct ax_task *run_start(struct worker *w, struct job *j)
+{
+    struct ax_sched *s = w->s;
+    uint64_t now = w->now_ns;
+    unsigned attempt = js_attempt(atomic_load_explicit(&j->sw, memory_order_acquire));
+    uint64_t gen = job_gen(j);
+
+    if (j->deadline_ns && now >= j->deadline_ns) {
+        finish_running(s, w, j, gen, attempt, JS_TIMED_OUT, AX_ETIMEDOUT,
+                       "deadline passed while queued", 0);
+        job_release(s, w, j, JH_RUN);
+        return NULL;
+    }
+    struct ax_task *t = run_alloc(w);
+    struct ax_stack *stk = NULL;
+    if (!t || ax_stack_acquire(&w->stacks, &stk) != 0) {
+        if (t) {
+            t->next = w->run_free;
+            w->run_free = t;
+        }
+        finish_running(s, w, j, gen, attempt, JS_FAILED, AX_ENOMEM,
+                       "out of memory for a coroutine stack", 0);
+        job_release(s, w, j, JH_RUN);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&w->stacks_in_use, 1, memory_order_relaxed);
+    w->live_runs++;
+    atomic_fetch_add_explicit(&s->total_live_runs, 1, memory_order_relaxed);
+
+    t->job = j;
+    t->id = j->id;
+    t->gen = gen;
+    t->attempt = attempt;
+    t->prio = j->prio;
+    t->stack = stk;
+    stk->user = t;
+    t->start_ns = now;
+    t->deadline_ns = now + j->timeout_ns;
+    if (j->deadline_ns && j->deadline_ns < t->deadline_ns)
+        t->deadline_ns = j->deadline_ns;
+    t->expect_sw = js_make(gen, attempt, JS_RUNNING, 0);
+    t->rs = RS_NEW;
+    t->panicked = t->began = t->bt_req = t->overflowed = 0;
+    t->bt_n = 0;
+    t->code = 0;
+    t->err[0] = 0;
+    t->trace[0] = 0;
+    t->ndefers = 0;
+    t->defers = t->defer_inline;
+    t->defer_cap = AX_DEFER_INLINE;
+    t->nchildren = 0;
+    t->children = t->child_inline;
+    t->child_cap = AX_CHILD_INLINE;
+    t->join_child = NULL;
+    t->deadline_timer.run = t;
+    t->deadline_timer.kind = TIMER_DEADLINE;
+    t->wait_timer.run = t;
+    t->wait_timer.kind = TIMER_WAIT;
+    ax_coro_init(&t->coro, stk->lo, stk->size, run_entry, t);
+
+    /* Arm the deadline and publish the run before the task can be RUNNING. */
+    worker_timer_add(w, &t->deadline_timer.node, t->deadline_ns);
+    j->run = t;
+    j->run_life = t->life_gen;
+    return t;
+}

@@ -1,0 +1,266 @@
+/* watchdog.c - a watchdog that only watches (DESIGN.md §3a, §7).
+ *
+ * Workers enforce their own deadlines with their own wheels; the watchdog
+ * exists for the one thing a worker cannot do: notice that it is held. A
+ * worker is held when it is busy (out of epoll_wait) and what is on its CPU
+ * has not changed for HOLD_MS: the same run (a task that never yields), or
+ * the worker's own stack (a slow on_done, a long curl callback). For a held
+ * worker the watchdog:
+ *   1. hands the jobs on its to-start list back to their buckets (at the
+ *      head: they were first), so that other workers start them;
+ *   2. try-locks its wheel and expires what is due: an attempt past its
+ *      deadline is ended by CAS (js_end_attempt) and its slot freed at once;
+ *      the rest of that attempt's end (on_timeout, retry or terminal path
+ *      with on_done) is handed to the callback pool; every expired node is
+ *      left on w->fired for the worker to handle when it is back;
+ *   3. reports the run on its CPU as LINGERING once it is grace_ms past the
+ *      deadline of an attempt that has ended, with a backtrace the worker's
+ *      own signal handler takes. That is the only signal ax ever sends, and
+ *      only to a thread that is running a timed-out task.
+ * It also expires the scheduler's wheel when no worker did within HOLD_MS
+ * of an expiry (all held), and watches the callback pool for overruns.
+ * It runs no user callback and never blocks on a worker.
+ *
+ * Idle cost: with no worker busy and no callback running it sleeps for good;
+ * a worker that wakes kicks it. An idle scheduler, even with 100 000 parked
+ * tasks, makes no periodic wake-ups. While a worker is busy it polls every
+ * POLL_MS.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#define POLL_MS 2
+#define HOLD_MS 10 /* as Go's sysmon: a run this long without a switch is "held" */
+
+void watchdog_kick(struct ax_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    atomic_store(&s->watchdog_idle, false);
+    pthread_cond_signal(&s->watchdog_cond);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static bool read_published(struct worker *w, struct ax_task **t, uint64_t *expect,
+                           uint64_t *deadline, uint64_t *seq)
+{
+    for (int i = 0; i < 8; i++) {
+        uint64_t s1 = atomic_load_explicit(&w->pub_seq, memory_order_acquire);
+        if (s1 & 1)
+            continue;
+        *t = atomic_load_explicit(&w->pub_run, memory_order_relaxed);
+        *expect = atomic_load_explicit(&w->pub_expect, memory_order_relaxed);
+        *deadline = atomic_load_explicit(&w->pub_deadline, memory_order_relaxed);
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&w->pub_seq, memory_order_relaxed) == s1) {
+            *seq = s1;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* 1. The held worker's to-start jobs go back to the head of their buckets. */
+static void hand_back(struct ax_sched *s, struct worker *w)
+{
+    if (!wheel_trylock(&w->wheel_lk))
+        return;
+    struct job *list = w->tostart_head;
+    w->tostart_head = w->tostart_tail = NULL;
+    wheel_unlock(&w->wheel_lk);
+    if (!list)
+        return;
+    struct job *take[DISPATCH_BATCH * 2], *gone = NULL;
+    unsigned n = 0;
+    while (list && n < DISPATCH_BATCH * 2) {
+        take[n++] = list;
+        list = list->next;
+    }
+    unsigned moved = 0;
+    pthread_mutex_lock(&s->lock);
+    running_locked(s);
+    for (unsigned i = n; i-- > 0;) { /* last first: push_front keeps their order */
+        struct job *j = take[i];
+        if (js_unstart(&j->sw, job_gen(j))) {
+            s->running--;
+            j->enqueue_ns = now_ns() - j->wait_ns; /* its wait goes on */
+            bucket_push_front_locked(s, j);
+            if (j->deadline_ns)
+                jtimer_arm_locked(s, j, j->deadline_ns);
+            moved++;
+        } else {
+            j->next = gone; /* ended (cancelled) while on the list: drop its hold */
+            gone = j;
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    while (gone) {
+        struct job *j = gone;
+        gone = j->next;
+        job_release(s, NULL, j, JH_RUN);
+    }
+    if (moved)
+        sched_wake_workers(s, moved);
+}
+
+/* 2. End the held worker's overdue attempts. Only deadline nodes are taken
+ * out (onto w->fired, for the worker to wake their runs when it is back);
+ * every other due node (a sleep, a wait, curl's timer) goes back into the
+ * wheel, due, so that nothing but the worker ever re-arms a node that is
+ * not in the wheel. */
+static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
+{
+    uint64_t tick = ns_to_tick(now);
+    if (!wheel_trylock(&w->wheel_lk))
+        return;
+    if (ax_wheel_next(&w->wheel) > tick) {
+        wheel_unlock(&w->wheel_lk);
+        return;
+    }
+    struct ax_wheel_node *list = NULL;
+    ax_wheel_advance(&w->wheel, tick, &list);
+    struct job *ended = NULL;
+    while (list) {
+        struct ax_wheel_node *n = list;
+        list = n->next;
+        struct run_timer *rt = AX_CONTAINER_OF(n, struct run_timer, node);
+        if (rt->kind != TIMER_DEADLINE) {
+            n->next = NULL;
+            ax_wheel_add(&w->wheel, n, n->expiry); /* due: fires at the worker's next look */
+            continue;
+        }
+        n->next = w->fired;
+        w->fired = n;
+        /* The run's fields are stable: its deadline node was armed, and the
+         * worker cannot recycle it without taking the lock we hold. */
+        struct ax_task *t = rt->run;
+        struct job *j = t->job;
+        unsigned to = finish_decide(s, j, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT, now);
+        if (!js_end_attempt_handed(&j->sw, t->gen, t->attempt, to))
+            continue; /* JH_HAND keeps it allocated until the pool has run it */
+        j->handoff = t->attempt << 4 | to; /* read back below */
+        j->next = ended;
+        ended = j;
+    }
+    if (w->fired)
+        atomic_store_explicit(&w->fired_hint, 1, memory_order_release);
+    wheel_unlock(&w->wheel_lk);
+    while (ended) {
+        struct job *j = ended;
+        ended = j->next;
+        sched_slot_free(s, true); /* free at the deadline, though the worker is held */
+        cb_pool_finish(s, j, j->handoff >> 4, JS_TIMED_OUT, j->handoff & 15, FIN_SLOT_FREED);
+    }
+}
+
+/* Returns whether any worker is busy (so the next sleep must be short). */
+static bool watch_workers(struct ax_sched *s, uint64_t now)
+{
+    bool busy = false;
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        struct worker *w = &s->workers[i];
+        if (!atomic_load(&w->busy)) {
+            w->wd_seq = UINT64_MAX;
+            continue;
+        }
+        busy = true;
+        struct ax_task *t;
+        uint64_t expect, deadline, seq;
+        if (!read_published(w, &t, &expect, &deadline, &seq))
+            continue;
+        if (seq != w->wd_seq) {
+            w->wd_seq = seq;
+            w->wd_since_ns = now;
+            continue;
+        }
+        if (now - w->wd_since_ns < HOLD_MS * 1000000ull)
+            continue;
+        hand_back(s, w);
+        expire_held(s, w, now);
+        if (t)
+            linger_hog_check(s, w, now, t, expect, deadline, seq);
+    }
+    return busy;
+}
+
+/* The scheduler's wheel, when no worker expired it in time. */
+static void expire_jobs(struct ax_sched *s, uint64_t now)
+{
+    uint64_t next = atomic_load_explicit(&s->jwheel_next, memory_order_relaxed);
+    if (next == UINT64_MAX || ns_to_tick(now) < next + HOLD_MS)
+        return;
+    struct job *ended = NULL;
+    pthread_mutex_lock(&s->lock);
+    unsigned requeued = sched_expire_locked(s, now, &ended);
+    for (struct job *j = ended; j; j = j->next)
+        atomic_fetch_or(&j->sw, JH_HAND); /* the pool releases it */
+    pthread_mutex_unlock(&s->lock);
+    if (requeued)
+        sched_wake_workers(s, requeued);
+    while (ended) {
+        struct job *j = ended;
+        ended = j->next;
+        cb_pool_finish(s, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, FIN_NO_SLOT);
+    }
+}
+
+static void *watchdog_main(void *arg)
+{
+    struct ax_sched *s = arg;
+    pthread_setname_np(pthread_self(), "ax-watchdog");
+    pthread_mutex_lock(&s->lock);
+    while (!s->watchdog_stop) {
+        uint64_t now = now_ns();
+        pthread_mutex_unlock(&s->lock);
+        bool busy = watch_workers(s, now);
+        expire_jobs(s, now);
+        busy = cb_pool_check(s, now) || busy;
+
+        pthread_mutex_lock(&s->lock);
+        if (s->watchdog_stop)
+            break;
+        uint64_t tick = ns_to_tick(now_ns());
+        uint64_t wake = busy ? tick + POLL_MS : UINT64_MAX;
+        if (!busy) {
+            /* Not polling during this sleep: announce it, then look once
+             * more at the workers (a worker sets busy, then reads
+             * watchdog_idle and kicks us). */
+            atomic_store(&s->watchdog_idle, true);
+            for (unsigned i = 0; i < s->nworkers; i++)
+                if (atomic_load(&s->workers[i].busy))
+                    wake = tick + POLL_MS;
+            if (wake != UINT64_MAX)
+                atomic_store(&s->watchdog_idle, false);
+        }
+        if (wake == UINT64_MAX) {
+            pthread_cond_wait(&s->watchdog_cond, &s->lock);
+        } else {
+            struct timespec ts = {.tv_sec = (time_t)(wake / 1000),
+                                  .tv_nsec = (long)(wake % 1000) * 1000000L};
+            int rc = pthread_cond_timedwait(&s->watchdog_cond, &s->lock, &ts);
+            (void)rc; /* ETIMEDOUT or a signal: either way, look again */
+        }
+        atomic_store(&s->watchdog_idle, false);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+int watchdog_start(struct ax_sched *s)
+{
+    int rc = pthread_create(&s->watchdog, NULL, watchdog_main, s);
+    if (rc != 0)
+        return ax_fail(AX_ESYS, "watchdog thread: pthread_create failed (%d)", rc);
+    return AX_OK;
+}
+
+void watchdog_stop(struct ax_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    s->watchdog_stop = true;
+    pthread_cond_signal(&s->watchdog_cond);
+    pthread_mutex_unlock(&s->lock);
+    pthread_join(s->watchdog, NULL);
+}

@@ -1,0 +1,410 @@
+/* worker.c - layer 3: the worker threads (seed §3.1, §3.2; DESIGN.md §7).
+ *
+ * Each worker is one thread with its own ready queue, timing wheel, epoll
+ * reactor and stack pool; it shares only the scheduler (s->lock: buckets,
+ * slots, the scheduler's wheel) and its inbox (wake-ups from other
+ * threads). One loop iteration:
+ *
+ *   1. drain the inbox (cancellations, joins completed on other threads)
+ *   2. run timers that are due: deadlines, sleeps, waits (run.c)
+ *   3. resume every run that was ready when the iteration began, once each
+ *      (a run that yields goes to the back: the next iteration)
+ *   4. one lock section (dispatch): free and re-queue what this worker
+ *      released, expire the scheduler's wheel, take up to DISPATCH_BATCH jobs
+ *      by quota rounds onto the to-start list; then start and resume them
+ *   5. nothing ready: spin briefly, then sleep in epoll_wait until the next
+ *      timer, fd event or kick. No periodic tick: an idle worker uses no CPU.
+ *
+ * A task that never yields holds its worker; the other workers keep
+ * dispatching (they take jobs themselves), and the watchdog ends that
+ * worker's overdue attempts and hands its to-start jobs to the others.
+ *
+ * Hot: worker_main's loop and dispatch. One lock section per batch.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define DIRECT_BUDGET 16
+#define STACK_WARM_KEEP 64   /* released stacks kept resident per worker */
+#define STACK_TRIM_CHUNK 128 /* stacks trimmed per idle moment */
+#define SPIN_NS 50000        /* polling before epoll_wait */
+
+_Thread_local struct worker *ax_current_worker;
+
+/* ---- inbox --------------------------------------------------------------- */
+
+static void drain_inbox(struct worker *w)
+{
+    if (atomic_load_explicit(&w->inbox_hint, memory_order_acquire) == 0)
+        return;
+    pthread_mutex_lock(&w->inbox_lock);
+    unsigned n = w->ninbox;
+    if (n == 0) {
+        pthread_mutex_unlock(&w->inbox_lock);
+        return;
+    }
+    /* Swap buffers so posting threads never wait for our processing. */
+    struct wake_msg *msgs = w->inbox;
+    unsigned cap = w->inbox_cap;
+    w->inbox = w->inbox_spare;
+    w->inbox_cap = w->inbox_spare_cap;
+    w->ninbox = 0;
+    atomic_store_explicit(&w->inbox_hint, 0, memory_order_relaxed);
+    pthread_mutex_unlock(&w->inbox_lock);
+    for (unsigned i = 0; i < n; i++) {
+        struct wake_msg *m = &msgs[i];
+        struct ax_task *t = m->run;
+        if (t->life_gen != m->life_gen || t->job == NULL)
+            continue; /* the run ended and its struct was reused */
+        if (m->park_gen != 0 && t->park_gen != m->park_gen)
+            continue; /* a later park: this wake-up was for an earlier one */
+        run_wake(t, m->rc);
+    }
+    pthread_mutex_lock(&w->inbox_lock);
+    w->inbox_spare = msgs;
+    w->inbox_spare_cap = cap;
+    pthread_mutex_unlock(&w->inbox_lock);
+}
+
+void worker_post_wake(struct worker *w, const struct wake_msg *m)
+{
+    pthread_mutex_lock(&w->inbox_lock);
+    if (w->ninbox == w->inbox_cap) {
+        unsigned cap = w->inbox_cap ? w->inbox_cap * 2 : 64;
+        struct wake_msg *n = realloc(w->inbox, cap * sizeof *n);
+        if (!n) {
+            /* Cannot queue the wake-up: the run stays parked until its own
+             * deadline, which still ends it. Say so once rather than lose it
+             * silently. */
+            pthread_mutex_unlock(&w->inbox_lock);
+            fprintf(stderr, "ax: out of memory posting a wake-up; task waits for its deadline\n");
+            return;
+        }
+        w->inbox = n;
+        w->inbox_cap = cap;
+    }
+    w->inbox[w->ninbox++] = *m;
+    atomic_store_explicit(&w->inbox_hint, w->ninbox, memory_order_release);
+    pthread_mutex_unlock(&w->inbox_lock);
+    int one = 1;
+    if (atomic_compare_exchange_strong(&w->sleeping, &one, 0))
+        worker_kick(w);
+}
+
+/* ---- dispatch -------------------------------------------------------------- */
+
+/* Orphans: coroutines alive beyond those whose attempt holds a slot. */
+static unsigned orphans_locked(struct ax_sched *s)
+{
+    uint64_t live = atomic_load_explicit(&s->total_live_runs, memory_order_relaxed);
+    return live > s->running ? (unsigned)(live - s->running) : 0;
+}
+
+static bool jwheel_due(struct ax_sched *s, uint64_t now)
+{
+    return atomic_load_explicit(&s->jwheel_next, memory_order_relaxed) <= ns_to_tick(now);
+}
+
+/* The one lock section of an iteration: apply what this worker released,
+ * expire the scheduler's wheel, take new jobs by quota rounds; then start
+ * and resume them. */
+static void dispatch(struct worker *w)
+{
+    struct ax_sched *s = w->s;
+    struct job *take[DISPATCH_BATCH];
+    unsigned n = 0, requeued = 0;
+    bool more = false;
+    struct worker_pending *p = &w->pend;
+    struct job *ended = NULL;
+
+    /* Fast path: nothing to apply, nothing due, nothing we could take. */
+    if (!p->free_list && !p->requeue_list && !jwheel_due(s, w->now_ns) &&
+        (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0 ||
+         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)))
+        return;
+
+    if (AX_UNLIKELY(s->ev_lossless))
+        ev_reserve(s);
+    pthread_mutex_lock(&s->lock);
+    unsigned running = running_locked(s);
+    while (p->free_list) {
+        struct job *j = p->free_list;
+        p->free_list = j->next;
+        job_free_locked(s, j);
+    }
+    while (p->requeue_list) {
+        struct job *j = p->requeue_list;
+        p->requeue_list = j->next;
+        sched_orphan_returned_locked(s, j, w->now_ns);
+        requeued++;
+    }
+    requeued += sched_expire_locked(s, w->now_ns, &ended);
+    if (s->closing && running == 0)
+        pthread_cond_broadcast(&s->idle_cond);
+    /* Take new work even while runs are ready (a task yielding in a loop
+     * must not keep queued tasks out), but no more than a batch in all. */
+    unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
+    if (!s->paused && !s->closing && orphans_locked(s) < s->max_orphans) {
+        struct job *j;
+        while (n < want && s->running < s->cap && (j = sched_pick_locked(s))) {
+            js_dispatch(&j->sw, job_gen(j)); /* QUEUED, under the lock: always wins */
+            jtimer_del_locked(s, j);         /* its queued-deadline timer */
+            s->running++;
+            j->wait_ns = w->now_ns > j->enqueue_ns ? w->now_ns - j->enqueue_ns : 0;
+            j->run_ns = 0;
+            take[n++] = j;
+        }
+        more = n == want && s->running < s->cap &&
+               (s->b[0].head || s->b[1].head || s->b[2].head);
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (more || requeued > n)
+        sched_wake_workers(s, 1); /* more work than one batch: get help */
+    while (ended) {
+        struct job *j = ended;
+        ended = j->next;
+        finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT,
+                       AX_ETIMEDOUT, "deadline passed before it could run", FIN_NO_SLOT, 0);
+    }
+    if (n == 0)
+        return;
+    /* Onto the to-start list, where the watchdog can see them, and start
+     * them one by one: while one of them holds this worker, the others can
+     * be handed to another. */
+    wheel_lock(&w->wheel_lk);
+    for (unsigned i = 0; i < n; i++) {
+        take[i]->next = NULL;
+        if (w->tostart_tail)
+            w->tostart_tail->next = take[i];
+        else
+            w->tostart_head = take[i];
+        w->tostart_tail = take[i];
+    }
+    wheel_unlock(&w->wheel_lk);
+    for (;;) {
+        wheel_lock(&w->wheel_lk);
+        struct job *j = w->tostart_head;
+        if (j) {
+            w->tostart_head = j->next;
+            if (!w->tostart_head)
+                w->tostart_tail = NULL;
+        }
+        wheel_unlock(&w->wheel_lk);
+        if (!j)
+            break;
+        struct ax_task *t = run_start(w, j);
+        if (t)
+            run_resume(w, t);
+    }
+}
+
+static bool work_available(struct worker *w)
+{
+    struct ax_sched *s = w->s;
+    bool yes;
+    pthread_mutex_lock(&w->inbox_lock);
+    yes = w->ninbox > 0;
+    pthread_mutex_unlock(&w->inbox_lock);
+    if (yes || atomic_load(&w->fired_hint) || w->pend.free_list || w->pend.requeue_list)
+        return true;
+    pthread_mutex_lock(&s->lock);
+    yes = !s->paused && !s->closing && running_locked(s) < s->cap &&
+          (s->b[0].head || s->b[1].head || s->b[2].head);
+    pthread_mutex_unlock(&s->lock);
+    return yes;
+}
+
+static void worker_sleep(struct worker *w)
+{
+    struct ax_sched *s = w->s;
+    struct epoll_event ev[64];
+
+    /* Spin a little before sleeping: a burst usually brings more work
+     * within microseconds, while sleeping costs the next task an eventfd
+     * write and a wake-up (~50-100 µs on this VM: bench "dispatch latency").
+     * The spin reads only the lock-free hints, and ends after SPIN_NS or as
+     * soon as a timer is due. Sockets do not show in the hints: with fds
+     * waited on, spin briefly. */
+    uint64_t spin_end = now_ns() + (w->nfd_waits ? SPIN_NS / 10 : SPIN_NS);
+    wheel_lock(&w->wheel_lk);
+    uint64_t next_tick = ax_wheel_next(&w->wheel);
+    wheel_unlock(&w->wheel_lk);
+    if (w->index == 0) {
+        uint64_t jn = atomic_load_explicit(&s->jwheel_next, memory_order_relaxed);
+        if (jn < next_tick)
+            next_tick = jn;
+    }
+    for (unsigned i = 1;; i++) {
+        if (atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
+            atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
+            (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
+             !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)))
+            return;
+        if ((i & 63) == 0) {
+            uint64_t now = now_ns();
+            if (now >= spin_end || ns_to_tick(now) >= next_tick)
+                break;
+        }
+        ax_cpu_relax();
+    }
+    /* Idle: return released stacks' memory, a chunk at a time so a burst of
+     * timers is not kept waiting; come back in a millisecond for more. */
+    bool trim_more = false;
+    if (w->stacks.n_warm > STACK_WARM_KEEP) {
+        size_t keep = w->stacks.n_warm - STACK_TRIM_CHUNK;
+        ax_stack_pool_trim(&w->stacks, keep > STACK_WARM_KEEP ? keep : STACK_WARM_KEEP);
+        trim_more = w->stacks.n_warm > STACK_WARM_KEEP;
+    }
+    atomic_fetch_add(&s->nsleeping, 1);
+    atomic_store(&w->sleeping, 1);
+    atomic_store(&w->busy, 0);
+    if (work_available(w) || (atomic_load(&s->stop) && w->live_runs == 0)) {
+        atomic_store(&w->sleeping, 0);
+        atomic_fetch_sub(&s->nsleeping, 1);
+        /* busy was 0 for a moment: the watchdog may have gone to sleep for
+         * good meanwhile, and must watch what we run next. */
+        atomic_store(&w->busy, 1);
+        if (atomic_load_explicit(&s->watchdog_idle, memory_order_seq_cst))
+            watchdog_kick(s);
+        return;
+    }
+    /* Sleep until the next tick with work, to the nanosecond (computed
+     * after `sleeping` is set: a job timer armed earlier kicks worker 0). */
+    wheel_lock(&w->wheel_lk);
+    uint64_t next = ax_wheel_next(&w->wheel);
+    wheel_unlock(&w->wheel_lk);
+    if (w->index == 0) {
+        uint64_t jn = atomic_load_explicit(&s->jwheel_next, memory_order_seq_cst);
+        if (jn < next)
+            next = jn;
+    }
+    struct timespec ts, *tsp = NULL;
+    if (next != UINT64_MAX) {
+        uint64_t now = now_ns(), at = next * 1000000u;
+        uint64_t d = at > now ? at - now : 0;
+        if (d > 86400ull * 1000000000u)
+            d = 86400ull * 1000000000u;
+        ts.tv_sec = (time_t)(d / 1000000000u);
+        ts.tv_nsec = (long)(d % 1000000000u);
+        tsp = &ts;
+    }
+    if (trim_more && (!tsp || ts.tv_sec > 0 || ts.tv_nsec > 1000000)) {
+        ts.tv_sec = 0;
+        ts.tv_nsec = 1000000;
+        tsp = &ts;
+    }
+    int n = reactor_wait(w, ev, 64, tsp);
+    atomic_store(&w->sleeping, 0);
+    atomic_fetch_sub(&s->nsleeping, 1);
+    atomic_store(&w->busy, 1);
+    if (atomic_load_explicit(&s->watchdog_idle, memory_order_seq_cst))
+        watchdog_kick(s);
+    if (n > 0)
+        reactor_dispatch(w, ev, n);
+}
+
+static void name_thread(const char *fmt, unsigned i)
+{
+    char name[16];
+    snprintf(name, sizeof name, fmt, i);
+    pthread_setname_np(pthread_self(), name);
+}
+
+void *worker_main(void *arg)
+{
+    struct worker *w = arg;
+    struct ax_sched *s = w->s;
+    struct epoll_event ev[64];
+    ax_current_worker = w;
+    name_thread("ax-worker-%u", w->index);
+    void *altstack = crash_altstack_enter(); /* where a stack overflow is handled */
+    ax_coro_init_main(&w->main);
+    atomic_store(&w->busy, 1);
+    if (atomic_load(&s->watchdog_idle))
+        watchdog_kick(s);
+    for (;;) {
+        w->now_ns = now_ns();
+        drain_inbox(w);
+        if (w->nfd_waits) {
+            int n = epoll_wait(w->epfd, ev, 64, 0);
+            if (n > 0)
+                reactor_dispatch(w, ev, n);
+        }
+        run_expire_timers(w);
+        if (AX_UNLIKELY(w->nlinger))
+            linger_check(w);
+        w->direct_budget = DIRECT_BUDGET;
+        for (unsigned n = w->nready; n > 0; n--) {
+            struct ax_task *t = ready_pop(w);
+            if (!t)
+                break;
+            run_resume(w, t);
+        }
+        dispatch(w);
+        if (w->nready)
+            continue;
+        if (atomic_load(&s->stop) && w->live_runs == 0)
+            break;
+        worker_sleep(w);
+    }
+    atomic_store(&w->busy, 0);
+    crash_altstack_leave(altstack);
+    return NULL;
+}
+
+int worker_init(struct ax_sched *s, struct worker *w, unsigned index)
+{
+    w->s = s;
+    w->index = index;
+    w->epfd = w->evfd = -1;
+    pthread_mutex_init(&w->inbox_lock, NULL);
+    ax_wheel_init(&w->wheel, ns_to_tick(now_ns()));
+    struct ax_stack_config sc;
+    ax_stack_config_default(&sc);
+    sc.stack_size = s->cfg.stack_size;
+    sc.guard_size = AX_GUARD_SIZE; /* one frame must not step over it (obs/crash.c) */
+    /* Never give memory back on the release path: madvise(MADV_DONTNEED)
+     * per stack costs a TLB shootdown on every core (perf: 58% of
+     * ax_lateness with 20 000 sleepers waking). Stacks beyond
+     * STACK_WARM_KEEP are trimmed when the worker is idle (worker_sleep). */
+    sc.cache_max = SIZE_MAX / 2;
+    int rc = ax_stack_pool_init(&w->stacks, &sc);
+    if (rc != 0)
+        return ax_fail(AX_ENOMEM, "worker %u: stack pool: %s", index, strerror(-rc));
+    w->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (w->epfd < 0)
+        return ax_fail(AX_ESYS, "worker %u: epoll_create1: %s", index, strerror(errno));
+    w->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->evfd < 0)
+        return ax_fail(AX_ESYS, "worker %u: eventfd: %s", index, strerror(errno));
+    struct epoll_event ev = {.events = EPOLLIN, .data.ptr = NULL};
+    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, w->evfd, &ev) != 0)
+        return ax_fail(AX_ESYS, "worker %u: epoll_ctl: %s", index, strerror(errno));
+    return AX_OK;
+}
+
+void worker_destroy(struct worker *w)
+{
+    if (w->http && w->http_destroy)
+        w->http_destroy(w->http);
+    w->http = NULL;
+    if (w->epfd >= 0)
+        close(w->epfd);
+    if (w->evfd >= 0)
+        close(w->evfd);
+    run_pool_destroy(w);
+    free(w->inbox);
+    free(w->inbox_spare);
+    free(w->expired);
+    free(w->linger);
+    ax_stack_pool_destroy(&w->stacks);
+    pthread_mutex_destroy(&w->inbox_lock);
+}
