@@ -12,6 +12,8 @@
  */
 #include "util.h"
 
+#include <limits.h>
+
 /* TSan models each coroutine as a thread and dies past 8128 of them: it
  * parks fewer (the idle-CPU property is the same). */
 #if defined(__SANITIZE_THREAD__)
@@ -84,10 +86,19 @@ int main(void)
     CHECK(WAIT_UNTIL(test_stats(s).running == NTASK, 5000));
     usleep(300 * 1000); /* let every thread finish its last spin and go to sleep */
 
-    long i0 = cpu_ticks();
-    usleep(1000 * 1000);
-    long idle = cpu_ticks() - i0;
-    fprintf(stderr, "idle phase: %ld ticks in 1 s with %d parked tasks\n", idle, NTASK);
+    /* A polling scheduler burns CPU in every window; an idle one in none.
+     * On a busy machine a window may still catch the last wake-ups of the
+     * start burst (threads scheduled late), so the quietest of up to five
+     * one-second windows is what must be idle. */
+    long idle = LONG_MAX;
+    for (int win = 0; win < 5 && idle * 100 / hz > 5; win++) {
+        long i0 = cpu_ticks();
+        usleep(1000 * 1000);
+        long d = cpu_ticks() - i0;
+        fprintf(stderr, "idle phase: %ld ticks in 1 s with %d parked tasks\n", d, NTASK);
+        if (d < idle)
+            idle = d;
+    }
     CHECK_LE(idle * 100 / hz, 5); /* at most 50 ms of CPU in a second */
 
     ax_stats st = test_stats(s);

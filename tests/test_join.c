@@ -13,6 +13,11 @@
  *     success).
  *  5. Children never joined are released, not cancelled: they all succeed,
  *     the stats settle, and ax_free is clean under ASan.
+ *  6. The join carries the child's error text: a child failing with
+ *     ax_task_set_error ("upstream said 503", code 1), one ending in ax_panic
+ *     ("boom 7", AX_EPANIC) and one timing out (AX_ETIMEDOUT): each join
+ *     reports state, code and error exactly, and the error equals the one
+ *     the child's on_done received (non-empty for all three).
  */
 #include "util.h"
 
@@ -315,6 +320,95 @@ static void test_unjoined(ax_sched *s)
     }
 }
 
+/* ---- 6. the child's error text ------------------------------------------ */
+
+struct err_child {
+    int kind; /* 0 set_error + return 1, 1 ax_panic, 2 time out */
+    atomic_int done_calls;
+    atomic_int state, code;
+    char error[AX_ERROR_MAX]; /* from on_done, written before done_calls */
+};
+
+static struct err_child err_kids[3] = {{.kind = 0}, {.kind = 1}, {.kind = 2}};
+static ax_result err_joined[3];
+static atomic_int err_join_rc[3] = {1, 1, 1};
+static uint64_t err_ids[3];
+
+static int err_child_fn(ax_task *t, void *arg)
+{
+    struct err_child *c = arg;
+    switch (c->kind) {
+    case 0:
+        ax_task_set_error(t, "upstream said %d", 503);
+        return 1;
+    case 1:
+        ax_panic(t, "boom %d", 7);
+        return 0; /* not reached */
+    default:
+        ax_sleep(t, 10000); /* ends with the 100 ms timeout */
+        return 0;
+    }
+}
+
+static void err_child_done(const ax_result *r, void *arg)
+{
+    struct err_child *c = arg;
+    atomic_store(&c->state, (int)r->state);
+    atomic_store(&c->code, r->code);
+    memcpy(c->error, r->error, sizeof c->error);
+    atomic_fetch_add(&c->done_calls, 1);
+}
+
+static int err_parent(ax_task *t, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < 3; i++) {
+        ax_spec sp = {.fn = err_child_fn,
+                      .arg = &err_kids[i],
+                      .timeout_ms = err_kids[i].kind == 2 ? 100 : 5000,
+                      .on_done = err_child_done,
+                      .cb_arg = &err_kids[i]};
+        CHECK_EQ(ax_spawn(t, &sp, &err_ids[i]), 0);
+    }
+    for (int i = 0; i < 3; i++) {
+        ax_result r;
+        memset(&r, 0xff, sizeof r);
+        atomic_store(&err_join_rc[i], ax_join(t, err_ids[i], -1, &r));
+        err_joined[i] = r;
+    }
+    return 0;
+}
+
+static void test_errors(ax_sched *s)
+{
+    struct parent_out p = {0};
+    submit_parent(s, err_parent, 5000, &p);
+    CHECK(WAIT_UNTIL(atomic_load(&p.done_calls) == 1, 4000));
+    CHECK_EQ(atomic_load(&p.state), AX_STATE_SUCCEEDED);
+    for (int i = 0; i < 3; i++) {
+        CHECK(WAIT_UNTIL(atomic_load(&err_kids[i].done_calls) == 1, 3000));
+        CHECK_EQ(atomic_load(&err_join_rc[i]), 0);
+        CHECK_EQ(err_joined[i].id, err_ids[i]);
+        CHECK_EQ(err_joined[i].attempts, 1);
+    }
+    const ax_result *r = err_joined;
+    CHECK_EQ(r[0].state, AX_STATE_FAILED);
+    CHECK_EQ(r[0].code, 1);
+    CHECK_STR(r[0].error, "upstream said 503");
+    CHECK_EQ(r[1].state, AX_STATE_FAILED);
+    CHECK_EQ(r[1].code, AX_EPANIC);
+    CHECK_STR(r[1].error, "boom 7");
+    CHECK_EQ(r[2].state, AX_STATE_TIMED_OUT);
+    CHECK_EQ(r[2].code, AX_ETIMEDOUT);
+    /* The join and the child's on_done report the same outcome. */
+    for (int i = 0; i < 3; i++) {
+        CHECK_EQ(atomic_load(&err_kids[i].state), r[i].state);
+        CHECK_EQ(atomic_load(&err_kids[i].code), r[i].code);
+        CHECK(err_kids[i].error[0] != 0);
+        CHECK_STR(r[i].error, err_kids[i].error);
+    }
+}
+
 int main(void)
 {
     ax_sched *s = test_sched(2, 100);
@@ -323,16 +417,19 @@ int main(void)
     test_notfound(s);
     test_early(s);
     test_unjoined(s);
+    test_errors(s);
 
     /* Everything settles. Tasks: fan-out 1 + 50, join timeouts 3 + 3,
-     * not-found 1 + 1 child + 1 submitted, early 1 + 2, unjoined 1 + 100. */
-    const uint64_t total = (1 + NCHILD) + (3 + 3) + (1 + 1 + 1) + (1 + 2) + (1 + NORPHAN);
+     * not-found 1 + 1 child + 1 submitted, early 1 + 2, unjoined 1 + 100,
+     * errors 1 + 3. */
+    const uint64_t total =
+        (1 + NCHILD) + (3 + 3) + (1 + 1 + 1) + (1 + 2) + (1 + NORPHAN) + (1 + 3);
     CHECK(WAIT_UNTIL(test_stats(s).running == 0, 2000));
     ax_stats st = test_stats(s);
     CHECK_EQ(st.submitted, total);
     CHECK_EQ(st.succeeded + st.failed + st.timed_out + st.cancelled, total);
-    CHECK_EQ(st.failed, 1);    /* early_bad */
-    CHECK_EQ(st.timed_out, 1); /* deadline_parent */
+    CHECK_EQ(st.failed, 3);    /* early_bad, err_kids[0] and [1] */
+    CHECK_EQ(st.timed_out, 2); /* deadline_parent, err_kids[2] */
     CHECK_EQ(st.cancelled, 0);
     CHECK_EQ(st.queued[0] + st.queued[1] + st.queued[2], 0);
     CHECK_EQ(st.delayed, 0);

@@ -1,0 +1,398 @@
+/* test_orphans.c - orphans: coroutines still running after their attempt
+ * timed out or was cancelled (ax.h ax_stats.orphans; DESIGN.md §7).
+ *
+ *  1. A retry never runs next to its own orphan. workers = 2; attempt 0
+ *     ignores its deadline: it spins 600 ms (raw clock, no ax call) with
+ *     timeout_ms 100; max_retry 1, back-off 10 ms (jitter 0). The function
+ *     counts the attempts inside it: the count never exceeds 1 (the retry
+ *     runs the same fn/arg, and could run on the other worker while attempt
+ *     0 still spins), attempt 1 starts only after attempt 0 returned
+ *     (timestamps), and the task ends SUCCEEDED with attempts == 2 (attempt
+ *     1 returns 0 at once).
+ *
+ * With AX_HAVE_V2 (the API additions, ax.h):
+ *  2. config.callback_queue bounds the on_timeout queue and
+ *     ax_stats.callback_dropped counts what a full queue dropped:
+ *     callback_threads 1, callback_queue 16; one on_timeout blocks the only
+ *     callback thread, then exactly 100 more tasks time out: 100 - 16 are
+ *     dropped, and once the blocked callback is released exactly 1 + 16
+ *     on_timeout calls have run.
+ *  3. config.shutdown_timeout_ms bounds ax_free: in a forked child
+ *     (shutdown_timeout_ms 300) a task spins forever without ax calls;
+ *     ax_free returns anyway and says on stderr what it leaked ("leak").
+ *     The parent kills the child and fails if it has not exited in 30 s.
+ *  4. config.max_orphans: orphans count against it, and while orphans >=
+ *     max_orphans no new attempt starts. max_orphans 1: while X spins past
+ *     its timeout ax_stats.orphans == 1, and a task Y submitted after X
+ *     timed out starts only after X's coroutine returned.
+ */
+#include "util.h"
+
+#include <pthread.h>
+
+#ifdef AX_HAVE_V2
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#endif
+
+/* The raw clock: a task that ignores its deadline makes no ax call at all. */
+static uint64_t mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void spin_ms(uint64_t ms)
+{
+    uint64_t end = mono_ns() + ms * 1000000u;
+    volatile uint64_t spins = 0;
+    while (mono_ns() < end)
+        spins++;
+}
+
+/* ---- 1. the retry waits for its orphan ------------------------------------- */
+
+#define HOG_SPIN_MS 600
+#define HOG_TIMEOUT_MS 100
+
+static atomic_int active, max_active, entries;
+static _Atomic uint64_t att_start_ns[2], att_end_ns[2];
+static atomic_int retry_done_calls;
+static ax_result retry_last;
+
+static int hog_then_ok_fn(ax_task *t, void *arg)
+{
+    (void)arg;
+    int now_active = atomic_fetch_add(&active, 1) + 1;
+    for (int m = atomic_load(&max_active); now_active > m;)
+        if (atomic_compare_exchange_weak(&max_active, &m, now_active))
+            break;
+    unsigned a = ax_task_attempt(t);
+    atomic_fetch_add(&entries, 1);
+    if (a < 2)
+        atomic_store(&att_start_ns[a], mono_ns());
+    if (a == 0)
+        spin_ms(HOG_SPIN_MS); /* ignores its 100 ms deadline */
+    if (a < 2)
+        atomic_store(&att_end_ns[a], mono_ns());
+    atomic_fetch_sub(&active, 1);
+    return 0;
+}
+
+static void retry_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    retry_last = *r;
+    atomic_fetch_add(&retry_done_calls, 1);
+}
+
+static void test_retry_waits_for_orphan(void)
+{
+    ax_sched *s = test_sched(2, 8);
+    static const ax_retry_policy backoff = {AX_BACKOFF_EXPONENTIAL, 10, 10, 0};
+    ax_spec sp = {.fn = hog_then_ok_fn,
+                  .timeout_ms = HOG_TIMEOUT_MS,
+                  .max_retry = 1,
+                  .retry = &backoff,
+                  .on_done = retry_done};
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&retry_done_calls) == 1, 5000));
+    CHECK(WAIT_UNTIL(atomic_load(&att_end_ns[0]) != 0, 5000)); /* attempt 0 returned */
+    usleep(50 * 1000);
+    uint64_t s0 = atomic_load(&att_start_ns[0]), e0 = atomic_load(&att_end_ns[0]);
+    uint64_t s1 = atomic_load(&att_start_ns[1]);
+    fprintf(stderr,
+            "orphan retry: attempt 0 ran %llu..%llu ms, attempt 1 started at %llu ms; "
+            "at most %d attempts inside the function at once\n",
+            0ull, (unsigned long long)((e0 - s0) / 1000000u),
+            s1 ? (unsigned long long)((s1 - s0) / 1000000u) : 0ull, atomic_load(&max_active));
+    CHECK_LE(atomic_load(&max_active), 1);
+    CHECK(s1 != 0);
+    CHECK(s1 >= e0); /* the retry starts after its orphan returned */
+    CHECK_EQ(atomic_load(&retry_done_calls), 1);
+    CHECK_EQ(retry_last.state, AX_STATE_SUCCEEDED);
+    CHECK_EQ(retry_last.code, 0);
+    CHECK_EQ(retry_last.attempts, 2);
+    CHECK_EQ(atomic_load(&entries), 2);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.started, 2);
+    CHECK_EQ(st.retried, 1);
+    CHECK_EQ(st.succeeded, 1);
+    CHECK_EQ(st.timed_out + st.failed, 0);
+    CHECK(WAIT_UNTIL(test_stats(s).orphans == 0, 2000));
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
+#ifdef AX_HAVE_V2
+
+/* ---- 2. the bounded on_timeout queue ---------------------------------------- */
+
+#define CB_QUEUE 16
+#define CB_FLOOD 100
+
+static atomic_int cb_blocker_in, cb_release, cb_calls, flood_done_calls, flood_bad;
+
+static int sleep_fn(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_sleep(t, 10000); /* ends at the 50 ms timeout */
+    return 0;
+}
+
+static void blocking_on_timeout(const ax_result *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    atomic_store(&cb_blocker_in, 1);
+    while (!atomic_load(&cb_release))
+        usleep(1000);
+    atomic_fetch_add(&cb_calls, 1);
+}
+
+static void counting_on_timeout(const ax_result *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    atomic_fetch_add(&cb_calls, 1);
+}
+
+static void flood_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    if (r->state != AX_STATE_TIMED_OUT || r->code != AX_ETIMEDOUT)
+        atomic_fetch_add(&flood_bad, 1);
+    atomic_fetch_add(&flood_done_calls, 1);
+}
+
+static void test_callback_queue(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    CHECK_EQ(c.callback_queue, 1024); /* the documented default */
+    c.workers = 2;
+    c.max_concurrency = 256;
+    c.callback_threads = 1;
+    c.callback_queue = CB_QUEUE;
+    /* The blocked callback must stay the only one running: no extra pool
+     * thread for an overrun during this test. */
+    c.callback_timeout_ms = 600000;
+    ax_sched *s = NULL;
+    CHECK_EQ(ax_new(&c, &s), 0);
+
+    ax_spec blk = {.fn = sleep_fn, .timeout_ms = 50, .on_timeout = blocking_on_timeout};
+    CHECK_EQ(ax_submit(s, &blk, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&cb_blocker_in), 5000));
+
+    for (int i = 0; i < CB_FLOOD; i++) {
+        ax_spec sp = {.fn = sleep_fn,
+                      .timeout_ms = 50,
+                      .on_timeout = counting_on_timeout,
+                      .on_done = flood_done};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    }
+    /* on_timeout is queued (or dropped) before on_done runs. */
+    CHECK(WAIT_UNTIL(atomic_load(&flood_done_calls) == CB_FLOOD, 10000));
+    CHECK_EQ(atomic_load(&flood_bad), 0);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.callback_dropped, CB_FLOOD - CB_QUEUE);
+    CHECK_EQ(st.timed_out, 1 + CB_FLOOD);
+    CHECK_EQ(atomic_load(&cb_calls), 0); /* the only callback thread is still held */
+
+    atomic_store(&cb_release, 1);
+    CHECK(WAIT_UNTIL(atomic_load(&cb_calls) == 1 + CB_QUEUE, 5000));
+    usleep(200 * 1000);
+    CHECK_EQ(atomic_load(&cb_calls), 1 + CB_QUEUE);
+    st = test_stats(s);
+    CHECK_EQ(st.callback_dropped, CB_FLOOD - CB_QUEUE);
+    CHECK_EQ(atomic_load(&flood_done_calls), CB_FLOOD);
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
+/* ---- 3. ax_free does not wait forever ---------------------------------------- */
+
+#define CHILD_WAIT_MS 30000
+
+static atomic_int forever_running;
+
+static int forever_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&forever_running, 1);
+    volatile uint64_t spins = 0;
+    for (;;)
+        spins++; /* never returns, never calls ax */
+    return 0;
+}
+
+static void child_shutdown_leak(int err_fd)
+{
+    if (dup2(err_fd, STDERR_FILENO) < 0)
+        _exit(10);
+    close(err_fd);
+    ax_config c;
+    ax_config_default(&c);
+    if (c.shutdown_timeout_ms != 5000) /* the documented default */
+        _exit(11);
+    c.workers = 2;
+    c.max_concurrency = 8;
+    c.shutdown_timeout_ms = 300;
+    ax_sched *s = NULL;
+    if (ax_new(&c, &s) != 0)
+        _exit(12);
+    ax_spec sp = {.fn = forever_fn, .timeout_ms = 50};
+    if (ax_submit(s, &sp, NULL) != 0)
+        _exit(13);
+    if (!WAIT_UNTIL(atomic_load(&forever_running), 5000))
+        _exit(14);
+    ax_free(s); /* must come back although the task never returns */
+    _exit(0);
+}
+
+static void test_shutdown_leak(void)
+{
+    int fds[2];
+    CHECK_EQ(pipe(fds), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        child_shutdown_leak(fds[1]);
+    }
+    close(fds[1]);
+    CHECK_EQ(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
+
+    static char out[65536];
+    size_t len = 0;
+    int status = 0;
+    bool exited = false;
+    uint64_t end = test_now_ms() + CHILD_WAIT_MS;
+    for (;;) {
+        ssize_t r = read(fds[0], out + len, sizeof out - 1 - len);
+        if (r > 0)
+            len += (size_t)r;
+        pid_t w = waitpid(pid, &status, WNOHANG);
+        CHECK(w >= 0);
+        if (w == pid) {
+            exited = true;
+            break;
+        }
+        if (test_now_ms() >= end)
+            break;
+        usleep(10 * 1000);
+    }
+    if (!exited) {
+        kill(pid, SIGKILL);
+        CHECK_EQ(waitpid(pid, &status, 0), pid);
+    }
+    /* The rest of the child's stderr, up to end of file. */
+    CHECK_EQ(fcntl(fds[0], F_SETFL, 0), 0);
+    for (ssize_t r; len < sizeof out - 1 && (r = read(fds[0], out + len, sizeof out - 1 - len)) != 0;) {
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+        len += (size_t)r;
+    }
+    out[len] = 0;
+    close(fds[0]);
+    fprintf(stderr, "shutdown child's stderr: <<%s>>\n", out);
+    if (!exited)
+        fprintf(stderr, "ax_free did not return within %d ms: child killed\n", CHILD_WAIT_MS);
+    CHECK(exited);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK(strstr(out, "leak") != NULL);
+}
+
+/* ---- 4. max_orphans --------------------------------------------------------- */
+
+#define X_SPIN_MS 400
+
+static _Atomic uint64_t x_end_ns, y_start_ns;
+static atomic_int x_running, x_done_calls, x_done_state = -1, y_done_calls, y_done_state = -1;
+
+static int x_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&x_running, 1);
+    spin_ms(X_SPIN_MS); /* ignores its 50 ms timeout */
+    atomic_store(&x_end_ns, mono_ns());
+    return 0;
+}
+
+static void x_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&x_done_state, (int)r->state);
+    atomic_fetch_add(&x_done_calls, 1);
+}
+
+static int y_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&y_start_ns, mono_ns());
+    return 0;
+}
+
+static void y_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&y_done_state, (int)r->state);
+    atomic_fetch_add(&y_done_calls, 1);
+}
+
+static void test_max_orphans(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    CHECK_EQ(c.max_orphans, 0); /* 0 = max_concurrency */
+    c.workers = 2;
+    c.max_concurrency = 8;
+    c.max_orphans = 1;
+    ax_sched *s = NULL;
+    CHECK_EQ(ax_new(&c, &s), 0);
+
+    ax_spec xs = {.fn = x_fn, .timeout_ms = 50, .on_done = x_done};
+    CHECK_EQ(ax_submit(s, &xs, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&x_done_calls) == 1, 2000));
+    CHECK_EQ(atomic_load(&x_done_state), AX_STATE_TIMED_OUT);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(atomic_load(&x_end_ns), 0); /* the snapshot was taken while X spins */
+    CHECK_EQ(st.orphans, 1);
+    CHECK_EQ(st.running, 0);
+
+    ax_spec ys = {.fn = y_fn, .timeout_ms = 5000, .on_done = y_done};
+    CHECK_EQ(ax_submit(s, &ys, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&y_done_calls) == 1, 5000));
+    CHECK_EQ(atomic_load(&y_done_state), AX_STATE_SUCCEEDED);
+    uint64_t xe = atomic_load(&x_end_ns), ys0 = atomic_load(&y_start_ns);
+    CHECK(xe != 0);  /* Y ran only after X returned ... */
+    CHECK(ys0 >= xe); /* ... by the timestamps too */
+    CHECK(WAIT_UNTIL(test_stats(s).orphans == 0, 2000));
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
+#endif /* AX_HAVE_V2 */
+
+int main(void)
+{
+#ifdef AX_HAVE_V2
+    test_shutdown_leak(); /* first: fork while this process has no other thread */
+#endif
+    test_retry_waits_for_orphan();
+#ifdef AX_HAVE_V2
+    test_callback_queue();
+    test_max_orphans();
+#endif
+    return 0;
+}
