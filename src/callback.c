@@ -76,7 +76,7 @@ static void finish_handed(struct ax_sched *s, struct job *j)
     /* Ended at its deadline: it ran about its timeout (the run's own start
      * is the held worker's to read, not ours). */
     finish_attempt(s, NULL, j, attempt, state, to, AX_ETIMEDOUT, msg, (int)slot,
-                   slot == FIN_NO_SLOT ? 0 : j->timeout_ns);
+                   slot == FIN_NO_SLOT ? 0 : j->timeout_ns, JH_HAND);
 }
 
 static void *cb_main(void *arg)
@@ -97,8 +97,7 @@ static void *cb_main(void *arg)
                 p->fin_tail = NULL;
             pthread_mutex_unlock(&p->lock);
             atomic_store(&t->started_ns, now_ns());
-            finish_handed(p->s, j);
-            job_release(p->s, NULL, j, JH_HAND);
+            finish_handed(p->s, j); /* drops JH_HAND */
         } else if (p->n) {
             struct cb_item it = p->ring[p->head];
             p->head = (p->head + 1) % p->cap;
@@ -178,7 +177,6 @@ void cb_pool_stop(struct ax_sched *s)
         struct job *j = p->fin_head;
         p->fin_head = j->next;
         finish_handed(s, j);
-        job_release(s, NULL, j, JH_HAND);
     }
     for (; p->n; p->n--, p->head = (p->head + 1) % p->cap)
         p->ring[p->head].fn(&p->ring[p->head].r, p->ring[p->head].arg);

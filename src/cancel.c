@@ -44,7 +44,7 @@ int ax_cancel(ax_sched *s, uint64_t id)
             if (st == JS_QUEUED)
                 j->wait_ns = now_ns() - j->enqueue_ns;
             finish_terminal(s, NULL, j, js_report_attempt(old), JS_CANCELLED, AX_ECANCELED,
-                            "cancelled");
+                            "cancelled", 0);
             return AX_OK;
         }
         if (js_is(w, JS_SLOT_MASK)) {
@@ -60,7 +60,7 @@ int ax_cancel(ax_sched *s, uint64_t id)
             if (m.run)
                 worker_post_wake(m.run->w, &m);
             finish_attempt(s, NULL, j, attempt, JS_CANCELLED, JS_CANCELLED, AX_ECANCELED,
-                           "cancelled", FIN_SLOT, run_ns);
+                           "cancelled", FIN_SLOT, run_ns, 0);
             return AX_OK;
         }
         pthread_mutex_unlock(&s->lock);

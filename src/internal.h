@@ -113,9 +113,17 @@ int job_alloc_locked(struct ax_sched *s, struct job **out); /* s->lock held */
 void job_free_locked(struct ax_sched *s, struct job *j);   /* s->lock held */
 /* The live job with this id, or NULL (s->lock held: the id is stable). */
 struct job *job_find_locked(struct ax_sched *s, uint64_t id);
-/* Drop a hold (JH_*); frees the job if it was the last one on a terminal
- * job. w: the calling worker (freed in its next lock section) or NULL. */
-void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold);
+/* Drop holds (JH_*, one or more in one atomic step); frees the job if they
+ * were the last on a terminal job, re-queues a waiting retry if JH_RUN was.
+ * w: the calling worker (applied in its next lock section) or NULL. */
+void job_released(struct ax_sched *s, struct worker *w, struct job *j, bool requeue);
+static inline void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold)
+{
+    uint64_t n = js_release(&j->sw, hold);
+    bool requeue = (hold & JH_RUN) && js_state(n) == JS_RETRYING && (n & JF_WAIT);
+    if (AX_UNLIKELY(requeue) || js_freeable(n))
+        job_released(s, w, j, requeue); /* free it, or queue its retry */
+}
 void job_table_destroy(struct ax_sched *s);
 
 /* ---- runs (struct ax_task) ---------------------------------------------- */
@@ -190,9 +198,9 @@ struct ax_task {
     int wait_fd;
     int code;         /* the function's return */
     struct ax_stack *stack;
-    struct job *join_child; /* PARK_JOIN: the child waited for */
-    void (*on_unpark)(struct ax_task *t); /* PARK_EXT */
-    void *ext;                            /* PARK_EXT: the extension's state */
+    struct job *join_child; /* RS_PARK_JOIN: the child waited for */
+    void (*on_unpark)(struct ax_task *t); /* RS_PARK_EXT */
+    void *ext;                            /* RS_PARK_EXT: the extension's state */
     uint32_t life_gen;      /* bumped when the run struct is reused */
     unsigned ndefers, defer_cap;
     struct defer_entry *defers;
@@ -518,7 +526,12 @@ void run_resume(struct worker *w, struct ax_task *t);
 void run_expire_timers(struct worker *w);
 void run_pool_destroy(struct worker *w);
 /* The per-worker wheel, under its lock (wheel_lk). */
-void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns);
+static inline void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns)
+{
+    wheel_lock(&w->wheel_lk);
+    ax_wheel_add(&w->wheel, n, (at_ns + 999999u) / 1000000u);
+    wheel_unlock(&w->wheel_lk);
+}
 void worker_timer_del(struct worker *w, struct ax_wheel_node *n);
 
 /* finish.c: the end of an attempt and the terminal path. */
@@ -534,14 +547,17 @@ unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt
  * the moment the CAS is done). */
 void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                     unsigned state, unsigned to, int code, const char *err, int slot,
-                    uint64_t run_ns);
+                    uint64_t run_ns, uint64_t give);
 /* Decide, CAS STARTING/RUNNING -> outcome, and finish if won. */
 bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_t gen,
                     unsigned attempt, unsigned state, int code, const char *err,
-                    uint64_t run_ns);
-/* The one terminal path: exactly once per job. */
+                    uint64_t run_ns, uint64_t give);
+/* The one terminal path: exactly once per job. It ends by dropping JH_END
+ * and `give`. Every finish_* function consumes `give` (holds the caller
+ * drops when it is done: JH_RUN for a worker done with its run), won or
+ * lost, in the same atomic step as JH_END when it can. */
 void finish_terminal(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
-                     unsigned state, int code, const char *err);
+                     unsigned state, int code, const char *err, uint64_t give);
 void result_fill(const struct job *j, unsigned attempt, unsigned state, int code, const char *err,
                  ax_result *r);
 

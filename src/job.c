@@ -69,8 +69,10 @@ void job_free_locked(struct ax_sched *s, struct job *j)
     /* Word 0 and the bare slot as id: no id and no CAS taken from an old
      * reading matches this slot again until it is reissued. */
     atomic_store_explicit(&j->sw, 0, memory_order_release);
-    free(j->err);
-    j->err = NULL;
+    if (AX_UNLIKELY(j->err)) {
+        free(j->err);
+        j->err = NULL;
+    }
     j->id = slot;
     j->next = s->job_free;
     s->job_free = j;
@@ -89,12 +91,8 @@ struct job *job_find_locked(struct ax_sched *s, uint64_t id)
     return j;
 }
 
-void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold)
+void job_released(struct ax_sched *s, struct worker *w, struct job *j, bool requeue)
 {
-    uint64_t n = js_release(&j->sw, hold);
-    bool requeue = hold == JH_RUN && js_state(n) == JS_RETRYING && (n & JF_WAIT);
-    if (!requeue && !js_freeable(n))
-        return;
     if (w) {
         /* Applied in the worker's next dispatch lock section. */
         struct job **list = requeue ? &w->pend.requeue_list : &w->pend.free_list;
@@ -116,7 +114,8 @@ void job_table_destroy(struct ax_sched *s)
 {
     for (unsigned i = 0; i < s->nchunks; i++) {
         for (unsigned k = 0; k < AX_JOB_CHUNK; k++)
-            free(s->chunks[i][k].err);
+            if (s->chunks[i][k].err)
+                free(s->chunks[i][k].err);
         free(s->chunks[i]);
     }
     free(s->chunks);

@@ -63,13 +63,6 @@ struct ax_task *ready_pop(struct worker *w)
 
 /* ---- the worker's wheel ---------------------------------------------------- */
 
-void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns)
-{
-    wheel_lock(&w->wheel_lk);
-    ax_wheel_add(&w->wheel, n, ns_to_tick_ceil(at_ns));
-    wheel_unlock(&w->wheel_lk);
-}
-
 void worker_timer_del(struct worker *w, struct ax_wheel_node *n)
 {
     wheel_lock(&w->wheel_lk); /* the watchdog may be taking it out right now */
@@ -304,11 +297,13 @@ static void complete_run(struct worker *w, struct ax_task *t)
         int code = t->panicked ? AX_EPANIC : t->code;
         if (state == JS_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);
+        /* Drops the worker's JH_RUN with the job's other holds. */
         finish_running(s, w, j, t->gen, t->attempt, state, code,
-                       state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns);
+                       state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns, JH_RUN);
+    } else {
+        job_release(s, w, j, JH_RUN);
     }
     run_recycle(w, t);
-    job_release(s, w, j, JH_RUN);
 }
 
 void run_resume(struct worker *w, struct ax_task *t)
@@ -336,7 +331,7 @@ static void deadline_fired(struct worker *w, struct ax_task *t)
     snprintf(msg, sizeof msg, "timed out after %llu ms",
              (unsigned long long)((t->deadline_ns - t->start_ns) / 1000000u));
     finish_running(w->s, w, t->job, t->gen, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT, msg,
-                   w->now_ns - t->start_ns);
+                   w->now_ns - t->start_ns, 0);
     if (t->began)
         linger_track(w, t); /* its coroutine goes on without its attempt */
     run_wake(t, AX_ETIMEDOUT);
@@ -421,8 +416,7 @@ struct ax_task *run_start(struct worker *w, struct job *j)
 
     if (j->deadline_ns && now >= j->deadline_ns) {
         finish_running(s, w, j, gen, attempt, JS_TIMED_OUT, AX_ETIMEDOUT,
-                       "deadline passed while queued", 0);
-        job_release(s, w, j, JH_RUN);
+                       "deadline passed while queued", 0, JH_RUN);
         return NULL;
     }
     struct ax_task *t = run_alloc(w);
@@ -433,8 +427,7 @@ struct ax_task *run_start(struct worker *w, struct job *j)
             w->run_free = t;
         }
         finish_running(s, w, j, gen, attempt, JS_FAILED, AX_ENOMEM,
-                       "out of memory for a coroutine stack", 0);
-        job_release(s, w, j, JH_RUN);
+                       "out of memory for a coroutine stack", 0, JH_RUN);
         return NULL;
     }
     atomic_fetch_add_explicit(&w->stacks_in_use, 1, memory_order_relaxed);

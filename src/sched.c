@@ -289,7 +289,7 @@ void sched_recompute_locked(struct ax_sched *s)
 /* Wake up to n sleeping workers. Called after work appeared (a submit, a
  * freed slot, a resume). Lock-free: a worker sets `sleeping` before its final
  * check for work and the waker clears it before writing the eventfd, so a
- * wake-up is never lost (see worker_sleep in exec.c). */
+ * wake-up is never lost (see worker_sleep in worker.c). */
 void sched_wake_workers(struct ax_sched *s, unsigned n)
 {
     if (atomic_load_explicit(&s->nsleeping, memory_order_seq_cst) == 0)

@@ -149,9 +149,12 @@ static inline bool js_move(_Atomic uint64_t *sw, uint64_t gen, long attempt, uns
 
 /* QUEUED -> STARTING, taking the JH_RUN hold for the worker (dispatch;
  * s->lock). A job whose previous coroutine lives is never QUEUED. */
-static inline bool js_dispatch(_Atomic uint64_t *sw, uint64_t gen)
+static inline void js_dispatch(_Atomic uint64_t *sw)
 {
-    return js_move(sw, gen, -1, JS_BIT(JS_QUEUED), JS_STARTING, -1, JH_RUN, 0, NULL);
+    /* Under s->lock a QUEUED job's state cannot change, only its holds: one
+     * RMW, no loop (QUEUED ^ STARTING flips the state, JH_RUN is clear). */
+    atomic_fetch_xor_explicit(sw, (uint64_t)(JS_QUEUED ^ JS_STARTING) | JH_RUN,
+                              memory_order_acq_rel);
 }
 /* STARTING -> QUEUED, dropping JH_RUN: the watchdog hands a job back from a
  * held worker's to-start list (s->lock). */

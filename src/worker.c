@@ -155,7 +155,7 @@ static void dispatch(struct worker *w)
     if (!s->paused && !s->closing && orphans_locked(s) < s->max_orphans) {
         struct job *j;
         while (n < want && s->running < s->cap && (j = sched_pick_locked(s))) {
-            js_dispatch(&j->sw, job_gen(j)); /* QUEUED, under the lock: always wins */
+            js_dispatch(&j->sw); /* QUEUED, under the lock */
             jtimer_del_locked(s, j);         /* its queued-deadline timer */
             s->running++;
             j->wait_ns = w->now_ns > j->enqueue_ns ? w->now_ns - j->enqueue_ns : 0;
@@ -172,7 +172,7 @@ static void dispatch(struct worker *w)
         struct job *j = ended;
         ended = j->next;
         finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT,
-                       AX_ETIMEDOUT, "deadline passed before it could run", FIN_NO_SLOT, 0);
+                       AX_ETIMEDOUT, "deadline passed before it could run", FIN_NO_SLOT, 0, 0);
     }
     if (n == 0)
         return;

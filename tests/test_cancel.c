@@ -239,15 +239,6 @@ static atomic_int race_published; /* race_ids[0..published) are valid */
 static atomic_int race_handled;   /* ids the canceller is done with */
 static atomic_int race_cancel_ok, race_cancelled_done, race_bad;
 
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 static int race_fn(ax_task *t, void *arg)
 {
     int i = (int)(intptr_t)arg;

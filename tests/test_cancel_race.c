@@ -81,15 +81,6 @@ static void on_done(const ax_result *r, void *arg)
     atomic_fetch_add(&sl->done_calls, 1);
 }
 
-static uint64_t xorshift(uint64_t *s)
-{
-    uint64_t x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return *s = x;
-}
-
 /* The canceller thread submits the tasks one at a time and cancels each. */
 static atomic_int iterations; /* tasks the canceller submitted */
 

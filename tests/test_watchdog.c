@@ -69,13 +69,7 @@ static ax_sched *new_sched(unsigned workers, unsigned cap, uint32_t grace_ms)
     c.max_concurrency = cap;
     if (grace_ms)
         c.grace_ms = grace_ms;
-    ax_sched *s = NULL;
-    int rc = ax_new(&c, &s);
-    if (rc) {
-        fprintf(stderr, "ax_new: %s: %s\n", ax_strerror(rc), ax_error_detail());
-        abort();
-    }
-    return s;
+    return test_sched_cfg(&c);
 }
 
 /* ---- linger: a slow on_done on the worker is not a lingering task --------- */

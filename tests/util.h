@@ -28,19 +28,35 @@ static inline uint64_t test_now_ms(void)
         wu_ok_;                                                                \
     })
 
+/* A scheduler from a config; aborts (naming the field) if it is refused. */
+static inline ax_sched *test_sched_cfg(const ax_config *c)
+{
+    ax_sched *s = NULL;
+    int rc = ax_new(c, &s);
+    if (rc) {
+        fprintf(stderr, "ax_new: %s: %s\n", ax_strerror(rc), ax_error_detail());
+        abort();
+    }
+    return s;
+}
+
 static inline ax_sched *test_sched(unsigned workers, unsigned cap)
 {
     ax_config c;
     ax_config_default(&c);
     c.workers = workers;
     c.max_concurrency = cap;
-    ax_sched *s = NULL;
-    int rc = ax_new(&c, &s);
-    if (rc) {
-        fprintf(stderr, "ax_new: %s: %s\n", ax_strerror(rc), ax_error_detail());
-        abort();
-    }
-    return s;
+    return test_sched_cfg(&c);
+}
+
+/* A small fast PRNG for tests (xorshift64). */
+static inline uint64_t xorshift(uint64_t *s)
+{
+    uint64_t x = *s;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return *s = x;
 }
 
 static inline ax_stats test_stats(ax_sched *s)

@@ -6,7 +6,7 @@
  *  - a worker writes into its own single-producer ring (no lock, no atomic
  *    RMW: a relaxed load of the consumer index and a release store of its
  *    own);
- *  - any other thread (a submitter, ax_cancel, the monitor) writes into one
+ *  - any other thread (a submitter, ax_cancel, a callback-pool thread) writes into one
  *    shared ring under its own small mutex.
  * A full ring drops the event and counts it (ax_events_dropped): logging
  * must never stall the scheduler it observes.

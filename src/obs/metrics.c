@@ -4,7 +4,7 @@
  *
  * Each worker owns a wait and a run histogram per priority and is their only
  * writer (plain stores, see obs/hist.h); attempts ended on other threads
- * (ax_cancel, the monitor) record into a scheduler-wide pair under s->lock.
+ * (ax_cancel, the callback pool) record into a scheduler-wide pair under s->lock.
  * A snapshot merges them all without stopping anybody: a reader may miss an
  * update that is in flight, never see a torn count.
  *
