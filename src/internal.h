@@ -125,6 +125,8 @@ static inline void job_release(struct ax_sched *s, struct worker *w, struct job 
         job_released(s, w, j, requeue); /* free it, or queue its retry */
 }
 void job_table_destroy(struct ax_sched *s);
+#define JOB_PREFILL_LOW 256 /* free jobs below which a submitter grows the table */
+void job_table_prefill(struct ax_sched *s); /* no lock held */
 
 /* ---- runs (struct ax_task) ---------------------------------------------- */
 
@@ -360,6 +362,8 @@ struct ax_sched {
     struct job **chunks;
     unsigned nchunks;
     struct job *job_free;
+    unsigned nfree;               /* jobs on job_free */
+    _Atomic unsigned nfree_hint;  /* nfree, readable without the lock */
     /* The scheduler's timer wheel (sched.c): delays, back-offs and queued
      * deadlines of jobs that are in no worker's hands. Expired by whichever
      * worker dispatches next; worker 0 sleeps until its next expiry; the

@@ -20,19 +20,20 @@
 #include "internal.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 /* What a queued task costs (DESIGN.md: <= 256 bytes per queued task). */
 _Static_assert(sizeof(struct job) <= 256, "struct job grew past 256 bytes");
 
 static _Atomic uint64_t id_seq = 1;
 
-static int grow_locked(struct ax_sched *s)
+/* Link a zeroed chunk into the table (s->lock held). */
+static int link_chunk_locked(struct ax_sched *s, struct job *c)
 {
-    if ((uint64_t)(s->nchunks + 1) * AX_JOB_CHUNK > AX_MAX_JOBS)
+    if ((uint64_t)(s->nchunks + 1) * AX_JOB_CHUNK > AX_MAX_JOBS) {
+        free(c);
         return ax_fail_static(AX_ENOMEM, "job table full (4 194 304 live tasks)");
-    struct job *c = calloc(AX_JOB_CHUNK, sizeof *c);
-    if (!c)
-        return ax_fail_static(AX_ENOMEM, "out of memory growing the job table");
+    }
     /* s->chunks is sized for the maximum at ax_new: no realloc under readers. */
     unsigned base = s->nchunks * AX_JOB_CHUNK;
     for (unsigned i = AX_JOB_CHUNK; i-- > 0;) {
@@ -43,7 +44,35 @@ static int grow_locked(struct ax_sched *s)
     atomic_store_explicit((_Atomic(struct job *) *)&s->chunks[s->nchunks], c,
                           memory_order_release);
     s->nchunks++;
+    s->nfree += AX_JOB_CHUNK;
+    atomic_store_explicit(&s->nfree_hint, s->nfree, memory_order_relaxed);
     return AX_OK;
+}
+
+static int grow_locked(struct ax_sched *s)
+{
+    struct job *c = calloc(AX_JOB_CHUNK, sizeof *c);
+    if (!c)
+        return ax_fail_static(AX_ENOMEM, "out of memory growing the job table");
+    return link_chunk_locked(s, c);
+}
+
+/* Grow the table before it runs dry, outside the lock: a new chunk's pages
+ * fault in on first touch, and under s->lock that stalled every submitter
+ * and worker (perf: 10% of the full path in job_alloc_locked). Called by a
+ * submitter after an admission, so a rejection still allocates nothing. */
+void job_table_prefill(struct ax_sched *s)
+{
+    struct job *c = malloc(AX_JOB_CHUNK * sizeof *c);
+    if (!c)
+        return; /* job_alloc_locked grows it, or fails, itself */
+    memset(c, 0, AX_JOB_CHUNK * sizeof *c); /* fault the pages in here */
+    pthread_mutex_lock(&s->lock);
+    if (s->nfree < JOB_PREFILL_LOW)
+        link_chunk_locked(s, c);
+    else
+        free(c); /* another submitter got there first */
+    pthread_mutex_unlock(&s->lock);
 }
 
 int job_alloc_locked(struct ax_sched *s, struct job **out)
@@ -55,6 +84,8 @@ int job_alloc_locked(struct ax_sched *s, struct job **out)
     }
     struct job *j = s->job_free;
     s->job_free = j->next;
+    s->nfree--;
+    atomic_store_explicit(&s->nfree_hint, s->nfree, memory_order_relaxed);
     uint64_t slot = j->id & (AX_MAX_JOBS - 1);
     uint64_t seq = atomic_fetch_add_explicit(&id_seq, 1, memory_order_relaxed);
     j->id = (seq << AX_SLOT_BITS) | slot;
@@ -76,6 +107,8 @@ void job_free_locked(struct ax_sched *s, struct job *j)
     j->id = slot;
     j->next = s->job_free;
     s->job_free = j;
+    s->nfree++;
+    atomic_store_explicit(&s->nfree_hint, s->nfree, memory_order_relaxed);
 }
 
 struct job *job_find_locked(struct ax_sched *s, uint64_t id)

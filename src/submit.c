@@ -180,6 +180,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
         *id_out = id;
     if (wake)
         sched_wake_workers(s, 1);
+    if (AX_UNLIKELY(atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) < JOB_PREFILL_LOW))
+        job_table_prefill(s);
     return AX_OK;
 }
 
