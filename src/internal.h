@@ -91,8 +91,12 @@ struct job {
     uint32_t joiner_gen;    /* the joiner's park_gen */
     uint32_t joiner_life;   /* the joiner's life_gen */
     uint32_t run_life;      /* run->life_gen of the current run, for ax_cancel */
-    int32_t code;           /* the terminal code, for ax_join */
-    uint32_t handoff;       /* an attempt the watchdog ended, for the callback pool */
+    union {
+        int32_t code;     /* the terminal code, for ax_join (set by the terminal path) */
+        uint32_t handoff; /* before it: how an attempt ended, for whoever finishes it
+                             (the callback pool, a drain list); always read before
+                             the terminal path writes `code` */
+    };
     char *err;              /* a child's terminal error text, for ax_join (malloc) */
     uint16_t max_retry;
     uint8_t prio;
@@ -116,13 +120,13 @@ struct job *job_find_locked(struct ax_sched *s, uint64_t id);
 /* Drop holds (JH_*, one or more in one atomic step); frees the job if they
  * were the last on a terminal job, re-queues a waiting retry if JH_RUN was.
  * w: the calling worker (applied in its next lock section) or NULL. */
-void job_released(struct ax_sched *s, struct worker *w, struct job *j, bool requeue);
+void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t word);
 static inline void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold)
 {
     uint64_t n = js_release(&j->sw, hold);
     bool requeue = (hold & JH_RUN) && js_state(n) == JS_RETRYING && (n & JF_WAIT);
     if (AX_UNLIKELY(requeue) || js_freeable(n))
-        job_released(s, w, j, requeue); /* free it, or queue its retry */
+        job_released(s, w, j, n); /* free it, or queue its retry */
 }
 void job_table_destroy(struct ax_sched *s);
 #define JOB_PREFILL_LOW 256 /* free jobs below which a submitter grows the table */
@@ -231,7 +235,6 @@ struct wake_msg {
 /* Deferred work a worker applies in its next lock section. */
 struct worker_pending {
     struct job *free_list;    /* jobs whose last hold dropped */
-    struct job *requeue_list; /* RETRYING + JF_WAIT jobs whose orphan returned */
 };
 
 /* Terminal outcomes counted by a worker without the lock (single writer,
@@ -308,7 +311,8 @@ struct worker {
      * over time means the worker is held by one run or one callback. */
     _Atomic uint64_t pub_seq;
     _Atomic(struct ax_task *) pub_run;
-    _Atomic uint64_t pub_expect;   /* the run's expect_sw */
+    _Atomic(struct job *) pub_job; /* the run's job: job-shaped memory, never freed */
+    _Atomic uint64_t pub_expect;   /* the run's expect_sw (generation, attempt) */
     _Atomic uint64_t pub_deadline; /* the run's deadline */
     _Atomic uint64_t stacks_in_use;
     struct ev_ring *ev_ring; /* lifecycle events this worker produced (obs/events.c) */
@@ -325,6 +329,7 @@ struct worker {
     _Atomic uint64_t hog_reported; /* expect_sw the watchdog reported: the worker skips it */
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
     _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken */
+    _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
     int bt_n;
     void *bt[AX_BT_MAX];
 } __attribute__((aligned(AX_CACHELINE)));
@@ -490,7 +495,7 @@ void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word);
 int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, uint64_t at_ns,
                        uint64_t run_ns);
 /* The coroutine of a RETRYING + JF_WAIT job returned: queue the retry. */
-void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t now);
+void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t gen, uint64_t now);
 /* Expire the scheduler's wheel: due delays and back-offs re-enter their
  * bucket (returns how many); jobs whose deadline passed while waiting are
  * ended TIMED_OUT and linked on *ended for the caller's terminal path, with
@@ -618,7 +623,7 @@ void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked 
 /* watchdog: the run on a held worker's CPU (one seqlock read): report it
  * once if its attempt ended grace_ms ago and it is still there. */
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
-                      uint64_t expect, uint64_t deadline, uint64_t seq);
+                      struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq);
 int linger_init(void);
 
 /* obs/events.c */

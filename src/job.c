@@ -124,23 +124,27 @@ struct job *job_find_locked(struct ax_sched *s, uint64_t id)
     return j;
 }
 
-void job_released(struct ax_sched *s, struct worker *w, struct job *j, bool requeue)
+void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t word)
 {
-    if (w) {
-        /* Applied in the worker's next dispatch lock section. */
-        struct job **list = requeue ? &w->pend.requeue_list : &w->pend.free_list;
-        j->next = *list;
-        *list = j;
+    if (js_freeable(word)) {
+        if (w) { /* freed in the worker's next lock section: nobody holds it */
+            j->next = w->pend.free_list;
+            w->pend.free_list = j;
+            return;
+        }
+        pthread_mutex_lock(&s->lock);
+        job_free_locked(s, j);
+        pthread_mutex_unlock(&s->lock);
         return;
     }
+    /* A retry waited for the coroutine that just returned: queue it now.
+     * Never deferred to a list: nothing would hold the job there, and a
+     * cancel could end and free it meanwhile. The generation is the one
+     * this release saw: a reused slot is not touched. */
     pthread_mutex_lock(&s->lock);
-    if (requeue)
-        sched_orphan_returned_locked(s, j, now_ns());
-    else
-        job_free_locked(s, j);
+    sched_orphan_returned_locked(s, j, js_gen(word), now_ns());
     pthread_mutex_unlock(&s->lock);
-    if (requeue)
-        sched_wake_workers(s, 1);
+    sched_wake_workers(s, 1);
 }
 
 void job_table_destroy(struct ax_sched *s)

@@ -245,6 +245,7 @@ static void publish(struct worker *w, struct ax_task *t)
     atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&w->pub_run, t, memory_order_relaxed);
     if (t) {
+        atomic_store_explicit(&w->pub_job, t->job, memory_order_relaxed);
         atomic_store_explicit(&w->pub_expect, t->expect_sw, memory_order_relaxed);
         atomic_store_explicit(&w->pub_deadline, t->deadline_ns, memory_order_relaxed);
     }

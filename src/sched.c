@@ -174,10 +174,10 @@ int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, uint
     return 1;
 }
 
-void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t now)
+void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t gen, uint64_t now)
 {
     uint64_t w;
-    if (js_requeue(&j->sw, job_gen(j), &w) != 1)
+    if (js_requeue(&j->sw, gen, &w) != 1)
         return; /* cancelled or timed out meanwhile */
     if (w & JF_RETRY_ARMED)
         s->delayed--;

@@ -43,14 +43,15 @@ void watchdog_kick(struct ax_sched *s)
     pthread_mutex_unlock(&s->lock);
 }
 
-static bool read_published(struct worker *w, struct ax_task **t, uint64_t *expect,
-                           uint64_t *deadline, uint64_t *seq)
+static bool read_published(struct worker *w, struct ax_task **t, struct job **j,
+                           uint64_t *expect, uint64_t *deadline, uint64_t *seq)
 {
     for (int i = 0; i < 8; i++) {
         uint64_t s1 = atomic_load_explicit(&w->pub_seq, memory_order_acquire);
         if (s1 & 1)
             continue;
         *t = atomic_load_explicit(&w->pub_run, memory_order_relaxed);
+        *j = atomic_load_explicit(&w->pub_job, memory_order_relaxed);
         *expect = atomic_load_explicit(&w->pub_expect, memory_order_relaxed);
         *deadline = atomic_load_explicit(&w->pub_deadline, memory_order_relaxed);
         atomic_thread_fence(memory_order_acquire);
@@ -65,21 +66,37 @@ static bool read_published(struct worker *w, struct ax_task **t, uint64_t *expec
 /* 1. The held worker's to-start jobs go back to the head of their buckets. */
 static void hand_back(struct ax_sched *s, struct worker *w)
 {
+    /* The list holds at most one dispatch batch: the worker fills it only
+     * from its own dispatch, which starts every entry before it takes more. */
+    struct job *take[DISPATCH_BATCH], *gone = NULL;
+    unsigned n = 0;
     if (!wheel_trylock(&w->wheel_lk))
         return;
-    struct job *list = w->tostart_head;
-    w->tostart_head = w->tostart_tail = NULL;
-    wheel_unlock(&w->wheel_lk);
-    if (!list)
-        return;
-    struct job *take[DISPATCH_BATCH * 2], *gone = NULL;
-    unsigned n = 0;
-    while (list && n < DISPATCH_BATCH * 2) {
-        take[n++] = list;
-        list = list->next;
+    while (w->tostart_head && n < DISPATCH_BATCH) {
+        take[n++] = w->tostart_head;
+        w->tostart_head = w->tostart_head->next;
     }
+    if (!w->tostart_head)
+        w->tostart_tail = NULL;
+    wheel_unlock(&w->wheel_lk);
+    if (!n)
+        return;
     unsigned moved = 0;
     pthread_mutex_lock(&s->lock);
+    if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
+        /* Shutdown drained the buckets already: back onto the list, where
+         * ax_shutdown's cancel of every STARTING job finds them. */
+        pthread_mutex_unlock(&s->lock);
+        wheel_lock(&w->wheel_lk); /* held only for list operations */
+        take[n - 1]->next = w->tostart_head;
+        if (!w->tostart_head)
+            w->tostart_tail = take[n - 1];
+        for (unsigned i = n - 1; i-- > 0;)
+            take[i]->next = take[i + 1];
+        w->tostart_head = take[0];
+        wheel_unlock(&w->wheel_lk);
+        return;
+    }
     running_locked(s);
     for (unsigned i = n; i-- > 0;) { /* last first: push_front keeps their order */
         struct job *j = take[i];
@@ -144,9 +161,13 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
         j->next = ended;
         ended = j;
     }
-    if (w->fired)
+    bool fired = w->fired != NULL;
+    if (fired)
         atomic_store_explicit(&w->fired_hint, 1, memory_order_release);
     wheel_unlock(&w->wheel_lk);
+    int one = 1;
+    if (fired && atomic_compare_exchange_strong(&w->sleeping, &one, 0))
+        worker_kick(w); /* it may have gone to sleep since we judged it held */
     while (ended) {
         struct job *j = ended;
         ended = j->next;
@@ -167,8 +188,9 @@ static bool watch_workers(struct ax_sched *s, uint64_t now)
         }
         busy = true;
         struct ax_task *t;
+        struct job *j;
         uint64_t expect, deadline, seq;
-        if (!read_published(w, &t, &expect, &deadline, &seq))
+        if (!read_published(w, &t, &j, &expect, &deadline, &seq))
             continue;
         if (seq != w->wd_seq) {
             w->wd_seq = seq;
@@ -180,7 +202,7 @@ static bool watch_workers(struct ax_sched *s, uint64_t now)
         hand_back(s, w);
         expire_held(s, w, now);
         if (t)
-            linger_hog_check(s, w, now, t, expect, deadline, seq);
+            linger_hog_check(s, w, now, t, j, expect, deadline, seq);
     }
     return busy;
 }

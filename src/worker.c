@@ -32,7 +32,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#define DIRECT_BUDGET 16
+#define DIRECT_BUDGET 64
 #define STACK_WARM_KEEP 64   /* released stacks kept resident per worker */
 #define STACK_TRIM_CHUNK 128 /* stacks trimmed per idle moment */
 #define SPIN_NS 50000        /* polling before epoll_wait */
@@ -126,7 +126,7 @@ static void dispatch(struct worker *w)
     struct job *ended = NULL;
 
     /* Fast path: nothing to apply, nothing due, nothing we could take. */
-    if (!p->free_list && !p->requeue_list && !jwheel_due(s, w->now_ns) &&
+    if (!p->free_list && !jwheel_due(s, w->now_ns) &&
         (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0 ||
          atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)))
         return;
@@ -139,12 +139,6 @@ static void dispatch(struct worker *w)
         struct job *j = p->free_list;
         p->free_list = j->next;
         job_free_locked(s, j);
-    }
-    while (p->requeue_list) {
-        struct job *j = p->requeue_list;
-        p->requeue_list = j->next;
-        sched_orphan_returned_locked(s, j, w->now_ns);
-        requeued++;
     }
     requeued += sched_expire_locked(s, w->now_ns, &ended);
     if (s->closing && running == 0)
@@ -168,27 +162,32 @@ static void dispatch(struct worker *w)
     pthread_mutex_unlock(&s->lock);
     if (more || requeued > n)
         sched_wake_workers(s, 1); /* more work than one batch: get help */
-    while (ended) {
-        struct job *j = ended;
-        ended = j->next;
-        finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT,
-                       AX_ETIMEDOUT, "deadline passed before it could run", FIN_NO_SLOT, 0, 0);
+    /* Onto the to-start list first, where the watchdog can see them (and
+     * hand them to another worker if this one is held, even by an on_done
+     * below); then start them one by one. */
+    if (n) {
+        wheel_lock(&w->wheel_lk);
+        for (unsigned i = 0; i < n; i++) {
+            take[i]->next = NULL;
+            if (w->tostart_tail)
+                w->tostart_tail->next = take[i];
+            else
+                w->tostart_head = take[i];
+            w->tostart_tail = take[i];
+        }
+        wheel_unlock(&w->wheel_lk);
+    }
+    if (AX_UNLIKELY(ended != NULL)) {
+        while (ended) {
+            struct job *j = ended;
+            ended = j->next;
+            finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, AX_ETIMEDOUT,
+                           "deadline passed before it could run", FIN_NO_SLOT, 0, 0);
+        }
+        w->now_ns = now_ns(); /* on_done ran: the clock moved */
     }
     if (n == 0)
         return;
-    /* Onto the to-start list, where the watchdog can see them, and start
-     * them one by one: while one of them holds this worker, the others can
-     * be handed to another. */
-    wheel_lock(&w->wheel_lk);
-    for (unsigned i = 0; i < n; i++) {
-        take[i]->next = NULL;
-        if (w->tostart_tail)
-            w->tostart_tail->next = take[i];
-        else
-            w->tostart_head = take[i];
-        w->tostart_tail = take[i];
-    }
-    wheel_unlock(&w->wheel_lk);
     for (;;) {
         wheel_lock(&w->wheel_lk);
         struct job *j = w->tostart_head;
@@ -213,7 +212,7 @@ static bool work_available(struct worker *w)
     pthread_mutex_lock(&w->inbox_lock);
     yes = w->ninbox > 0;
     pthread_mutex_unlock(&w->inbox_lock);
-    if (yes || atomic_load(&w->fired_hint) || w->pend.free_list || w->pend.requeue_list)
+    if (yes || atomic_load(&w->fired_hint) || w->pend.free_list)
         return true;
     pthread_mutex_lock(&s->lock);
     yes = !s->paused && !s->closing && running_locked(s) < s->cap &&

@@ -43,7 +43,8 @@ static void on_signal(int sig)
 {
     struct worker *w = ax_current_worker;
     int want = 1;
-    if (w && atomic_load(&w->bt_state) == 1 && ax_current_run) {
+    if (w && atomic_load(&w->bt_state) == 1 && ax_current_run &&
+        ax_current_run == atomic_load(&w->bt_run)) {
         w->bt_n = backtrace(w->bt, AX_BT_MAX);
         atomic_compare_exchange_strong(&w->bt_state, &want, 2);
         return;
@@ -172,21 +173,26 @@ void linger_check(struct worker *w)
 }
 
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
-                      uint64_t expect, uint64_t deadline, uint64_t seq)
+                      struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq)
 {
     if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || seq == w->linger_reported_seq)
         return;
     /* Its attempt must have ended: a run still inside its own attempt is
-     * timed out by its deadline first (watchdog.c), never reported. */
-    struct job *j = t->job;
-    if (!j || (atomic_load_explicit(&j->sw, memory_order_acquire) &
-               ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == expect)
+     * timed out by its deadline first (watchdog.c), never reported. The
+     * job pointer came from the same seqlock read as the run, and while its
+     * coroutine lives the job is held (JH_RUN): same generation, or the run
+     * moved on and this snapshot is stale. */
+    uint64_t word = atomic_load_explicit(&j->sw, memory_order_acquire);
+    if (js_gen(word) != js_gen(expect) ||
+        (word & ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == expect ||
+        atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
         return;
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text,
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
     pthread_once(&once_signal, install_signal);
+    atomic_store(&w->bt_run, t);
     atomic_store(&w->bt_state, 1);
     /* Only a thread still running that timed-out task is signalled. */
     if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) == seq)
