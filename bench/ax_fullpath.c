@@ -3,11 +3,35 @@
  * The main thread ax_submit()s `tasks` empty tasks, priorities cycling
  * HIGH, NORMAL, LOW, each with a 1 s timeout armed; each goes through
  * admission, its priority bucket, quota-round dispatch, a coroutine on a
- * worker, completion and on_done (which counts a latch down). Prints
+ * worker, completion and on_done (which counts a latch down). `workers`
+ * worker threads (1, 2, or 4 = more workers than the 2 cores). Prints
  *   ax_fullpath_w<workers>_ns  (last on_done - first submit) / tasks
- * Peers: the seed's Go scheduler (go/seed.go) and a pthread pool
- * (peer_threadpool.c) doing the same work. bench/run also runs this program
- * under callgrind at two task counts for "instructions per task".
+ *
+ * Per task, ax does what its peers do not:
+ *   - admission (bucket bound, shed ratio, rate limit) and an id in the
+ *     process-wide task table;
+ *   - three priority buckets drained by quota rounds (the thread pool:
+ *     strict priority; idiomatic Go: no priority);
+ *   - the task queued beyond max_concurrency (500), where idiomatic Go
+ *     blocks the submitter on its semaphore instead;
+ *   - a deadline armed and cancelled in the worker's timing wheel (the
+ *     pool: none on the task, only the submitter's timed wait);
+ *   - a coroutine with its own stack, switched to and back;
+ *   - on_done with an ax_result (state, code, wait/run times, trace id),
+ *     and wait/run histograms.
+ * What each peer does that ax does not:
+ *   - idiomatic Go (go/idiomatic.go, GOMAXPROCS = workers): a goroutine, a
+ *     context.WithTimeout (allocated, runtime timer armed and stopped), a
+ *     semaphore channel send and receive, WaitGroup Add/Done;
+ *   - the seed's Go scheduler (go/seed.go + go/fullpath.go): channel round
+ *     trips to its loop goroutine, two goroutines, a context timer, a done
+ *     channel, select, recover;
+ *   - the thread pool (peer_threadpool.c, threads = workers): a malloc'd
+ *     task + future (mutex + condvar initialised and destroyed), a condvar
+ *     signal per submission, the submitter's pthread_cond_timedwait per
+ *     future.
+ * bench/run also runs this program under callgrind at two task counts for
+ * "instructions per task".
  */
 #include "ax_bench.h"
 

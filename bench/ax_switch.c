@@ -3,8 +3,19 @@
  * One worker, two tasks. Once both have started, each calls ax_yield
  * `rounds` times; every yield parks the caller and resumes the other task, so
  * the pair makes 2 * rounds hand-offs. Prints
- *   ax_switch_ns  wall time / hand-offs  (task -> worker loop -> other task)
- * Peer: two goroutines ping-ponging over unbuffered channels (go/switch.go).
+ *   ax_switch_ns  wall time / hand-offs
+ * The path measured is the public ax_yield's, whatever it takes: with the
+ * other task ready it switches from task to task directly (the caller to the
+ * back of the worker's ready queue, the other resumed), and once per budget
+ * of direct hand-offs (64 today) it goes task -> worker loop (timers, inbox,
+ * dispatch) -> other task instead. The bare register switch, with no
+ * scheduler around it, is bench_switch.c's coro_switch_ns: its own row.
+ * Per hand-off ax does what Go does not: a deadline and cancel check, and a
+ * publish of the running task for the watchdog. Go does what ax does not:
+ * the global run queue under the scheduler's lock, timers checked on every
+ * schedule().
+ * Peer: two goroutines each calling runtime.Gosched `rounds` times at
+ * GOMAXPROCS=1 (go/switch.go).
  */
 #include "ax_bench.h"
 

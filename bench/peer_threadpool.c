@@ -11,8 +11,17 @@
  *     pthread_cond_timedwait until that task's deadline: the per-task
  *     timeout of Future.get(timeout).
  * Same work as ax_fullpath.c: `tasks` empty tasks, priorities cycling
- * HIGH/NORMAL/LOW, 1 s timeout, from one submitting thread. Prints
+ * HIGH/NORMAL/LOW, 1 s timeout, from one submitting thread; bench/run runs
+ * it with 1, 2 and 4 threads beside ax's 1, 2 and 4 workers. Prints
  *   tp_fullpath_t<threads>_ns  (last future collected - first submit) / tasks
+ * Per task the pool does what ax does not: a malloc'd task + future, a
+ * mutex and condvar initialised and destroyed, a condvar signal to wake a
+ * thread, a timed wait on the future by the submitting thread. It does not
+ * do what ax does: no admission or bound, strict priority instead of quota
+ * rounds, no deadline on the running task (the 1 s only bounds the
+ * submitter's wait: a late task is abandoned, never interrupted), no stack
+ * of its own (the task runs on the pool thread's), no callback or result
+ * struct (the submitter reads an int).
  */
 #include "bench_util.h"
 

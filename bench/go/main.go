@@ -1,15 +1,19 @@
 // Command axbench holds the Go peers of ax's benchmarks: one subcommand per
 // benchmark, each printing "name value" lines that bench/run collects.
-// Standard library only; run with GOMAXPROCS = number of cores.
+// Standard library only. bench/run sets GOMAXPROCS: the number of cores,
+// except where a row compares with a given number of ax workers; keys of
+// those benchmarks carry the GOMAXPROCS they ran with (_p<N>).
 //
-//	axbench switch    rounds=N            go_switch_ns
+//	axbench gosched   rounds=N            go_gosched_ns (sets GOMAXPROCS=1)
 //	axbench spawn     tasks=N             go_spawn_ns
-//	axbench fullpath  tasks=N             go_seed_fullpath_ns
-//	axbench ctxtimeout ops=N              go_ctx_timeout_ns
+//	axbench idiomatic tasks=N cap=C       go_idiom_fullpath_p<GOMAXPROCS>_ns
+//	axbench fullpath  tasks=N cap=C       go_seed_fullpath_p<GOMAXPROCS>_ns
 //	axbench timers    sizes=10000,...     go_timer_{insert,cancel,expire}_ns_<N>
 //	axbench queued    tasks=N             go_seed_queued_bytes
 //	axbench parked    tasks=N idle_s=S    go_parked_bytes, go_idle_cpu_s
 //	axbench latency   rate=R ms=M burst=B task_ms=T   go_seed_latency_p{50,99}_us
+//	axbench latency   idle_gap_ms=G ms=M [burst=1 task_ms=0]
+//	                                      go_seed_latency_asleep_p{50,99}_us
 //	axbench lateness  tasks=N sleep_ms=S  go_lateness_p{50,99}_ms
 package main
 
@@ -24,15 +28,15 @@ import (
 )
 
 var benches = map[string]func(args){
-	"switch":     benchSwitch,
-	"spawn":      benchSpawn,
-	"fullpath":   benchFullPath,
-	"ctxtimeout": benchCtxTimeout,
-	"timers":     benchTimers,
-	"queued":     benchQueued,
-	"parked":     benchParked,
-	"latency":    benchLatency,
-	"lateness":   benchLateness,
+	"gosched":   benchGosched,
+	"spawn":     benchSpawn,
+	"idiomatic": benchIdiomatic,
+	"fullpath":  benchFullPath,
+	"timers":    benchTimers,
+	"queued":    benchQueued,
+	"parked":    benchParked,
+	"latency":   benchLatency,
+	"lateness":  benchLateness,
 }
 
 func main() {

@@ -1,24 +1,10 @@
 package main
 
 import (
-	"context"
 	"math/rand"
 	"sync/atomic"
 	"time"
 )
-
-// benchCtxTimeout: context.WithTimeout + cancel, back to back (the Go cost of
-// arming and cancelling a task's timeout).
-func benchCtxTimeout(a args) {
-	ops := a.int("ops", 2000000)
-	bg := context.Background()
-	start := time.Now()
-	for i := 0; i < ops; i++ {
-		_, cancel := context.WithTimeout(bg, time.Second)
-		cancel()
-	}
-	report("go_ctx_timeout_ns", float64(time.Since(start).Nanoseconds())/float64(ops))
-}
 
 func sizeName(n int) string {
 	switch {
