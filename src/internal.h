@@ -513,18 +513,83 @@ extern _Thread_local struct ax_task *ax_current_run;
 /* The worker this thread is, or NULL. */
 extern _Thread_local struct worker *ax_current_worker;
 
-/* run.c */
+/* run.c (and, inline below, the few lines of the yield path) */
 /* Park the current run (its t->rs already set); returns its wake_rc. */
 int run_park(struct ax_task *t);
-/* Append to the worker's ready queue (worker thread only). */
-void ready_push(struct worker *w, struct ax_task *t);
-struct ax_task *ready_pop(struct worker *w);
-/* ax_yield's fast path; false if it must go through the worker loop. */
-bool run_switch_direct(struct ax_task *t);
 /* Resume a parked run with rc (worker thread only). No-op if not parked. */
 void run_wake(struct ax_task *t, int rc);
+
+/* Hot, inline: the yield hand-off is these and one register switch
+ * (callgrind: 142 -> ~90 instructions per hand-off once inlined). */
+
+/* The worker's ready queue (worker thread only). */
+static inline void ready_push(struct worker *w, struct ax_task *t)
+{
+    t->next = NULL;
+    if (w->ready_tail)
+        w->ready_tail->next = t;
+    else
+        w->ready_head = t;
+    w->ready_tail = t;
+    w->nready++;
+}
+static inline struct ax_task *ready_pop(struct worker *w)
+{
+    struct ax_task *t = w->ready_head;
+    if (t) {
+        w->ready_head = t->next;
+        if (!w->ready_head)
+            w->ready_tail = NULL;
+        w->nready--;
+    }
+    return t;
+}
+
+/* What is on the worker's CPU, for the watchdog: a seqlock, odd while
+ * written. Relaxed stores and fences: plain moves on x86. */
+static inline void worker_publish(struct worker *w, struct ax_task *t)
+{
+    uint64_t seq = atomic_load_explicit(&w->pub_seq, memory_order_relaxed);
+    atomic_store_explicit(&w->pub_seq, seq + 1, memory_order_relaxed);
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&w->pub_run, t, memory_order_relaxed);
+    if (t) {
+        atomic_store_explicit(&w->pub_job, t->job, memory_order_relaxed);
+        atomic_store_explicit(&w->pub_expect, t->expect_sw, memory_order_relaxed);
+        atomic_store_explicit(&w->pub_deadline, t->deadline_ns, memory_order_relaxed);
+    }
+    atomic_store_explicit(&w->pub_seq, seq + 2, memory_order_release);
+}
+
+int run_detached_slow(const struct ax_task *t);
 /* AX_ETIMEDOUT / AX_ECANCELED if the run's attempt has ended without it. */
-int run_detached_rc(const struct ax_task *t);
+static inline int run_detached_rc(const struct ax_task *t)
+{
+    uint64_t sw = atomic_load_explicit(&t->job->sw, memory_order_acquire);
+    if (AX_LIKELY((sw & ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == t->expect_sw))
+        return 0;
+    return run_detached_slow(t);
+}
+
+/* ax_yield's fast path: from the running task straight to the next ready
+ * one, without a round trip through the worker loop (one switch instead of
+ * two plus a loop iteration). Allowed a budget of times per loop iteration
+ * so that timers, the inbox and dispatch are still looked at regularly.
+ * False if it must go through the worker loop. */
+static inline bool run_switch_direct(struct ax_task *t)
+{
+    struct worker *w = t->w;
+    if (w->direct_budget == 0 || !w->ready_head)
+        return false;
+    w->direct_budget--;
+    struct ax_task *next = ready_pop(w);
+    ready_push(w, t);
+    w->current = next;
+    ax_current_run = next;
+    worker_publish(w, next);
+    ax_coro_switch(&t->coro, &next->coro);
+    return true;
+}
 /* Run the cleanups and leave the coroutine for good (task stack only). */
 _Noreturn void run_exit(struct ax_task *t);
 /* Build the coroutine for a job dispatch made STARTING (NULL: it ended). */
@@ -571,7 +636,8 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
                  ax_result *r);
 
 /* submit.c, trace.c */
-int submit_common(struct ax_sched *s, const ax_spec *spec, uint64_t *id_out, struct ax_task *parent);
+int submit_common(struct ax_sched *s, const ax_spec *spec, uint64_t *id_out, struct ax_task *parent,
+                  struct job **job_out);
 void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX]);
 
 /* watchdog.c */

@@ -36,12 +36,10 @@ int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out)
         parent->child_cap = cap;
     }
     uint64_t id;
-    int rc = submit_common(parent->s, spec, &id, parent);
+    struct job *j;
+    int rc = submit_common(parent->s, spec, &id, parent, &j);
     if (rc)
         return rc;
-    pthread_mutex_lock(&parent->s->lock);
-    struct job *j = job_find_locked(parent->s, id); /* ours: JH_PARENT holds it */
-    pthread_mutex_unlock(&parent->s->lock);
     parent->children[parent->nchildren++] = j;
     if (id_out)
         *id_out = id;

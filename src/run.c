@@ -38,29 +38,6 @@
 
 _Thread_local struct ax_task *ax_current_run;
 
-void ready_push(struct worker *w, struct ax_task *t)
-{
-    t->next = NULL;
-    if (w->ready_tail)
-        w->ready_tail->next = t;
-    else
-        w->ready_head = t;
-    w->ready_tail = t;
-    w->nready++;
-}
-
-struct ax_task *ready_pop(struct worker *w)
-{
-    struct ax_task *t = w->ready_head;
-    if (t) {
-        w->ready_head = t->next;
-        if (!w->ready_head)
-            w->ready_tail = NULL;
-        w->nready--;
-    }
-    return t;
-}
-
 /* ---- the worker's wheel ---------------------------------------------------- */
 
 void worker_timer_del(struct worker *w, struct ax_wheel_node *n)
@@ -182,11 +159,8 @@ static void run_entry(void *arg)
     run_exit(t);
 }
 
-int run_detached_rc(const struct ax_task *t)
+int run_detached_slow(const struct ax_task *t)
 {
-    uint64_t sw = atomic_load_explicit(&t->job->sw, memory_order_acquire);
-    if (AX_LIKELY((sw & ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == t->expect_sw))
-        return 0;
     return now_ns() >= t->deadline_ns ? AX_ETIMEDOUT : AX_ECANCELED;
 }
 
@@ -236,41 +210,6 @@ void run_wake(struct ax_task *t, int rc)
 
 /* ---- the worker side ---------------------------------------------------- */
 
-/* What is on the CPU, for the watchdog (a seqlock: odd while writing).
- * Relaxed stores plus fences: a few plain moves per switch on x86. */
-static void publish(struct worker *w, struct ax_task *t)
-{
-    uint64_t seq = atomic_load_explicit(&w->pub_seq, memory_order_relaxed);
-    atomic_store_explicit(&w->pub_seq, seq + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&w->pub_run, t, memory_order_relaxed);
-    if (t) {
-        atomic_store_explicit(&w->pub_job, t->job, memory_order_relaxed);
-        atomic_store_explicit(&w->pub_expect, t->expect_sw, memory_order_relaxed);
-        atomic_store_explicit(&w->pub_deadline, t->deadline_ns, memory_order_relaxed);
-    }
-    atomic_store_explicit(&w->pub_seq, seq + 2, memory_order_release);
-}
-
-/* ax_yield's fast path: from the running task straight to the next ready
- * one, without a round trip through the worker loop (one switch instead of
- * two plus a loop iteration). Allowed a budget of times per iteration so
- * that timers, the inbox and dispatch are still looked at regularly. */
-bool run_switch_direct(struct ax_task *t)
-{
-    struct worker *w = t->w;
-    if (w->direct_budget == 0 || !w->ready_head)
-        return false;
-    w->direct_budget--;
-    struct ax_task *next = ready_pop(w);
-    ready_push(w, t);
-    w->current = next;
-    ax_current_run = next;
-    publish(w, next);
-    ax_coro_switch(&t->coro, &next->coro);
-    return true;
-}
-
 /* The function returned, panicked, or never began: decide the outcome
  * unless a deadline or a cancel already did, then recycle the run. */
 static void complete_run(struct worker *w, struct ax_task *t)
@@ -311,14 +250,14 @@ void run_resume(struct worker *w, struct ax_task *t)
 {
     w->current = t;
     ax_current_run = t;
-    publish(w, t);
+    worker_publish(w, t);
     ax_coro_switch(&w->main, &t->coro);
     /* Not necessarily t: a yield may have switched straight to another run
      * (run_switch_direct), and that one came back. */
     t = w->current;
     ax_current_run = NULL;
     w->current = NULL;
-    publish(w, NULL);
+    worker_publish(w, NULL);
     w->now_ns = now_ns();
     if (t->rs == RS_EXITED)
         complete_run(w, t);

@@ -100,7 +100,8 @@ static int reject_locked(struct ax_sched *s, const ax_spec *sp, int code, const 
     return ax_fail_static(code, msg);
 }
 
-int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_task *parent)
+int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_task *parent,
+                  struct job **job_out)
 {
     if (AX_UNLIKELY(!s))
         return ax_fail_static(AX_EINVAL, "scheduler is NULL");
@@ -178,6 +179,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
 
     if (id_out)
         *id_out = id;
+    if (job_out)
+        *job_out = j; /* a child: JH_PARENT keeps it ours */
     if (wake)
         sched_wake_workers(s, 1);
     if (AX_UNLIKELY(atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) < JOB_PREFILL_LOW))
@@ -187,5 +190,5 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
 
 int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out)
 {
-    return submit_common(s, spec, id_out, NULL);
+    return submit_common(s, spec, id_out, NULL, NULL);
 }

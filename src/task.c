@@ -74,7 +74,7 @@ int ax_cancelled(const ax_task *t)
 int ax_yield(ax_task *t)
 {
     int rc = check_current(t, "ax_yield");
-    if (rc || (rc = run_detached_rc(t)))
+    if (AX_UNLIKELY(rc || (rc = run_detached_rc(t))))
         return rc;
     struct worker *w = t->w;
     t->rs = RS_PARK_YIELD;
