@@ -146,7 +146,9 @@ typedef struct ax_config {
     unsigned quota_high;       /* HIGH per round; 0 = max_concurrency/2 (default 0) */
     unsigned quota_normal;     /* NORMAL per round; 0 = max_concurrency/3 (default 0) */
     unsigned low_guaranteed;   /* LOW per round (default 1) */
-    unsigned capacity[AX_PRIO_COUNT]; /* bucket bounds: HIGH 10000, NORMAL 30000, LOW 10000 */
+    unsigned capacity[AX_PRIO_COUNT]; /* bucket bounds, indexed by ax_priority (NORMAL is
+                                         index 0): [AX_PRIO_HIGH] 10000, [AX_PRIO_NORMAL]
+                                         30000, [AX_PRIO_LOW] 10000 */
     double shed_ratio;         /* shed NORMAL/LOW above this share of total capacity (0.8) */
     double rate_limit;         /* admitted submissions per second; 0 = off (default 0) */
     unsigned rate_burst;       /* token-bucket depth (default 0 = rate_limit, min 1) */
@@ -183,16 +185,19 @@ int ax_new(const ax_config *cfg, ax_sched **out);
 
 /* Stop admitting (ax_submit returns AX_ESHUTDOWN), cancel every queued and
  * delayed task (they end CANCELLED with their on_done), let running tasks
- * finish for up to timeout_ms, then cancel them too. Returns 0 when every
- * task's coroutine has ended, AX_ETIMEDOUT if some cancelled task still has
- * not returned (its on_done has run; its coroutine is still on a worker).
- * Safe to call more than once. */
+ * finish for up to timeout_ms (<= 0: none), then cancel them too, and give
+ * their coroutines up to max(timeout_ms, 1000) ms more to return. Returns 0
+ * when every task's coroutine has ended, AX_ETIMEDOUT if some cancelled task
+ * still has not returned (its on_done has run; its coroutine is still on a
+ * worker). Safe to call more than once; AX_ESTATE from one of the
+ * scheduler's own tasks or callbacks (it would wait for itself). */
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);
 
-/* Shut down (if not yet, with no wait) and free everything. Waits up to
- * config.shutdown_timeout_ms for the tasks' coroutines to return; if one
- * never does, reports it on stderr and returns, leaking the scheduler rather
- * than freeing memory its worker still uses. NULL is ok. */
+/* Shut down (if not yet, with no wait) and free everything, all within
+ * config.shutdown_timeout_ms: if a task's coroutine never returns, ax_free
+ * names it on stderr and returns, leaking the scheduler rather than freeing
+ * memory its worker still uses. NULL is ok. Refused (a message on stderr,
+ * nothing freed) from one of the scheduler's own tasks or callbacks. */
 void ax_free(ax_sched *s);
 
 /* ---- submission -------------------------------------------------------- */
@@ -248,7 +253,8 @@ int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms);
  * needed): each retries on EAGAIN by parking in ax_wait_fd, bounded by
  * timeout_ms (< 0: only the task's deadline). They return the byte count
  * (0 = end of stream for ax_read), the new fd for ax_accept, 0 for
- * ax_connect, or a negative AX_E* code (AX_ESYS with errno's text in the
+ * ax_connect, or a negative AX_E* code (AX_EINVAL for an fd that is not open,
+ * AX_ESYS with errno's text in the
  * detail for a failed system call: refused, reset, ...). */
 ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms);
 /* Writes all len bytes unless an error or the deadline intervenes. */
@@ -314,7 +320,11 @@ typedef struct ax_stats {
     uint64_t callback_dropped;  /* on_timeout calls dropped: callback_queue was full */
 } ax_stats;
 
-/* A consistent snapshot, taken without stopping the workers. */
+/* A snapshot taken without stopping the workers: each counter is exact, but
+ * counters kept by different threads are read one after the other, so a
+ * task ending during the call may show in one and not yet in another (the
+ * invariant submitted = succeeded + failed + timed_out + cancelled holds
+ * exactly once the scheduler is idle). */
 int ax_stats_get(ax_sched *s, ax_stats *out);
 
 /* ---- metrics ---------------------------------------------------------------- */

@@ -193,9 +193,15 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
         return;
     }
     if (armed && AX_UNLIKELY(ev_on(s, AX_EV_RETRY_SCHEDULED))) {
-        char rmsg[AX_ERROR_MAX + 48];
-        snprintf(rmsg, sizeof rmsg, "%s; retry %u in %llu ms", err && *err ? err : "failed",
-                 attempt + 1, (unsigned long long)delay_ms);
+        char rmsg[AX_ERROR_MAX + 96];
+        if (j->deadline_ns && now + delay_ms * 1000000u > j->deadline_ns)
+            snprintf(rmsg, sizeof rmsg,
+                     "%s; retry %u in %llu ms would pass the task's deadline: it ends "
+                     "TIMED_OUT at the deadline instead",
+                     err && *err ? err : "failed", attempt + 1, (unsigned long long)delay_ms);
+        else
+            snprintf(rmsg, sizeof rmsg, "%s; retry %u in %llu ms", err && *err ? err : "failed",
+                     attempt + 1, (unsigned long long)delay_ms);
         ev_emit(s, w, j, AX_EV_RETRY_SCHEDULED, code, rmsg);
     }
     /* armed == 0: ax_cancel ended it first and ran its terminal path. */

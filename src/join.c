@@ -87,8 +87,10 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
         t->rs = RS_PARK_JOIN;
         rc = run_park(t);
         t->join_child = NULL;
+        if (rc == AX_ETIMEDOUT)
+            return ax_fail(rc, "ax_join: timed out (its own bound or the task's deadline)");
         if (rc)
-            return rc;
+            return ax_fail(rc, "ax_join: the task was cancelled");
         if ((rc = run_detached_rc(t)))
             return rc;
     }

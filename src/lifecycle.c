@@ -216,12 +216,16 @@ static void cancel_running(struct ax_sched *s)
     }
 }
 
-int ax_shutdown(ax_sched *s, int64_t timeout_ms)
+/* True on a thread of s itself: a task, or a worker running on_done. */
+static bool own_thread(struct ax_sched *s)
 {
-    if (!s)
-        return ax_fail_static(AX_EINVAL, "ax_shutdown: scheduler is NULL");
-    if (ax_current_run && ax_current_run->s == s)
-        return ax_fail_static(AX_ESTATE, "ax_shutdown: called from one of its own tasks");
+    return (ax_current_run && ax_current_run->s == s) ||
+           (ax_current_worker && ax_current_worker->s == s);
+}
+
+/* grace_ns: how long cancelled coroutines get to return at the end. */
+static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns)
+{
     uint64_t deadline = now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
     struct job *q = NULL;
     pthread_mutex_lock(&s->lock);
@@ -239,17 +243,55 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
         cancel_running(s);
         wait_idle_until(s, now_ns() + 100000000u);
     }
-    /* Give cancelled coroutines time to unwind: as long again as the
-     * caller granted running tasks, and at least a second (10 000 parked
-     * connections take ~200 ms to wake and return on 2 cores). */
-    uint64_t grace = timeout_ms > 1000 ? (uint64_t)timeout_ms * 1000000u : 1000000000u;
-    uint64_t until = now_ns() + grace;
+    uint64_t until = now_ns() + grace_ns;
     while (atomic_load(&s->total_live_runs) > 0 && now_ns() < until)
         usleep(1000);
     if (atomic_load(&s->total_live_runs) > 0)
-        return ax_fail(AX_ETIMEDOUT, "ax_shutdown: %llu cancelled tasks have not returned yet",
+        return ax_fail(AX_ETIMEDOUT,
+                       "ax_shutdown: %llu task coroutine(s) have not returned yet (they ignore "
+                       "their cancellation)",
                        (unsigned long long)atomic_load(&s->total_live_runs));
     return AX_OK;
+}
+
+int ax_shutdown(ax_sched *s, int64_t timeout_ms)
+{
+    if (!s)
+        return ax_fail_static(AX_EINVAL, "ax_shutdown: scheduler is NULL");
+    if (own_thread(s))
+        return ax_fail_static(AX_ESTATE, "ax_shutdown: called from one of its own tasks or "
+                                         "callbacks (it would wait for itself)");
+    /* Cancelled coroutines get as long again as the caller granted running
+     * tasks to return, and at least a second (10 000 parked connections
+     * take ~200 ms to wake and return on 2 cores). */
+    uint64_t grace = timeout_ms > 1000 ? (uint64_t)timeout_ms * 1000000u : 1000000000u;
+    return shutdown_within(s, timeout_ms, grace);
+}
+
+/* Name the tasks whose coroutine still runs (their job is held by JH_RUN). */
+static void report_stuck(struct ax_sched *s)
+{
+    unsigned shown = 0, total = 0;
+    pthread_mutex_lock(&s->lock);
+    for (unsigned c = 0; c < s->nchunks; c++) {
+        for (unsigned k = 0; k < AX_JOB_CHUNK; k++) {
+            struct job *j = table_at(s, c, k);
+            uint64_t w = atomic_load(&j->sw);
+            if (js_state(w) == JS_FREE || !(w & JH_RUN))
+                continue;
+            total++;
+            if (shown++ < 16) {
+                char trace[AX_TRACE_ID_MAX];
+                trace_format(j, trace);
+                fprintf(stderr, "ax_free:   task %llu (%s), attempt %u, %s\n",
+                        (unsigned long long)j->id, trace, js_attempt(w),
+                        ax_state_name(js_public(js_state(w))));
+            }
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (total > shown)
+        fprintf(stderr, "ax_free:   ... and %u more\n", total - shown);
 }
 
 /* Join the workers, waiting at most until `until`; false if one is still
@@ -285,9 +327,15 @@ void ax_free(ax_sched *s)
 {
     if (!s)
         return;
+    if (own_thread(s)) {
+        fprintf(stderr, "ax_free: called from one of the scheduler's own tasks or callbacks; "
+                        "refused (it would wait for itself)\n");
+        return;
+    }
     dump_unregister(s);
-    uint64_t until = now_ns() + (uint64_t)s->cfg.shutdown_timeout_ms * 1000000u;
-    ax_shutdown(s, 0);
+    uint64_t budget = (uint64_t)s->cfg.shutdown_timeout_ms * 1000000u;
+    uint64_t until = now_ns() + budget;
+    shutdown_within(s, 0, budget); /* all within shutdown_timeout_ms */
     if (!join_workers_until(s, until)) {
         /* A coroutine that never returns holds its worker: the thread, its
          * stacks and everything they may touch stay. Say what leaks. */
@@ -300,6 +348,7 @@ void ax_free(ax_sched *s)
                 "state) instead of freeing memory they use\n",
                 (unsigned long long)atomic_load(&s->total_live_runs), s->cfg.shutdown_timeout_ms,
                 held);
+        report_stuck(s);
         watchdog_stop(s);
         cb_pool_stop(s);
         ev_stop(s);

@@ -161,7 +161,9 @@ static void run_entry(void *arg)
 
 int run_detached_slow(const struct ax_task *t)
 {
-    return now_ns() >= t->deadline_ns ? AX_ETIMEDOUT : AX_ECANCELED;
+    if (now_ns() >= t->deadline_ns)
+        return ax_fail_static(AX_ETIMEDOUT, "the task's attempt timed out (its deadline passed)");
+    return ax_fail_static(AX_ECANCELED, "the task's attempt was cancelled");
 }
 
 int run_park(struct ax_task *t)

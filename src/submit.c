@@ -131,7 +131,9 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     if (p != AX_PRIO_HIGH && load_locked(s) >= s->shed_at)
         return reject_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
     if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
-        return reject_locked(s, sp, AX_EFULL, "the priority bucket is full");
+        return reject_locked(s, sp, AX_EFULL, p == AX_PRIO_HIGH     ? "the HIGH bucket is full"
+                                              : p == AX_PRIO_NORMAL ? "the NORMAL bucket is full"
+                                                                    : "the LOW bucket is full");
     rc = job_alloc_locked(s, &j);
     if (AX_UNLIKELY(rc)) {
         s->st.rejected++;

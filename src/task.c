@@ -90,6 +90,19 @@ int ax_yield(ax_task *t)
     return run_detached_rc(t);
 }
 
+/* What a wait returns: the wake-up's code, else whether the attempt ended
+ * meanwhile; a failure says so in ax_error_detail(). */
+static int wait_result(ax_task *t, const char *fn, int rc)
+{
+    if (!rc)
+        return run_detached_rc(t); /* sets the detail itself */
+    if (rc == AX_ETIMEDOUT)
+        return ax_fail(rc, "%s: timed out (its own bound or the task's deadline)", fn);
+    if (rc == AX_ECANCELED)
+        return ax_fail(rc, "%s: the task was cancelled", fn);
+    return rc;
+}
+
 int ax_sleep(ax_task *t, uint64_t ms)
 {
     int rc = check_current(t, "ax_sleep");
@@ -102,8 +115,7 @@ int ax_sleep(ax_task *t, uint64_t ms)
         ms = 365ull * 24 * 3600 * 1000;
     worker_timer_add(w, &t->wait_timer.node, now_ns() + ms * 1000000u);
     t->rs = RS_PARK_SLEEP;
-    rc = run_park(t);
-    return rc ? rc : run_detached_rc(t);
+    return wait_result(t, "ax_sleep", run_park(t));
 }
 
 int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
@@ -138,8 +150,7 @@ int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
     if (timeout_ms >= 0)
         worker_timer_add(w, &t->wait_timer.node, now_ns() + (uint64_t)timeout_ms * 1000000u);
     t->rs = RS_PARK_FD;
-    rc = run_park(t);
-    return rc ? rc : run_detached_rc(t);
+    return wait_result(t, "ax_wait_fd", run_park(t));
 }
 
 int ax_defer(ax_task *t, void (*fn)(void *), void *arg)

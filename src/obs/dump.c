@@ -72,6 +72,9 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
             struct dump_line *l = &lines[n++];
             l->id = j->id;
             trace_format(j, l->trace);
+            for (char *c = l->trace; *c; c++) /* one task, one line: no control bytes */
+                if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                    *c = '?';
             l->prio = j->prio;
             l->state = (uint8_t)js_state(sw);
             l->attempt = js_attempt(sw);

@@ -152,7 +152,9 @@ void linger_check(struct worker *w)
             w->linger[i] = w->linger[--w->nlinger]; /* it ended */
             continue;
         }
-        if (w->now_ns < e->since_ns + grace) {
+        if (w->now_ns < e->since_ns + grace || t->rs == RS_ACTIVE) {
+            /* Not yet, or woken (by its deadline) but not resumed since:
+             * a worker held by another task kept it from returning. */
             i++;
             continue;
         }
