@@ -46,6 +46,25 @@ __attribute__((noinline)) int deep_recursion(int n)
     return deep_recursion(n + 1) + pad[0];
 }
 
+/* One frame far larger than a page: without stack-clash probes and a guard
+ * larger than a page its first write lands below the guard, in another
+ * coroutine's stack, and nothing faults. */
+__attribute__((noinline)) int big_frames(int n)
+{
+    volatile char big[48 * 1024];
+    big[0] = (char)n;
+    if (n < 0) /* never */
+        return 0;
+    int r = big_frames(n + 1); /* the frame stays live across the call */
+    return r + big[0];
+}
+
+static int overflows_big(ax_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    return big_frames(0);
+}
+
 static int overflows(ax_task *t, void *arg)
 {
     (void)t, (void)arg;
@@ -67,7 +86,7 @@ static void on_done(const ax_result *r, void *arg)
 }
 
 /* Child: overflow one task, then run another; print what happened. */
-static int child(bool fail_task)
+static int child(bool fail_task, bool big)
 {
     ax_config c;
     ax_config_default(&c);
@@ -79,7 +98,8 @@ static int child(bool fail_task)
     uint64_t id;
     printf("child started\n");
     fflush(stdout);
-    ax_spec sp = {.fn = overflows, .timeout_ms = 5000, .on_done = on_done, .cb_arg = (void *)0};
+    ax_spec sp = {.fn = big ? overflows_big : overflows, .timeout_ms = 5000, .on_done = on_done,
+                  .cb_arg = (void *)0};
     CHECK_EQ(ax_submit(s, &sp, &id), 0);
     CHECK(WAIT_UNTIL(atomic_load(&ndone) == 1, 5000));
     sp = (ax_spec){.fn = fine, .timeout_ms = 5000, .on_done = on_done, .cb_arg = (void *)1};
@@ -124,9 +144,11 @@ static char *run_child(const char *self, const char *mode, int *status)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "child") == 0)
-        return child(false);
+        return child(false, false);
     if (argc > 1 && strcmp(argv[1], "child-fail-task") == 0)
-        return child(true);
+        return child(true, false);
+    if (argc > 1 && strcmp(argv[1], "child-big-frame") == 0)
+        return child(false, true);
 
     /* ax_panic: an event naming the task with a backtrace through the
      * function that panicked. */
@@ -154,6 +176,16 @@ int main(int argc, char **argv)
     CHECK(strstr(buf, "ax: aborting") != NULL);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
     CHECK(strstr(buf, "deep_recursion") != NULL); /* the report's backtrace */
+#endif
+    free(buf);
+
+    /* Frames of 48 KiB: each still hits the guard (stack-clash probes, a
+     * 64 KiB guard), never another coroutine's stack. */
+    buf = run_child(argv[0], "child-big-frame", &status);
+    CHECK(strstr(buf, "ax: stack overflow (fault address 0x") != NULL);
+    CHECK(strstr(buf, "next task") == NULL);
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT);
 #endif
     free(buf);
 
