@@ -113,9 +113,9 @@ typedef struct ax_task ax_task;   /* one running attempt, handed to the task fun
 typedef int (*ax_fn)(ax_task *t, void *arg);
 /* on_done / on_timeout. Must not block for long: on_done runs on the thread
  * that ended the task -- its worker, the caller of ax_cancel/ax_shutdown, or
- * a callback-pool thread for a task whose worker was held by another task
- * past its deadline; never on the watchdog. on_timeout runs on the callback
- * pool. */
+ * the callback pool's finisher thread ("ax-finish") for a task whose worker
+ * was held by another task past its deadline; never on the watchdog.
+ * on_timeout runs on the callback pool ("ax-callback-N"). */
 typedef void (*ax_callback)(const ax_result *r, void *cb_arg);
 
 /* ---- retries ----------------------------------------------------------- */

@@ -11,9 +11,11 @@
  *
  * The pool also finishes the attempts that the watchdog ended while their
  * worker was held (watchdog.c): the watchdog may not run user code, and the
- * held worker cannot, so their terminal path (on_done) runs here. Those are
- * never dropped: they are linked through the job itself, so they cost no
- * memory, and their number is bounded by the admitted jobs.
+ * held worker cannot, so their terminal path (on_done) runs here, on a
+ * thread of its own ("ax-finish") so that an on_timeout stuck in the host's
+ * code never holds up an on_done. Those are never dropped: they are linked
+ * through the job itself, so they cost no memory, and their number is
+ * bounded by the admitted jobs.
  *
  * C cannot preempt a function, so the pool's "time limit" is enforced the
  * only honest way: the watchdog notices a callback running past
@@ -46,7 +48,10 @@ struct cb_thread {
 struct cb_pool {
     struct ax_sched *s;
     pthread_mutex_t lock;
-    pthread_cond_t cond;
+    pthread_cond_t cond;     /* ring items */
+    pthread_cond_t fin_cond; /* attempts to finish */
+    pthread_t fin_thread;
+    bool fin_started;
     struct cb_item *ring; /* callback_queue entries */
     size_t cap, head, n;
     struct job *fin_head, *fin_tail; /* attempts to finish (watchdog), FIFO via j->next */
@@ -88,29 +93,42 @@ static void *cb_main(void *arg)
     pthread_setname_np(pthread_self(), name);
     pthread_mutex_lock(&p->lock);
     for (;;) {
-        while (!p->n && !p->fin_head && !p->stop)
+        while (!p->n && !p->stop)
             pthread_cond_wait(&p->cond, &p->lock);
-        if (p->fin_head) {
-            struct job *j = p->fin_head;
-            p->fin_head = j->next;
-            if (!p->fin_head)
-                p->fin_tail = NULL;
-            pthread_mutex_unlock(&p->lock);
-            atomic_store(&t->started_ns, now_ns());
-            finish_handed(p->s, j); /* drops JH_HAND */
-        } else if (p->n) {
-            struct cb_item it = p->ring[p->head];
-            p->head = (p->head + 1) % p->cap;
-            p->n--;
-            pthread_mutex_unlock(&p->lock);
-            atomic_store(&t->started_ns, now_ns());
-            it.fn(&it.r, it.arg);
-        } else {
+        if (!p->n)
             break; /* stopping, queue drained */
-        }
+        struct cb_item it = p->ring[p->head];
+        p->head = (p->head + 1) % p->cap;
+        p->n--;
+        pthread_mutex_unlock(&p->lock);
+        atomic_store(&t->started_ns, now_ns());
+        it.fn(&it.r, it.arg);
         atomic_store(&t->started_ns, 0);
         pthread_mutex_lock(&p->lock);
         t->overrun_counted = false;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* The finisher: terminal paths of attempts the watchdog ended, in order. */
+static void *fin_main(void *arg)
+{
+    struct cb_pool *p = arg;
+    pthread_setname_np(pthread_self(), "ax-finish");
+    pthread_mutex_lock(&p->lock);
+    for (;;) {
+        while (!p->fin_head && !p->stop)
+            pthread_cond_wait(&p->fin_cond, &p->lock);
+        struct job *j = p->fin_head;
+        if (!j)
+            break; /* stopping, list drained */
+        p->fin_head = j->next;
+        if (!p->fin_head)
+            p->fin_tail = NULL;
+        pthread_mutex_unlock(&p->lock);
+        finish_handed(p->s, j); /* drops JH_HAND */
+        pthread_mutex_lock(&p->lock);
     }
     pthread_mutex_unlock(&p->lock);
     return NULL;
@@ -148,7 +166,11 @@ int cb_pool_start(struct ax_sched *s)
     }
     pthread_mutex_init(&p->lock, NULL);
     pthread_cond_init(&p->cond, NULL);
+    pthread_cond_init(&p->fin_cond, NULL);
     s->cbp = p;
+    if (pthread_create(&p->fin_thread, NULL, fin_main, p) != 0)
+        return ax_fail_static(AX_ESYS, "callback pool: pthread_create failed");
+    p->fin_started = true;
     pthread_mutex_lock(&p->lock);
     for (unsigned i = 0; i < s->cfg.callback_threads; i++) {
         if (add_thread_locked(p) != AX_OK) {
@@ -168,10 +190,13 @@ void cb_pool_stop(struct ax_sched *s)
     pthread_mutex_lock(&p->lock);
     p->stop = true;
     pthread_cond_broadcast(&p->cond);
+    pthread_cond_broadcast(&p->fin_cond);
     unsigned n = p->nthreads;
     pthread_mutex_unlock(&p->lock);
     for (unsigned i = 0; i < n; i++)
         pthread_join(p->threads[i].thread, NULL);
+    if (p->fin_started)
+        pthread_join(p->fin_thread, NULL);
     /* Only if every thread failed to start: nothing admitted is lost. */
     while (p->fin_head) {
         struct job *j = p->fin_head;
@@ -182,6 +207,7 @@ void cb_pool_stop(struct ax_sched *s)
         p->ring[p->head].fn(&p->ring[p->head].r, p->ring[p->head].arg);
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
+    pthread_cond_destroy(&p->fin_cond);
     free(p->threads);
     free(p->ring);
     free(p);
@@ -218,7 +244,7 @@ void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigne
     else
         p->fin_head = j;
     p->fin_tail = j;
-    pthread_cond_signal(&p->cond);
+    pthread_cond_signal(&p->fin_cond);
     pthread_mutex_unlock(&p->lock);
 }
 
@@ -246,7 +272,7 @@ bool cb_pool_check(struct ax_sched *s, uint64_t now)
             }
         }
     }
-    if (stuck == p->nthreads && (p->n || p->fin_head) && p->nthreads < p->max_threads)
+    if (stuck == p->nthreads && p->n && p->nthreads < p->max_threads)
         add_thread_locked(p);
     pthread_mutex_unlock(&p->lock);
     return busy;

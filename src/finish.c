@@ -18,10 +18,10 @@
  * load, the terminal event, the joiner's wake-up (with the error text),
  * on_done, and the release of the JH_END hold. It runs exactly once per job,
  * on the thread that won: the owning worker (return, deadline, a deadline
- * that passed while queued), the caller of ax_cancel / ax_shutdown, or a
- * callback-pool thread for attempts the watchdog ended while their worker
- * was held. Never on the watchdog, never in a signal handler, never under a
- * lock.
+ * that passed while queued), the caller of ax_cancel / ax_shutdown, or the
+ * callback pool's finisher thread ("ax-finish") for attempts the watchdog
+ * ended while their worker was held. Never on the watchdog, never in a
+ * signal handler, never under a lock.
  */
 #include "internal.h"
 
