@@ -13,9 +13,25 @@
  *  3. A retry whose back-off ends before the deadline still runs: deadline
  *     now + 2 s, back-off 100 ms, the second attempt succeeds: SUCCEEDED,
  *     attempts 2.
- * Cases 1 and 2 run side by side, so the test takes about 3.5 s.
+ *  4. A job the worker takes for a start must not wait out another job's
+ *     slow on_done where nothing enforces its deadline. One worker, cap 1:
+ *     B holds the slot and the worker until just past E's deadline (E queued,
+ *     deadline +50 ms); X is queued behind them (deadline +200 ms). The
+ *     worker's next dispatch ends E (TIMED_OUT in the queue) and takes X in
+ *     the same lock section; E's on_done then holds that worker until 100 ms
+ *     past X's deadline. X must never SUCCEED after its deadline: it ends
+ *     TIMED_OUT without running (handed back to its bucket by the watchdog, or
+ *     refused at start once the on_done returned). The watchdog would end E
+ *     itself (on the callback pool) had the worker not dispatched within
+ *     HOLD_MS of E's deadline; a round where E's on_done did not run on B's
+ *     worker checks only the invariant, and rounds repeat until two ran on
+ *     it (at least one must).
+ * Cases 1 and 2 run side by side, so the test takes about 3.5 s; case 4
+ * about 0.3 s a round.
  */
 #include "util.h"
+
+#include <pthread.h>
 
 #define DEADLINE_MS 300
 #define BACKOFF_MS 3000
@@ -84,6 +100,151 @@ static void check_timed_out_early(struct rec *r)
     CHECK_EQ(atomic_load(&r->started), 1);
 }
 
+/* ---- 4. a slow on_done in dispatch does not hold a taken job ---------------- */
+
+#ifdef TEST_TSAN
+#define DX_E_MS 100 /* E's deadline, from just before the submissions */
+#define DX_X_MS 300 /* X's deadline */
+#else
+#define DX_E_MS 50
+#define DX_X_MS 200
+#endif
+#define DX_PAST_MS 100 /* E's on_done, on the worker, holds it until X's deadline + this */
+#define DX_ROUNDS_MAX 10
+#define DX_WANT 2 /* rounds where E's on_done ran on the worker */
+
+static _Atomic uint64_t dx_e_deadline, dx_x_deadline, dx_x_end;
+static pthread_t dx_b_thread; /* written before dx_b_in is set */
+static atomic_int dx_b_in, dx_e_ran, dx_e_done, dx_e_on_worker, dx_x_ran, dx_x_done;
+static ax_result dx_e_last, dx_x_last;
+
+static int dx_b_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    dx_b_thread = pthread_self();
+    atomic_store(&dx_b_in, 1);
+    /* Spin (no ax call) until just past E's deadline, then free the slot:
+     * the worker's next dispatch ends E and takes X. The watchdog would
+     * expire E only HOLD_MS (10 ms) past its deadline. */
+    uint64_t until = atomic_load(&dx_e_deadline) + 1000000u;
+    while (ax_now_ns() < until)
+        ;
+    return 0;
+}
+
+static int dx_e_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&dx_e_ran, 1);
+    return 0;
+}
+
+static void dx_e_on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    dx_e_last = *r;
+    bool on_worker = atomic_load(&dx_b_in) && pthread_equal(pthread_self(), dx_b_thread);
+    atomic_store(&dx_e_on_worker, on_worker);
+    if (on_worker) { /* a slow on_done: hold the worker past X's deadline */
+        uint64_t until = atomic_load(&dx_x_deadline) + DX_PAST_MS * 1000000ull;
+        while (ax_now_ns() < until)
+            usleep(1000);
+    }
+    atomic_fetch_add(&dx_e_done, 1);
+}
+
+static int dx_x_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&dx_x_ran, 1);
+    atomic_store(&dx_x_end, ax_now_ns());
+    return 0;
+}
+
+static void dx_x_on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    dx_x_last = *r;
+    atomic_fetch_add(&dx_x_done, 1);
+}
+
+static void test_dispatch_ended_ondone(void)
+{
+    int exercised = 0, rounds = 0;
+    while (exercised < DX_WANT && rounds < DX_ROUNDS_MAX) {
+        rounds++;
+        atomic_store(&dx_b_in, 0);
+        atomic_store(&dx_e_ran, 0);
+        atomic_store(&dx_e_done, 0);
+        atomic_store(&dx_e_on_worker, 0);
+        atomic_store(&dx_x_ran, 0);
+        atomic_store(&dx_x_done, 0);
+        atomic_store(&dx_x_end, 0);
+        ax_sched *s = test_sched(1, 1);
+        uint64_t now = ax_now_ns();
+        atomic_store(&dx_e_deadline, now + DX_E_MS * 1000000ull);
+        atomic_store(&dx_x_deadline, now + DX_X_MS * 1000000ull);
+        ax_spec b = {.fn = dx_b_fn, .timeout_ms = 5000};
+        ax_spec e = {.fn = dx_e_fn,
+                     .timeout_ms = 1000,
+                     .deadline_ns = atomic_load(&dx_e_deadline),
+                     .on_done = dx_e_on_done};
+        ax_spec x = {.fn = dx_x_fn,
+                     .timeout_ms = 1000,
+                     .deadline_ns = atomic_load(&dx_x_deadline),
+                     .on_done = dx_x_on_done};
+        CHECK_EQ(ax_pause(s), 0);
+        CHECK_EQ(ax_submit(s, &b, NULL), 0);
+        CHECK_EQ(ax_submit(s, &e, NULL), 0);
+        CHECK_EQ(ax_submit(s, &x, NULL), 0);
+        CHECK_EQ(ax_resume(s), 0);
+        CHECK(WAIT_UNTIL(atomic_load(&dx_x_done) == 1 && atomic_load(&dx_e_done) == 1, 10000));
+        usleep(20 * 1000); /* a second on_done would show now */
+
+        bool on_worker = atomic_load(&dx_e_on_worker);
+        uint64_t x_end = atomic_load(&dx_x_end), x_deadline = atomic_load(&dx_x_deadline);
+        fprintf(stderr, "dispatch on_done, round %d: E's on_done on the worker: %s; X %s, ran %d",
+                rounds, on_worker ? "yes" : "no", ax_state_name(dx_x_last.state),
+                atomic_load(&dx_x_ran));
+        if (x_end)
+            fprintf(stderr, ", returned %lld ms after its deadline",
+                    (long long)((int64_t)(x_end - x_deadline) / 1000000));
+        fprintf(stderr, "\n");
+        /* Always: X never succeeds after its deadline; each on_done once. */
+        CHECK(dx_x_last.state != AX_STATE_SUCCEEDED || x_end <= x_deadline);
+        CHECK_EQ(atomic_load(&dx_x_done), 1);
+        CHECK_EQ(atomic_load(&dx_e_done), 1);
+        CHECK_EQ(dx_e_last.state, AX_STATE_TIMED_OUT);
+        CHECK_EQ(dx_e_last.code, AX_ETIMEDOUT);
+        CHECK_EQ(atomic_load(&dx_e_ran), 0);
+        if (on_worker) {
+            exercised++;
+            /* X was taken before E's on_done and held past its deadline. */
+            CHECK_EQ(dx_x_last.state, AX_STATE_TIMED_OUT);
+            CHECK_EQ(dx_x_last.code, AX_ETIMEDOUT);
+            CHECK_EQ(atomic_load(&dx_x_ran), 0);
+            ax_stats st = test_stats(s);
+            CHECK_EQ(st.started, 1); /* B only */
+            CHECK_EQ(st.succeeded, 1);
+            CHECK_EQ(st.timed_out, 2);
+            CHECK_EQ(st.running, 0);
+            CHECK_EQ(st.queued[AX_PRIO_NORMAL], 0);
+        } else {
+            CHECK_LE(atomic_load(&dx_x_ran), 1);
+        }
+        CHECK_EQ(ax_shutdown(s, 1000), 0);
+        ax_free(s);
+        CHECK_EQ(atomic_load(&dx_x_done), 1);
+        CHECK_EQ(atomic_load(&dx_e_done), 1);
+    }
+    fprintf(stderr, "dispatch on_done: %d of %d rounds ran E's on_done on the worker\n",
+            exercised, rounds);
+    CHECK(exercised >= 1);
+}
+
 int main(void)
 {
     ax_sched *s = test_sched(2, 16);
@@ -129,5 +290,7 @@ int main(void)
 
     CHECK_EQ(ax_shutdown(s, 1000), 0);
     ax_free(s);
+
+    test_dispatch_ended_ondone();
     return 0;
 }

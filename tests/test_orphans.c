@@ -25,6 +25,30 @@
  *     max_orphans no new attempt starts. max_orphans 1: while X spins past
  *     its timeout ax_stats.orphans == 1, and a task Y submitted after X
  *     timed out starts only after X's coroutine returned.
+ *
+ *  5, 6. A retry whose back-off ended while its previous attempt's coroutine
+ *     still ran waits for that coroutine, and is queued the moment it
+ *     returns, even while the worker it returned on is then held. Fixture
+ *     (one worker): R parks for a while, then holds the worker until the
+ *     test releases it; the waiters W park in a long ax_sleep past their
+ *     100 ms timeout (max_retry 1, back-off 1 ms); the hog H holds the
+ *     worker until every W's attempt 0 was ended by its deadline (on_timeout)
+ *     and their back-offs are over. While H holds: delayed == orphans == the
+ *     number of W, nothing queued. When H lets go, every W returns, then R
+ *     holds the worker (no dispatch in between): the retries must be in
+ *     their bucket at once (queued == W, delayed 0), though no worker can
+ *     dispatch until R lets go.
+ *  5. One W, cancelled once its coroutine returned (ax_cancel 0, on_done
+ *     once: CANCELLED, its retry never runs); a task N with delay_ms 1000
+ *     submitted right after takes the freed slot. Once R lets go, N must not
+ *     start before its delay (the requeue of W once went to a slot that N
+ *     then held, starting N at once and leaking stats.delayed), ends
+ *     SUCCEEDED, and delayed / queued are back to 0.
+ *  6. Several waiting at once: four W; the fourth is cancelled while its
+ *     coroutine still runs (its return re-queues nothing); of the other
+ *     three, the one that returned second is cancelled after they returned.
+ *     The two others must still retry (on_done once each: SUCCEEDED,
+ *     attempts 2, retry run once); nothing stays queued or delayed.
  */
 #include "util.h"
 
@@ -384,6 +408,319 @@ static void test_max_orphans(void)
 
 #endif /* AX_HAVE_V2 */
 
+/* ---- 5, 6. retries waiting for their orphan's return ------------------------ */
+
+#define WQ_MAX 4
+#define WQ_TIMEOUT_MS 100 /* the waiters' attempt timeout; R parks this long too */
+#define WQ_DELAY_MS 1000  /* N's delay (test 5) */
+#ifdef TEST_TSAN
+#define WQ_SETTLE_MS 300 /* H holds on this long after the last on_timeout */
+#else
+#define WQ_SETTLE_MS 100
+#endif
+#define WQ_CAP_MS 20000 /* liveness bound of every wait inside a task */
+
+struct waiter {
+    uint64_t id;
+    atomic_int att0_rc;    /* what ax_sleep returned to attempt 0 */
+    atomic_int order;      /* 1, 2, ...: when its attempt 0 returned among the W */
+    atomic_int retry_runs; /* attempts >= 1 that entered the function */
+    atomic_int timeouts;   /* on_timeout calls */
+    atomic_int done_calls;
+    ax_result last; /* written by on_done before done_calls */
+};
+
+static struct waiter wq[WQ_MAX];
+static int wq_n;
+static atomic_int wq_returned, wq_timeouts, wq_hog_settled, wq_hog_go, wq_hold_in, wq_release;
+
+static void wq_reset(int n)
+{
+    wq_n = n;
+    for (int i = 0; i < WQ_MAX; i++) {
+        wq[i].id = 0;
+        atomic_store(&wq[i].att0_rc, -1000);
+        atomic_store(&wq[i].order, 0);
+        atomic_store(&wq[i].retry_runs, 0);
+        atomic_store(&wq[i].timeouts, 0);
+        atomic_store(&wq[i].done_calls, 0);
+        memset(&wq[i].last, 0, sizeof wq[i].last);
+    }
+    atomic_store(&wq_returned, 0);
+    atomic_store(&wq_timeouts, 0);
+    atomic_store(&wq_hog_settled, 0);
+    atomic_store(&wq_hog_go, 0);
+    atomic_store(&wq_hold_in, 0);
+    atomic_store(&wq_release, 0);
+}
+
+/* Blocks the worker thread (no ax call) until flag is set; bounded. */
+static void wq_block_until(atomic_int *flag)
+{
+    uint64_t end = mono_ns() + WQ_CAP_MS * 1000000ull;
+    while (!atomic_load(flag) && mono_ns() < end)
+        usleep(1000);
+}
+
+/* R: parked while H holds the worker; ready again together with the W. */
+static int wq_holder_fn(ax_task *t, void *arg)
+{
+    (void)arg;
+    CHECK_EQ(ax_sleep(t, WQ_TIMEOUT_MS), 0);
+    /* Let every W return first: a yield runs the others already ready,
+     * with no dispatch in between. */
+    for (int i = 0; i < 1000 && atomic_load(&wq_returned) < wq_n; i++)
+        CHECK_EQ(ax_yield(t), 0);
+    atomic_store(&wq_hold_in, 1);
+    wq_block_until(&wq_release);
+    return 0;
+}
+
+/* W: attempt 0 parks past its deadline; the retry succeeds at once. */
+static int wq_waiter_fn(ax_task *t, void *arg)
+{
+    struct waiter *w = arg;
+    if (ax_task_attempt(t) > 0) {
+        atomic_fetch_add(&w->retry_runs, 1);
+        return 0;
+    }
+    atomic_store(&w->att0_rc, ax_sleep(t, 60000));
+    atomic_store(&w->order, atomic_fetch_add(&wq_returned, 1) + 1);
+    return 1;
+}
+
+static void wq_on_timeout(const ax_result *r, void *arg)
+{
+    (void)r;
+    struct waiter *w = arg;
+    atomic_fetch_add(&w->timeouts, 1);
+    atomic_fetch_add(&wq_timeouts, 1);
+}
+
+static void wq_done(const ax_result *r, void *arg)
+{
+    struct waiter *w = arg;
+    w->last = *r;
+    atomic_fetch_add(&w->done_calls, 1);
+}
+
+/* H: holds the worker until every W's attempt ended and its back-off is
+ * over (the back-off timer is expired by the watchdog: the worker is held),
+ * then until the test lets it go. */
+static int wq_hog_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    uint64_t end = mono_ns() + WQ_CAP_MS * 1000000ull;
+    while (atomic_load(&wq_timeouts) < wq_n && mono_ns() < end)
+        usleep(1000);
+    usleep(WQ_SETTLE_MS * 1000);
+    atomic_store(&wq_hog_settled, 1);
+    wq_block_until(&wq_hog_go);
+    return 0;
+}
+
+static bool wq_all_queued(ax_sched *s, int n)
+{
+    ax_stats st = test_stats(s);
+    return st.queued[AX_PRIO_NORMAL] == (uint64_t)n && st.queued[AX_PRIO_HIGH] == 0 &&
+           st.queued[AX_PRIO_LOW] == 0 && st.delayed == 0 && st.orphans == 0 && st.running == 1;
+}
+
+/* Submits R, n waiters and H on one worker; returns once R holds the worker
+ * after every W returned. early >= 0: that W is cancelled while its
+ * coroutine still runs (while H holds the worker). */
+static ax_sched *wq_start(int n, int early)
+{
+    wq_reset(n);
+    ax_sched *s = test_sched(1, 8);
+    static const ax_retry_policy backoff = {AX_BACKOFF_EXPONENTIAL, 1, 1, 0};
+    ax_spec r = {.fn = wq_holder_fn, .timeout_ms = 60000};
+    ax_spec h = {.fn = wq_hog_fn, .timeout_ms = 60000};
+    CHECK_EQ(ax_pause(s), 0);
+    CHECK_EQ(ax_submit(s, &r, NULL), 0);
+    for (int i = 0; i < n; i++) {
+        ax_spec w = {.fn = wq_waiter_fn,
+                     .arg = &wq[i],
+                     .timeout_ms = WQ_TIMEOUT_MS,
+                     .max_retry = 1,
+                     .retry = &backoff,
+                     .on_done = wq_done,
+                     .on_timeout = wq_on_timeout,
+                     .cb_arg = &wq[i]};
+        CHECK_EQ(ax_submit(s, &w, &wq[i].id), 0);
+    }
+    CHECK_EQ(ax_submit(s, &h, NULL), 0);
+    CHECK_EQ(ax_resume(s), 0);
+
+    /* H holds the worker; every W's attempt ended, its coroutine parked. */
+    CHECK(WAIT_UNTIL(atomic_load(&wq_hog_settled), WQ_CAP_MS));
+    ax_stats st = test_stats(s);
+    fprintf(stderr, "waiting retries (%d): while held: delayed %llu, orphans %llu, queued %llu\n",
+            n, (unsigned long long)st.delayed, (unsigned long long)st.orphans,
+            (unsigned long long)st.queued[AX_PRIO_NORMAL]);
+    CHECK_EQ(st.delayed, n); /* each retry waits for its coroutine */
+    CHECK_EQ(st.orphans, n);
+    CHECK_EQ(st.running, 2); /* R and H */
+    CHECK_EQ(st.queued[AX_PRIO_NORMAL], 0);
+    CHECK_EQ(atomic_load(&wq_returned), 0);
+    for (int i = 0; i < n; i++) {
+        CHECK_EQ(atomic_load(&wq[i].timeouts), 1);
+        CHECK_EQ(atomic_load(&wq[i].done_calls), 0);
+    }
+    if (early >= 0) {
+        CHECK_EQ(ax_cancel(s, wq[early].id), 0);
+        CHECK(WAIT_UNTIL(atomic_load(&wq[early].done_calls) == 1, 5000));
+        CHECK_EQ(wq[early].last.state, AX_STATE_CANCELLED);
+        st = test_stats(s);
+        CHECK_EQ(st.delayed, n - 1);
+    }
+    atomic_store(&wq_hog_go, 1);
+
+    CHECK(WAIT_UNTIL(atomic_load(&wq_hold_in), WQ_CAP_MS));
+    CHECK_EQ(atomic_load(&wq_returned), n);
+    for (int i = 0; i < n; i++)
+        CHECK_EQ(atomic_load(&wq[i].att0_rc), AX_ETIMEDOUT);
+    return s;
+}
+
+/* ---- 5. one waiting retry, cancelled; its slot reused ---------------------- */
+
+static atomic_int late_runs, late_done_calls;
+static _Atomic uint64_t late_start_ns;
+static ax_result late_last;
+
+static int late_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    if (atomic_fetch_add(&late_runs, 1) == 0)
+        atomic_store(&late_start_ns, ax_now_ns());
+    return 0;
+}
+
+static void late_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    late_last = *r;
+    atomic_fetch_add(&late_done_calls, 1);
+}
+
+static void test_waiting_retry_cancel_reuse(void)
+{
+    ax_sched *s = wq_start(1, -1);
+    /* W's coroutine returned: its retry is queued, R holds the worker. */
+    bool queued = WAIT_UNTIL(wq_all_queued(s, 1), 2000);
+
+    CHECK_EQ(ax_cancel(s, wq[0].id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&wq[0].done_calls) == 1, 5000));
+
+    /* N takes the slot W just freed. */
+    uint64_t submit_ns = ax_now_ns();
+    ax_spec n = {.fn = late_fn, .timeout_ms = 5000, .delay_ms = WQ_DELAY_MS, .on_done = late_done};
+    uint64_t idn = 0;
+    CHECK_EQ(ax_submit(s, &n, &idn), 0);
+    ax_stats held = test_stats(s);
+    fprintf(stderr, "cancelled waiting retry: W id %#llx, N id %#llx\n",
+            (unsigned long long)wq[0].id, (unsigned long long)idn);
+    atomic_store(&wq_release, 1); /* R returns: the worker dispatches again */
+
+    CHECK(WAIT_UNTIL(atomic_load(&late_done_calls) == 1, WQ_DELAY_MS + 10000));
+    uint64_t start_ns = atomic_load(&late_start_ns);
+    fprintf(stderr, "cancelled waiting retry: N (delay %d ms) started after %llu ms\n",
+            WQ_DELAY_MS, (unsigned long long)((start_ns - submit_ns) / 1000000u));
+    CHECK(start_ns >= submit_ns + WQ_DELAY_MS * 1000000ull); /* never before its delay */
+    CHECK_EQ(late_last.state, AX_STATE_SUCCEEDED);
+    CHECK_EQ(late_last.attempts, 1);
+    CHECK_EQ(atomic_load(&late_runs), 1);
+
+    CHECK(queued);
+    CHECK_EQ(held.delayed, 1); /* N only */
+    CHECK_EQ(held.queued[AX_PRIO_NORMAL], 0);
+    CHECK_EQ(atomic_load(&wq[0].done_calls), 1);
+    CHECK_EQ(wq[0].last.state, AX_STATE_CANCELLED);
+    CHECK_EQ(wq[0].last.code, AX_ECANCELED);
+    CHECK_EQ(wq[0].last.attempts, 2); /* its retry was due */
+    CHECK_EQ(atomic_load(&wq[0].retry_runs), 0);
+
+    CHECK(WAIT_UNTIL(test_stats(s).running == 0, 5000)); /* R returned */
+    usleep(50 * 1000);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.delayed, 0);
+    CHECK_EQ(st.queued[AX_PRIO_HIGH] + st.queued[AX_PRIO_NORMAL] + st.queued[AX_PRIO_LOW], 0);
+    CHECK_EQ(st.orphans, 0);
+    CHECK_EQ(st.submitted, 4); /* R, W, H, N */
+    CHECK_EQ(st.started, 4);   /* no retry ran */
+    CHECK_EQ(st.retried, 1);
+    CHECK_EQ(st.succeeded, 3);
+    CHECK_EQ(st.cancelled, 1);
+    CHECK_EQ(st.failed + st.timed_out, 0);
+    CHECK_EQ(atomic_load(&late_done_calls), 1);
+    CHECK_EQ(atomic_load(&wq[0].done_calls), 1);
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
+/* ---- 6. several retries waiting at once ------------------------------------ */
+
+static void test_waiting_retries_several(void)
+{
+    ax_sched *s = wq_start(4, 3); /* W3 is cancelled while its coroutine runs */
+    bool queued = WAIT_UNTIL(wq_all_queued(s, 3), 2000);
+
+    /* Of the three re-queued, the one that returned second. */
+    int second = -1;
+    for (int i = 0; i < 3; i++) {
+        int before = 0;
+        for (int k = 0; k < 3; k++)
+            before += atomic_load(&wq[k].order) < atomic_load(&wq[i].order);
+        if (before == 1)
+            second = i;
+    }
+    CHECK(second >= 0);
+    CHECK_EQ(ax_cancel(s, wq[second].id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&wq[second].done_calls) == 1, 5000));
+    atomic_store(&wq_release, 1);
+
+    for (int i = 0; i < 3; i++) {
+        if (i == second)
+            continue;
+        (void)WAIT_UNTIL(atomic_load(&wq[i].done_calls) == 1, 10000); /* liveness */
+        fprintf(stderr, "waiting retries: W%d (returned #%d) on_done %d, retry ran %d\n", i,
+                atomic_load(&wq[i].order), atomic_load(&wq[i].done_calls),
+                atomic_load(&wq[i].retry_runs));
+        CHECK_EQ(atomic_load(&wq[i].done_calls), 1); /* its retry was not lost */
+        CHECK_EQ(wq[i].last.state, AX_STATE_SUCCEEDED);
+        CHECK_EQ(wq[i].last.code, 0);
+        CHECK_EQ(wq[i].last.attempts, 2);
+        CHECK_EQ(atomic_load(&wq[i].retry_runs), 1);
+    }
+    CHECK(queued);
+    for (int i = 0; i < 4; i++) {
+        if (i != second && i != 3)
+            continue;
+        CHECK_EQ(wq[i].last.state, AX_STATE_CANCELLED);
+        CHECK_EQ(wq[i].last.code, AX_ECANCELED);
+        CHECK_EQ(atomic_load(&wq[i].retry_runs), 0);
+    }
+    CHECK(WAIT_UNTIL(test_stats(s).running == 0, 5000));
+    usleep(50 * 1000);
+    for (int i = 0; i < 4; i++)
+        CHECK_EQ(atomic_load(&wq[i].done_calls), 1);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.delayed, 0);
+    CHECK_EQ(st.queued[AX_PRIO_HIGH] + st.queued[AX_PRIO_NORMAL] + st.queued[AX_PRIO_LOW], 0);
+    CHECK_EQ(st.orphans, 0);
+    CHECK_EQ(st.submitted, 6);     /* R, 4 W, H */
+    CHECK_EQ(st.started, 6 + 2);   /* and two retries */
+    CHECK_EQ(st.retried, 4);
+    CHECK_EQ(st.succeeded, 2 + 2); /* R, H and two W */
+    CHECK_EQ(st.cancelled, 2);
+    CHECK_EQ(st.failed + st.timed_out, 0);
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
 int main(void)
 {
 #ifdef AX_HAVE_V2
@@ -394,5 +731,7 @@ int main(void)
     test_callback_queue();
     test_max_orphans();
 #endif
+    test_waiting_retry_cancel_reuse();
+    test_waiting_retries_several();
     return 0;
 }

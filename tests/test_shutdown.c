@@ -1,5 +1,18 @@
 /* Shutdown (DESIGN.md §10): 100 000 queued tasks and a few running ones;
- * every admitted task's on_done runs exactly once, nothing is lost. */
+ * every admitted task's on_done runs exactly once, nothing is lost.
+ *
+ * test_shutdown_held_tostart: ax_shutdown begins while the only worker is
+ * held by a task H and the jobs B it took in the same dispatch wait on its
+ * to-start list; the watchdog hands a held worker's to-start jobs back.
+ * Whether that happens before or after shutdown drained the buckets, every
+ * B must end CANCELLED with its on_done run exactly once by the time
+ * ax_shutdown returns, none of them runs, nothing stays queued. (A hand-back
+ * after the drain once put them in a bucket nobody looked at again: their
+ * on_done ran only in ax_free, while ax_shutdown returned 0.) H ignores
+ * everything but its own cancellation, and returns once the B have ended so
+ * that none of them could start on the worker it lets go. Several rounds:
+ * the hand-back comes 10 ms (HOLD_MS) after H starts, so the order varies
+ * on a busy machine. */
 #include "util.h"
 
 #include <stdlib.h>
@@ -33,6 +46,106 @@ static void on_done(const ax_result *r, void *arg)
     size_t i = (size_t)(uintptr_t)arg;
     atomic_fetch_add(&seen[i], 1);
     atomic_fetch_add(&states[r->state], 1);
+}
+
+/* ---- ax_shutdown while the held worker's to-start list is full ------------ */
+
+#ifdef TEST_TSAN
+#define HB_ROUNDS 3
+#else
+#define HB_ROUNDS 6
+#endif
+#define HB_TAKEN 3 /* jobs taken with H, waiting to start behind it */
+
+static atomic_int hb_h_in, hb_h_done, hb_h_state, hb_b_ran, hb_b_done, hb_b_bad;
+
+static int hb_hold_fn(ax_task *t, void *arg)
+{
+    (void)arg;
+    atomic_store(&hb_h_in, 1);
+    /* Holds the worker, no ax call that parks, until shutdown cancels it. */
+    uint64_t end = test_now_ms() + 30000;
+    while (!ax_cancelled(t) && test_now_ms() < end)
+        usleep(1000);
+    /* Then until the B behind it have ended (bounded). */
+    end = test_now_ms() + 500;
+    while (atomic_load(&hb_b_done) < HB_TAKEN && test_now_ms() < end)
+        usleep(1000);
+    return 0;
+}
+
+static void hb_h_on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&hb_h_state, (int)r->state);
+    atomic_fetch_add(&hb_h_done, 1);
+}
+
+static int hb_b_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_fetch_add(&hb_b_ran, 1);
+    return 0;
+}
+
+static void hb_b_on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    if (r->state != AX_STATE_CANCELLED || r->code != AX_ECANCELED || r->attempts != 1)
+        atomic_fetch_add(&hb_b_bad, 1);
+    atomic_fetch_add(&hb_b_done, 1);
+}
+
+static void test_shutdown_held_tostart(void)
+{
+    for (int round = 0; round < HB_ROUNDS; round++) {
+        atomic_store(&hb_h_in, 0);
+        atomic_store(&hb_h_done, 0);
+        atomic_store(&hb_h_state, -1);
+        atomic_store(&hb_b_ran, 0);
+        atomic_store(&hb_b_done, 0);
+        atomic_store(&hb_b_bad, 0);
+        ax_sched *s = test_sched(1, 8);
+        ax_spec h = {.fn = hb_hold_fn, .timeout_ms = 60000, .on_done = hb_h_on_done};
+        ax_spec b = {.fn = hb_b_fn, .timeout_ms = 1000, .on_done = hb_b_on_done};
+        CHECK_EQ(ax_pause(s), 0);
+        CHECK_EQ(ax_submit(s, &h, NULL), 0);
+        for (int i = 0; i < HB_TAKEN; i++)
+            CHECK_EQ(ax_submit(s, &b, NULL), 0);
+        CHECK_EQ(ax_resume(s), 0); /* one dispatch takes H and every B */
+        uint64_t end = test_now_ms() + 10000;
+        while (!atomic_load(&hb_h_in) && test_now_ms() < end)
+            ; /* no sleep: shut down within HOLD_MS of H's start if we can */
+        CHECK(atomic_load(&hb_h_in));
+
+        int rc = ax_shutdown(s, 50);
+        ax_stats st = test_stats(s);
+        fprintf(stderr,
+                "shutdown, held worker, round %d: rc %d, B on_done %d/%d (ran %d), H on_done %d; "
+                "queued %llu, running %llu, cancelled %llu\n",
+                round, rc, atomic_load(&hb_b_done), HB_TAKEN, atomic_load(&hb_b_ran),
+                atomic_load(&hb_h_done),
+                (unsigned long long)(st.queued[0] + st.queued[1] + st.queued[2]),
+                (unsigned long long)st.running, (unsigned long long)st.cancelled);
+        CHECK_EQ(rc, 0);
+        CHECK_EQ(atomic_load(&hb_b_done), HB_TAKEN); /* every on_done ran */
+        CHECK_EQ(atomic_load(&hb_b_bad), 0);         /* each CANCELLED */
+        CHECK_EQ(atomic_load(&hb_b_ran), 0);
+        CHECK_EQ(atomic_load(&hb_h_done), 1);
+        CHECK_EQ(atomic_load(&hb_h_state), AX_STATE_CANCELLED);
+        for (int p = 0; p < AX_PRIO_COUNT; p++)
+            CHECK_EQ(st.queued[p], 0);
+        CHECK_EQ(st.running, 0);
+        CHECK_EQ(st.delayed, 0);
+        CHECK_EQ(st.started, 1);
+        CHECK_EQ(st.cancelled, 1 + HB_TAKEN);
+        CHECK_EQ(st.submitted, st.succeeded + st.failed + st.timed_out + st.cancelled);
+        ax_free(s);
+        CHECK_EQ(atomic_load(&hb_b_done), HB_TAKEN); /* no second call in ax_free */
+        CHECK_EQ(atomic_load(&hb_b_ran), 0);
+        CHECK_EQ(atomic_load(&hb_h_done), 1);
+    }
 }
 
 int main(void)
@@ -102,5 +215,7 @@ int main(void)
     st = test_stats(s);
     CHECK_EQ(st.succeeded + st.cancelled, 5);
     ax_free(s);
+
+    test_shutdown_held_tostart();
     return 0;
 }
