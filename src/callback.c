@@ -31,6 +31,8 @@
 
 #define CB_EXTRA_MAX 16
 
+_Thread_local struct ax_sched *ax_current_cb_sched;
+
 struct cb_item {
     ax_callback fn;
     void *arg;
@@ -73,6 +75,11 @@ static void finish_handed(struct ax_sched *s, struct job *j)
     uint32_t h = j->handoff;
     unsigned attempt = h >> 12, state = (h >> 8) & 15, to = (h >> 4) & 15, slot = h & 15;
     char msg[96];
+    if (to == JS_CANCELLED) {
+        finish_attempt(s, NULL, j, attempt, state, to, AX_ECANCELED, "cancelled at shutdown",
+                       (int)slot, 0, JH_HAND);
+        return;
+    }
     if (slot == FIN_NO_SLOT)
         snprintf(msg, sizeof msg, "deadline passed before it could run");
     else
@@ -91,6 +98,7 @@ static void *cb_main(void *arg)
     char name[16];
     snprintf(name, sizeof name, "ax-callback-%u", t->index);
     pthread_setname_np(pthread_self(), name);
+    ax_current_cb_sched = p->s;
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->n && !p->stop)
@@ -116,6 +124,7 @@ static void *fin_main(void *arg)
 {
     struct cb_pool *p = arg;
     pthread_setname_np(pthread_self(), "ax-finish");
+    ax_current_cb_sched = p->s;
     pthread_mutex_lock(&p->lock);
     for (;;) {
         while (!p->fin_head && !p->stop)

@@ -91,17 +91,17 @@ struct job {
     uint32_t joiner_gen;    /* the joiner's park_gen */
     uint32_t joiner_life;   /* the joiner's life_gen */
     uint32_t run_life;      /* run->life_gen of the current run, for ax_cancel */
-    union {
-        int32_t code;     /* the terminal code, for ax_join (set by the terminal path) */
-        uint32_t handoff; /* before it: how an attempt ended, for whoever finishes it
-                             (the callback pool, a drain list); always read before
-                             the terminal path writes `code` */
-    };
+    int32_t code;           /* the terminal code, for ax_join (set by the terminal path) */
     char *err;              /* a child's terminal error text, for ax_join (malloc) */
     uint16_t max_retry;
     uint8_t prio;
     uint8_t is_child; /* spawned by a task that may join it */
-    char trace_id[AX_TRACE_ID_MAX];
+    /* How an attempt ended, for whoever finishes it later: the callback
+     * pool's finisher (the watchdog ended it) or a drain list. Its own field,
+     * not shared with `code`: a cancel may run the terminal path (and write
+     * `code`) while the finisher has yet to read this. */
+    uint32_t handoff;
+    char trace_id[AX_TRACE_ID_MAX]; /* fields ordered to stay at 240 bytes */
 };
 
 #define JOIN_DONE ((struct ax_task *)1) /* j->joiner: the child's result is published */
@@ -512,6 +512,8 @@ void worker_destroy(struct worker *w);
 extern _Thread_local struct ax_task *ax_current_run;
 /* The worker this thread is, or NULL. */
 extern _Thread_local struct worker *ax_current_worker;
+/* The scheduler whose callback pool this thread serves, or NULL. */
+extern _Thread_local struct ax_sched *ax_current_cb_sched;
 
 /* run.c (and, inline below, the few lines of the yield path) */
 /* Park the current run (its t->rs already set); returns its wake_rc. */

@@ -216,11 +216,12 @@ static void cancel_running(struct ax_sched *s)
     }
 }
 
-/* True on a thread of s itself: a task, or a worker running on_done. */
+/* True on a thread of s itself: a task, a worker running on_done, or a
+ * callback-pool thread running on_timeout or on_done. */
 static bool own_thread(struct ax_sched *s)
 {
     return (ax_current_run && ax_current_run->s == s) ||
-           (ax_current_worker && ax_current_worker->s == s);
+           (ax_current_worker && ax_current_worker->s == s) || ax_current_cb_sched == s;
 }
 
 /* grace_ns: how long cancelled coroutines get to return at the end. */
@@ -349,9 +350,10 @@ void ax_free(ax_sched *s)
                 (unsigned long long)atomic_load(&s->total_live_runs), s->cfg.shutdown_timeout_ms,
                 held);
         report_stuck(s);
-        watchdog_stop(s);
-        cb_pool_stop(s);
-        ev_stop(s);
+        /* Write out the events so far, but stop nothing the held worker may
+         * still use (its task can still submit, emit, end): all of it is
+         * leaked with the scheduler. */
+        ax_events_flush(s);
         return;
     }
     watchdog_stop(s);

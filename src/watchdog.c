@@ -84,17 +84,20 @@ static void hand_back(struct ax_sched *s, struct worker *w)
     unsigned moved = 0;
     pthread_mutex_lock(&s->lock);
     if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
-        /* Shutdown drained the buckets already: back onto the list, where
-         * ax_shutdown's cancel of every STARTING job finds them. */
+        /* Shutdown drained the buckets already: these never start. End each
+         * CANCELLED here (the CAS is ours, like ax_cancel's), free its slot,
+         * and hand its terminal path to the finisher: the watchdog runs no
+         * user code. */
         pthread_mutex_unlock(&s->lock);
-        wheel_lock(&w->wheel_lk); /* held only for list operations */
-        take[n - 1]->next = w->tostart_head;
-        if (!w->tostart_head)
-            w->tostart_tail = take[n - 1];
-        for (unsigned i = n - 1; i-- > 0;)
-            take[i]->next = take[i + 1];
-        w->tostart_head = take[0];
-        wheel_unlock(&w->wheel_lk);
+        for (unsigned i = 0; i < n; i++) {
+            struct job *j = take[i];
+            unsigned attempt = js_attempt(atomic_load(&j->sw));
+            if (js_end_attempt_handed(&j->sw, job_gen(j), attempt, JS_CANCELLED)) {
+                sched_slot_free(s, false);
+                cb_pool_finish(s, j, attempt, JS_CANCELLED, JS_CANCELLED, FIN_SLOT_FREED);
+            }
+            job_release(s, NULL, j, JH_RUN); /* the to-start list's hold */
+        }
         return;
     }
     running_locked(s);

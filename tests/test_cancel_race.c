@@ -120,8 +120,66 @@ static void *canceller(void *arg)
     return NULL;
 }
 
+/* The watchdog ends a held worker's attempt with a retry and hands the rest
+ * of its end to the finisher thread, which is busy with another task's slow
+ * on_done; ax_cancel ends the waiting retry meanwhile. on_done must run once
+ * (it ran twice when the hand-off shared storage with the terminal code). */
+static atomic_int ho_a_in, ho_b_in, ho_b_done, ho_b_state = -1;
+static int ho_spin(ax_task *t, void *arg)
+{
+    (void)t;
+    if (arg)
+        atomic_store(&ho_b_in, 1);
+    uint64_t end = ax_now_ns() + 300 * 1000000ull;
+    while (ax_now_ns() < end) /* never yields: its worker is held */
+        ;
+    return 1;
+}
+static void ho_done_a(const ax_result *r, void *arg)
+{
+    (void)r, (void)arg;
+    atomic_store(&ho_a_in, 1);
+    usleep(600 * 1000); /* keeps the finisher busy */
+}
+static void ho_done_b(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&ho_b_state, (int)r->state);
+    atomic_fetch_add(&ho_b_done, 1);
+}
+
+static void test_cancel_handed_retry(void)
+{
+    ax_sched *s = test_sched(3, 64);
+    ax_retry_policy rp = {AX_BACKOFF_EXPONENTIAL, 5000, 5000, 0};
+    ax_spec a = {.fn = ho_spin, .timeout_ms = 20, .on_done = ho_done_a};
+    CHECK_EQ(ax_submit(s, &a, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&ho_a_in), 10000)); /* the watchdog ended A */
+    uint64_t idb;
+    ax_spec b = {.fn = ho_spin, .arg = &ho_b_in, .timeout_ms = 20, .max_retry = 3,
+                 .retry = &rp, .on_done = ho_done_b};
+    CHECK_EQ(ax_submit(s, &b, &idb), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&ho_b_in), 10000));
+    /* B's slot is freed at its deadline while B still spins. */
+    CHECK(WAIT_UNTIL(test_stats(s).running == 0, 10000));
+    int rc = ax_cancel(s, idb);
+    CHECK(rc == AX_OK || rc == AX_ENOTFOUND);
+    CHECK(WAIT_UNTIL(atomic_load(&ho_b_done) >= 1, 10000));
+    CHECK(WAIT_UNTIL(test_stats(s).orphans == 0, 10000));
+    usleep(100 * 1000);
+    CHECK_EQ(atomic_load(&ho_b_done), 1);
+    if (rc == AX_OK)
+        CHECK_EQ(atomic_load(&ho_b_state), AX_STATE_CANCELLED);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.submitted, 2);
+    CHECK_EQ(st.succeeded + st.failed + st.timed_out + st.cancelled, 2);
+    ax_free(s);
+    CHECK_EQ(atomic_load(&ho_b_done), 1);
+}
+
 int main(void)
 {
+    test_cancel_handed_retry();
     ax_sched *s = test_sched(2, 64);
     pthread_t th;
     CHECK_EQ(pthread_create(&th, NULL, canceller, s), 0);

@@ -148,8 +148,57 @@ static void test_shutdown_held_tostart(void)
     }
 }
 
+/* ax_free / ax_shutdown from the scheduler's own callback threads (on_done
+ * on ax-finish for a task whose worker was held, on_timeout on
+ * ax-callback-N) are refused: they would wait for, or free, themselves. */
+static ax_sched *cb_s;
+static atomic_int cb_calls, cb_shutdown_rc;
+static int cb_spin(ax_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    uint64_t end = ax_now_ns() + 200 * 1000000ull;
+    while (ax_now_ns() < end)
+        ;
+    return 1;
+}
+static int cb_ok(ax_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    return 0;
+}
+static void cb_free_self(const ax_result *r, void *arg)
+{
+    (void)r, (void)arg;
+    atomic_store(&cb_shutdown_rc, ax_shutdown(cb_s, 100));
+    ax_free(cb_s); /* refused, with a message */
+    atomic_fetch_add(&cb_calls, 1);
+}
+
+static void test_free_from_callbacks(void)
+{
+    for (int use_timeout = 0; use_timeout < 2; use_timeout++) {
+        atomic_store(&cb_calls, 0);
+        cb_s = test_sched(2, 8);
+        ax_spec sp = {.fn = cb_spin, .timeout_ms = 20};
+        if (use_timeout)
+            sp.on_timeout = cb_free_self;
+        else
+            sp.on_done = cb_free_self;
+        CHECK_EQ(ax_submit(cb_s, &sp, NULL), 0);
+        CHECK(WAIT_UNTIL(atomic_load(&cb_calls) == 1, 10000));
+        CHECK_EQ(atomic_load(&cb_shutdown_rc), AX_ESTATE);
+        /* Still a working scheduler. */
+        atomic_store(&cb_calls, 0);
+        ax_spec ok = {.fn = cb_ok, .timeout_ms = 1000};
+        CHECK_EQ(ax_submit(cb_s, &ok, NULL), 0);
+        CHECK(WAIT_UNTIL(test_stats(cb_s).succeeded == 1, 10000));
+        ax_free(cb_s);
+    }
+}
+
 int main(void)
 {
+    test_free_from_callbacks();
     seen = calloc(QUEUED + RUNNING + DELAYED, 1);
     ax_config c;
     ax_config_default(&c);
