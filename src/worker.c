@@ -221,6 +221,21 @@ static bool work_available(struct worker *w)
     return yes;
 }
 
+/* The next tick this worker must wake for: its own wheel, and for worker 0
+ * the scheduler's wheel too (delays, back-offs, queued deadlines). */
+static uint64_t next_wake_tick(struct worker *w)
+{
+    wheel_lock(&w->wheel_lk);
+    uint64_t next = ax_wheel_next(&w->wheel);
+    wheel_unlock(&w->wheel_lk);
+    if (w->index == 0) {
+        uint64_t jn = atomic_load_explicit(&w->s->jwheel_next, memory_order_seq_cst);
+        if (jn < next)
+            next = jn;
+    }
+    return next;
+}
+
 static void worker_sleep(struct worker *w)
 {
     struct ax_sched *s = w->s;
@@ -233,14 +248,7 @@ static void worker_sleep(struct worker *w)
      * soon as a timer is due. Sockets do not show in the hints: with fds
      * waited on, spin briefly. */
     uint64_t spin_end = now_ns() + (w->nfd_waits ? SPIN_NS / 10 : SPIN_NS);
-    wheel_lock(&w->wheel_lk);
-    uint64_t next_tick = ax_wheel_next(&w->wheel);
-    wheel_unlock(&w->wheel_lk);
-    if (w->index == 0) {
-        uint64_t jn = atomic_load_explicit(&s->jwheel_next, memory_order_relaxed);
-        if (jn < next_tick)
-            next_tick = jn;
-    }
+    uint64_t next_tick = next_wake_tick(w);
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
             atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
@@ -277,14 +285,7 @@ static void worker_sleep(struct worker *w)
     }
     /* Sleep until the next tick with work, to the nanosecond (computed
      * after `sleeping` is set: a job timer armed earlier kicks worker 0). */
-    wheel_lock(&w->wheel_lk);
-    uint64_t next = ax_wheel_next(&w->wheel);
-    wheel_unlock(&w->wheel_lk);
-    if (w->index == 0) {
-        uint64_t jn = atomic_load_explicit(&s->jwheel_next, memory_order_seq_cst);
-        if (jn < next)
-            next = jn;
-    }
+    uint64_t next = next_wake_tick(w);
     struct timespec ts, *tsp = NULL;
     if (next != UINT64_MAX) {
         uint64_t now = now_ns(), at = next * 1000000u;
