@@ -110,18 +110,19 @@ static const char *const usage_text =
     "\n"
     "Values may be written --flag V or --flag=V. Exit status: 0 ok, 2 bad arguments.\n";
 
-/* A bad command line: say what is wrong, then the usage, on stderr; exit 2. */
-static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
-static void usage_error(const char *fmt, ...)
+/* A bad command line. parse_args() and make_plan() never exit: they say what
+ * is wrong here and return -1, so tests/fuzz/fuzz_plan_args.c can call them;
+ * main() prints it and the usage on stderr and exits 2. */
+static char bad_args[512];
+
+static int refuse(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int refuse(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    fputs("ax-plan: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    vsnprintf(bad_args, sizeof bad_args, fmt, ap);
     va_end(ap);
-    fputs("\n\n", stderr);
-    fputs(usage_text, stderr);
-    exit(2);
+    return -1;
 }
 
 /* ---- argument parsing ------------------------------------------------------ */
@@ -152,21 +153,24 @@ static int is_decimal(const char *s)
 
 enum { NONNEG = 0, POSITIVE = 1, INTEGER = 2 };
 
-static double parse_number(const char *flag, const char *v, int rules)
+static int parse_number(const char *flag, const char *v, int rules, double *out)
 {
-    if (*v == '-' && is_decimal(v + 1)) usage_error("%s: '%s' is negative", flag, v);
-    if (!is_decimal(v)) usage_error("%s: '%s' is not a number", flag, v);
+    if (*v == '-' && is_decimal(v + 1)) return refuse("%s: '%s' is negative", flag, v);
+    if (!is_decimal(v)) return refuse("%s: '%s' is not a number", flag, v);
     errno = 0;
     double d = strtod(v, NULL);
     if (errno == ERANGE || !(d <= INPUT_MAX))
-        usage_error("%s: '%s' is out of range (at most 1e12)", flag, v);
-    if ((rules & POSITIVE) && !(d > 0)) usage_error("%s: '%s' must be greater than zero", flag, v);
-    if ((rules & INTEGER) && d != floor(d)) usage_error("%s: '%s' must be a whole number", flag, v);
-    return d;
+        return refuse("%s: '%s' is out of range (at most 1e12)", flag, v);
+    if ((rules & POSITIVE) && !(d > 0))
+        return refuse("%s: '%s' must be greater than zero", flag, v);
+    if ((rules & INTEGER) && d != floor(d))
+        return refuse("%s: '%s' must be a whole number", flag, v);
+    *out = d;
+    return 0;
 }
 
 /* "H/N/L": three integers >= 1 that sum to 100. */
-static void parse_mix(const char *v, unsigned mix[AX_PRIO_COUNT])
+static int parse_mix(const char *v, unsigned mix[AX_PRIO_COUNT])
 {
     static const ax_priority order[AX_PRIO_COUNT] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
     const char *p = v;
@@ -179,21 +183,23 @@ static void parse_mix(const char *v, unsigned mix[AX_PRIO_COUNT])
             digits++;
         }
         if (!digits || isdigit((unsigned char)*p))
-            usage_error("--mix: '%s' is not three whole percentages H/N/L", v);
+            return refuse("--mix: '%s' is not three whole percentages H/N/L", v);
         if (n == 0)
-            usage_error("--mix: '%s': every priority needs at least 1%% (a bucket of "
+            return refuse("--mix: '%s': every priority needs at least 1%% (a bucket of "
                         "capacity 0 is refused by ax_new)",
                         v);
         mix[order[i]] = n;
         sum += n;
         if (i < AX_PRIO_COUNT - 1 && *p++ != '/')
-            usage_error("--mix: '%s' is not three whole percentages H/N/L", v);
+            return refuse("--mix: '%s' is not three whole percentages H/N/L", v);
     }
-    if (*p) usage_error("--mix: '%s' is not three whole percentages H/N/L", v);
-    if (sum != 100) usage_error("--mix: '%s' does not sum to 100", v);
+    if (*p) return refuse("--mix: '%s' is not three whole percentages H/N/L", v);
+    if (sum != 100) return refuse("--mix: '%s' does not sum to 100", v);
+    return 0;
 }
 
-static void parse_args(int argc, char **argv, struct inputs *in)
+/* 0: *in is filled; 1: --help was asked for; -1: refused (bad_args says why). */
+static int parse_args(int argc, char **argv, struct inputs *in)
 {
     enum { QPS, MEAN, P99, BACKLOG, TASK, THROUGHPUT, MIX, STACK, NFLAGS };
     static const char *const names[NFLAGS] = {"--qps",       "--mean-ms",    "--p99-ms",
@@ -203,10 +209,7 @@ static void parse_args(int argc, char **argv, struct inputs *in)
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage_text, stdout);
-            exit(0);
-        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) return 1;
     }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -214,45 +217,50 @@ static void parse_args(int argc, char **argv, struct inputs *in)
             in->json = 1;
             continue;
         }
-        if (strncmp(a, "--json=", 7) == 0) usage_error("--json takes no value");
-        if (a[0] != '-') usage_error("unexpected argument '%s'", a);
-        if (a[1] != '-') usage_error("unknown option '%s'", a);
+        if (strncmp(a, "--json=", 7) == 0) return refuse("--json takes no value");
+        if (a[0] != '-') return refuse("unexpected argument '%s'", a);
+        if (a[1] != '-') return refuse("unknown option '%s'", a);
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         int f = 0;
         while (f < NFLAGS && !(strlen(names[f]) == len && strncmp(a, names[f], len) == 0))
             f++;
-        if (f == NFLAGS) usage_error("unknown option '%.*s'", (int)len, a);
-        if (val[f]) usage_error("%s is given twice", names[f]);
+        if (f == NFLAGS) return refuse("unknown option '%.*s'", (int)len, a);
+        if (val[f]) return refuse("%s is given twice", names[f]);
         if (eq) {
             val[f] = eq + 1;
         } else {
-            if (i + 1 >= argc) usage_error("%s needs a value", names[f]);
+            if (i + 1 >= argc) return refuse("%s needs a value", names[f]);
             val[f] = argv[++i];
         }
-        if (*val[f] == '\0') usage_error("%s: the value is empty", names[f]);
+        if (*val[f] == '\0') return refuse("%s: the value is empty", names[f]);
     }
     for (int f = QPS; f <= TASK; f++)
-        if (!val[f]) usage_error("%s is required", names[f]);
+        if (!val[f]) return refuse("%s is required", names[f]);
 
-    in->qps = parse_number(names[QPS], val[QPS], POSITIVE);
-    in->mean_ms = parse_number(names[MEAN], val[MEAN], POSITIVE);
-    in->p99_ms = parse_number(names[P99], val[P99], POSITIVE);
-    in->backlog_s = parse_number(names[BACKLOG], val[BACKLOG], POSITIVE);
-    in->task_bytes = parse_number(names[TASK], val[TASK], NONNEG | INTEGER);
-    in->throughput =
-        val[THROUGHPUT] ? parse_number(names[THROUGHPUT], val[THROUGHPUT], POSITIVE) : in->qps;
+    if (parse_number(names[QPS], val[QPS], POSITIVE, &in->qps) ||
+        parse_number(names[MEAN], val[MEAN], POSITIVE, &in->mean_ms) ||
+        parse_number(names[P99], val[P99], POSITIVE, &in->p99_ms) ||
+        parse_number(names[BACKLOG], val[BACKLOG], POSITIVE, &in->backlog_s) ||
+        parse_number(names[TASK], val[TASK], NONNEG | INTEGER, &in->task_bytes))
+        return -1;
+    in->throughput = in->qps;
+    if (val[THROUGHPUT] &&
+        parse_number(names[THROUGHPUT], val[THROUGHPUT], POSITIVE, &in->throughput))
+        return -1;
     in->mix[AX_PRIO_HIGH] = 20;
     in->mix[AX_PRIO_NORMAL] = 60;
     in->mix[AX_PRIO_LOW] = 20;
-    if (val[MIX]) parse_mix(val[MIX], in->mix);
+    if (val[MIX] && parse_mix(val[MIX], in->mix)) return -1;
     if (val[STACK]) {
-        double k = parse_number(names[STACK], val[STACK], POSITIVE | INTEGER);
+        double k;
+        if (parse_number(names[STACK], val[STACK], POSITIVE | INTEGER, &k)) return -1;
         if (k < 16 || k > 262144)
-            usage_error("%s: '%s' is outside [16, 262144] KiB (ax_config.stack_size limits)",
+            return refuse("%s: '%s' is outside [16, 262144] KiB (ax_config.stack_size limits)",
                         names[STACK], val[STACK]);
         in->stack_bytes = k * 1024;
     }
+    return 0;
 }
 
 /* ---- the plan -------------------------------------------------------------- */
@@ -275,7 +283,7 @@ static void warn(struct plan *p, const char *msg)
  * it also keeps every count an exact integer in a double. */
 #define PLAN_MAX 1e15
 
-static void make_plan(const struct inputs *in, const ax_config *def, struct plan *p)
+static int make_plan(const struct inputs *in, const ax_config *def, struct plan *p)
 {
     memset(p, 0, sizeof *p);
     /* qps x (mean_ms / 1000) x backlog, kept in ms until the one division. */
@@ -289,11 +297,11 @@ static void make_plan(const struct inputs *in, const ax_config *def, struct plan
     /* x 1.2 as x 12 / 10000 (ms -> s and the margin in one exact step). */
     p->max_concurrency = fmax(1.0, ceil_exact(in->throughput * in->mean_ms * 12.0 / 10000.0));
     if (p->capacity > PLAN_MAX)
-        usage_error("--qps x --mean-ms x --backlog-s gives %.3g tasks (more than 1e15): "
+        return refuse("--qps x --mean-ms x --backlog-s gives %.3g tasks (more than 1e15): "
                     "check the units",
                     p->capacity);
     if (p->max_concurrency > PLAN_MAX)
-        usage_error("--throughput x --mean-ms gives %.3g running tasks (more than 1e15): "
+        return refuse("--throughput x --mean-ms gives %.3g running tasks (more than 1e15): "
                     "check the units",
                     p->max_concurrency);
     p->timeout_ms = ceil_exact(in->p99_ms * 3.0 / 2.0);
@@ -317,6 +325,7 @@ static void make_plan(const struct inputs *in, const ax_config *def, struct plan
     if (p->cap_total > p->capacity)
         warn(p, "rounding the --mix split up gives the buckets a few more slots than the "
                 "computed capacity");
+    return 0;
 }
 
 /* ---- output ---------------------------------------------------------------- */
@@ -539,6 +548,7 @@ static void print_json(const struct inputs *in, const struct plan *p)
     fputs("}\n", stdout);
 }
 
+#ifndef AX_PLAN_NO_MAIN /* tests/fuzz/fuzz_plan_args.c includes this file */
 int main(int argc, char **argv)
 {
     ax_config def;
@@ -546,13 +556,21 @@ int main(int argc, char **argv)
     struct inputs in;
     memset(&in, 0, sizeof in);
     in.stack_bytes = (double)def.stack_size;
-    parse_args(argc, argv, &in);
-
+    int rc = parse_args(argc, argv, &in);
+    if (rc == 1) {
+        fputs(usage_text, stdout);
+        return 0;
+    }
     struct plan p;
-    make_plan(&in, &def, &p);
+    if (rc == 0) rc = make_plan(&in, &def, &p);
+    if (rc) {
+        fprintf(stderr, "ax-plan: %s\n\n%s", bad_args, usage_text);
+        return 2;
+    }
     if (in.json)
         print_json(&in, &p);
     else
         print_text(&in, &p);
     return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
 }
+#endif
