@@ -237,7 +237,9 @@ static int duration(const char *s, double bare_ms, double *ms)
     else
         return -1;
     *ms = v * mul;
-    return 0;
+    /* Longer is a typing mistake (ax refuses timeouts above a year), and
+     * dm_scenario_print() writes what it reads back without an exponent. */
+    return *ms <= 365 * 86400e3 ? 0 : -1;
 }
 
 int dm_parse_duration(const char *s, double *ms)
@@ -631,12 +633,28 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
     return rc;
 }
 
+/* Numbers as decimal() reads them back: the shortest fixed-point text that
+ * is exactly v again, never "1e+06" (%g's way, which decimal() refuses).
+ * Every value printed is bounded (durations to a year, weights to 1e9). */
+static void print_num(FILE *f, double v)
+{
+    char b[400];
+    for (int prec = 0; prec <= 40; prec++) {
+        snprintf(b, sizeof b, "%.*f", prec, v);
+        if (strtod(b, NULL) == v) break;
+    }
+    fputs(b, f);
+}
+
 static void print_dur(FILE *f, double ms)
 {
-    if (ms >= 1000 && fmod(ms, 1000) == 0)
-        fprintf(f, "%gs", ms / 1000);
-    else
-        fprintf(f, "%gms", ms);
+    if (ms >= 1000 && fmod(ms, 1000) == 0) {
+        print_num(f, ms / 1000);
+        fputc('s', f);
+    } else {
+        print_num(f, ms);
+        fputs("ms", f);
+    }
 }
 
 void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
@@ -646,18 +664,26 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
             "# every duration by S. Durations: 300ms, 1.5s, 2m; bare numbers are\n"
             "# seconds (ms inside latency models). See tools/README.md.\n\n",
             sc->origin);
-    fprintf(f, "speed %g\nseed %llu\n", sc->speed, (unsigned long long)sc->seed);
-    fprintf(f, "mix high=%g normal=%g low=%g\n", sc->mix[DM_HIGH], sc->mix[DM_NORMAL],
-            sc->mix[DM_LOW]);
-    fputs("drain ", f);
+    fputs("speed ", f);
+    print_num(f, sc->speed);
+    fprintf(f, "\nseed %llu\nmix high=", (unsigned long long)sc->seed);
+    print_num(f, sc->mix[DM_HIGH]);
+    fputs(" normal=", f);
+    print_num(f, sc->mix[DM_NORMAL]);
+    fputs(" low=", f);
+    print_num(f, sc->mix[DM_LOW]);
+    fputs("\ndrain ", f);
     print_dur(f, sc->drain_ms);
-    fprintf(f, "\ncontext %g\n", sc->ctx_bytes);
+    fputs("\ncontext ", f);
+    print_num(f, sc->ctx_bytes);
+    fputc('\n', f);
     if (sc->upstream_base[0]) fprintf(f, "upstream %s\n", sc->upstream_base);
     fputs("\n# task classes: one upstream endpoint each, with its own latency and timeout\n", f);
     for (unsigned i = 0; i < sc->ncls; i++) {
         const struct dm_class *c = &sc->cls[i];
-        fprintf(f, "class %s path=%s latency=%s share=%g timeout=", c->name, c->path, c->latency,
-                c->share);
+        fprintf(f, "class %s path=%s latency=%s share=", c->name, c->path, c->latency);
+        print_num(f, c->share);
+        fputs(" timeout=", f);
         print_dur(f, c->timeout_ms);
         fputc('\n', f);
     }
@@ -666,7 +692,8 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
         const struct dm_phase *p = &sc->ph[i];
         fprintf(f, "phase %s ", p->name);
         print_dur(f, p->duration_ms);
-        fprintf(f, " rate=%g", p->rate);
+        fputs(" rate=", f);
+        print_num(f, p->rate);
         if (p->upstream[0]) fprintf(f, " upstream=%s", p->upstream);
         fputc('\n', f);
     }
@@ -676,10 +703,11 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
         fprintf(f, "config %s engine=%s cap=%u", p->name, p->engine == ENG_AX ? "ax" : "threads",
                 p->cap);
         if (p->engine == ENG_AX) {
-            if (p->queue[0] || p->queue[1] || p->queue[2])
-                fprintf(f, " queues=%u/%u/%u shed=%g", p->queue[DM_HIGH], p->queue[DM_NORMAL],
-                        p->queue[DM_LOW], p->shed_ratio);
-            else
+            if (p->queue[0] || p->queue[1] || p->queue[2]) {
+                fprintf(f, " queues=%u/%u/%u shed=", p->queue[DM_HIGH], p->queue[DM_NORMAL],
+                        p->queue[DM_LOW]);
+                print_num(f, p->shed_ratio);
+            } else
                 fprintf(f, " queues=unbounded");
         }
         if (p->retry == RETRY_NONE) {
