@@ -350,7 +350,9 @@ int ax_metrics_get(ax_sched *s, ax_metrics *out);
  * negative AX_E* code; writes at most len bytes, NUL-terminated if len > 0. */
 long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len);
 /* Serve GET /metrics over HTTP on addr ("127.0.0.1:9464" if NULL; "host:port"
- * with a numeric IPv4 host or "localhost"; port 0 picks a free one, returned
+ * where host is "localhost", a numeric IPv4 address or a numeric IPv6 one in
+ * brackets ("[::1]:9464"), the rule of ax-upstream --bind; port 0 picks a
+ * free one, returned
  * in *port_out if not NULL) from a task of this scheduler: it runs on ax's
  * own coroutines and reactor, holds one HIGH concurrency slot, and ends at
  * shutdown. One endpoint per scheduler. */

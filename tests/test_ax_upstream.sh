@@ -354,7 +354,7 @@ expect_usage "stray argument" "unexpected argument 'x'" x
 expect_usage "port range" "--port: '70000'" --port 70000
 expect_usage "missing value" "--port needs a value" --port
 expect_usage "flag twice" "--seed is given twice" --seed 1 --seed 2
-expect_usage "bad bind" "not an IPv4 or IPv6 address" --bind nowhere
+expect_usage "bad bind" "is not localhost or a numeric IPv4 or IPv6 address" --bind nowhere
 expect_usage "bad duration" "--duration: 'soon'" --duration soon
 expect_usage "latency too long" "latency=fixed:40s" --endpoint '/x latency=fixed:40s'
 expect_usage "latency kind" "latency=gamma:1:2" --endpoint '/x latency=gamma:1:2'
@@ -577,6 +577,15 @@ check "SIGTERM: exit 0 (got $rc)" test "$rc" -eq 0
 check "SIGTERM: reported a clean shutdown" grep -q 'stopping (SIGTERM).*shutdown clean' "$TMP/main.err"
 exec 3>&-
 wait || true
+
+# --bind takes what ax_metrics_serve takes (src/listen_addr.c): localhost too.
+start localhost --bind localhost --duration 3
+LH_PID=$PID
+check "--bind localhost: serves on 127.0.0.1" \
+    bash -c "curl -s --max-time 5 http://127.0.0.1:$PORT/stats | grep -q requests"
+rc=0
+wait "$LH_PID" || rc=$?
+check "--bind localhost: exit 0 at --duration (got $rc)" test "$rc" -eq 0
 
 # Sanitizer builds: any report in a server's stderr is a failure.
 check "no sanitizer reports" bash -c "! grep -l -E 'ERROR: (Address|Leak)Sanitizer|runtime error:' '$TMP'/*.err"

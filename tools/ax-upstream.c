@@ -23,6 +23,7 @@
 #include "upstream/upstream.h"
 
 #include "ax.h"
+#include "listen_addr.h" /* src/: the rule ax_metrics_serve uses too */
 
 #include <arpa/inet.h>
 #include <pthread.h>
@@ -51,7 +52,7 @@ static const char *const usage_text =
     "as its first line; GET /stats returns its counts as JSON; SIGINT/SIGTERM stop it.\n"
     "\n"
     "  --port N             TCP port, 0 = any free one (default 0)\n"
-    "  --bind ADDR          IPv4 or IPv6 address (default 127.0.0.1)\n"
+    "  --bind ADDR          localhost, or a numeric IPv4 or IPv6 address (default 127.0.0.1)\n"
     "  --scenario FILE      endpoint/phase/loop/seed=N lines (see below)\n"
     "  --endpoint SPEC      PATTERN key=value...: /exact, /prefix/* or * (everything else)\n"
     "  --phase SPEC         DUR[:NAME] key=value...: a step of the schedule, in order\n"
@@ -250,21 +251,12 @@ static void parse_args(int argc, char **argv, struct options *o)
 static int listen_on(const char *addr, unsigned port, char *printable, size_t plen)
 {
     struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
     socklen_t sl;
+    /* the rule of ax_metrics_serve: localhost, numeric IPv4 or IPv6 */
+    if (listen_addr_parse("--bind", addr, (uint16_t)port, &ss, &sl))
+        usage_error("%s", ax_error_detail());
     struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    if (inet_pton(AF_INET, addr, &a4->sin_addr) == 1) {
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)port);
-        sl = sizeof *a4;
-    } else if (inet_pton(AF_INET6, addr, &a6->sin6_addr) == 1) {
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)port);
-        sl = sizeof *a6;
-    } else {
-        usage_error("--bind: '%s' is not an IPv4 or IPv6 address", addr);
-    }
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) die("socket: %s", strerror(errno));
     int one = 1;

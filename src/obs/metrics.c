@@ -14,6 +14,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "listen_addr.h"
 #include "obs/prom.h"
 
 #include <arpa/inet.h>
@@ -215,30 +216,28 @@ int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out)
     long port = strtol(colon + 1, &end, 10);
     if (*end || end == colon + 1 || errno || port < 0 || port > 65535)
         return ax_fail(AX_EINVAL, "ax_metrics_serve: bad port in '%s'", addr);
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
-    if (strcmp(host, "localhost") == 0)
-        strcpy(host, "127.0.0.1");
-    if (inet_pton(AF_INET, host, &sa.sin_addr) != 1)
-        return ax_fail(AX_EINVAL, "ax_metrics_serve: host '%s' is not a numeric IPv4 address",
-                       host);
+    struct sockaddr_storage sa;
+    socklen_t salen;
+    if (listen_addr_parse("ax_metrics_serve", host, (uint16_t)port, &sa, &salen))
+        return AX_EINVAL;
     pthread_mutex_lock(&s->lock);
     bool taken = s->metrics_serving;
     s->metrics_serving = true;
     pthread_mutex_unlock(&s->lock);
     if (taken)
         return ax_fail_static(AX_EBUSY, "ax_metrics_serve: already serving");
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int fd = socket(sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     int rc = AX_OK;
     if (fd < 0)
         rc = ax_fail(AX_ESYS, "ax_metrics_serve: socket: %s", strerror(errno));
     else if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-             bind(fd, (struct sockaddr *)&sa, sizeof sa) != 0 || listen(fd, 128) != 0)
+             bind(fd, (struct sockaddr *)&sa, salen) != 0 || listen(fd, 128) != 0)
         rc = ax_fail(AX_ESYS, "ax_metrics_serve: %s: %s", addr, strerror(errno));
     if (rc == AX_OK && port_out) {
         socklen_t sl = sizeof sa;
         getsockname(fd, (struct sockaddr *)&sa, &sl);
-        *port_out = ntohs(sa.sin_port);
+        *port_out = listen_addr_port(&sa);
     }
     if (rc == AX_OK) {
         ax_spec sp = {.fn = serve_main, .arg = (void *)(intptr_t)fd, .priority = AX_PRIO_HIGH,
