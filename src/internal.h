@@ -426,7 +426,9 @@ static inline uint64_t now_ns(void)
 /* Wheel ticks are milliseconds; round deadlines up so nothing fires early. */
 static inline uint64_t ns_to_tick_ceil(uint64_t ns)
 {
-    return (ns + 999999u) / 1000000u;
+    /* Not (ns + 999999) / 1000000: a deadline_ns near UINT64_MAX ("never")
+     * would wrap to tick 0 and fire at once. */
+    return ns / 1000000u + (ns % 1000000u != 0);
 }
 static inline uint64_t ns_to_tick(uint64_t ns)
 {
@@ -605,7 +607,7 @@ void run_pool_destroy(struct worker *w);
 static inline void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns)
 {
     wheel_lock(&w->wheel_lk);
-    ax_wheel_add(&w->wheel, n, (at_ns + 999999u) / 1000000u);
+    ax_wheel_add(&w->wheel, n, ns_to_tick_ceil(at_ns));
     wheel_unlock(&w->wheel_lk);
 }
 void worker_timer_del(struct worker *w, struct ax_wheel_node *n);

@@ -245,8 +245,62 @@ static void test_dispatch_ended_ondone(void)
     CHECK(exercised >= 1);
 }
 
+/* A deadline_ns as far as it goes (UINT64_MAX: "never") is no deadline in
+ * practice: a task queued behind a busy slot with it runs and succeeds. It
+ * used to wrap to tick 0 in the scheduler's wheel (ns + 999999 overflowed)
+ * and end TIMED_OUT in its bucket at the next dispatch (found by
+ * tests/fuzz/fuzz_sched_api.c). */
+static atomic_int far_release, far_done, far_state;
+static int far_hold(ax_task *t, void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&far_release))
+        if (ax_sleep(t, 1))
+            return -1;
+    return 0;
+}
+static int far_ok(ax_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    return 0;
+}
+static void far_on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&far_state, (int)r->state);
+    atomic_fetch_add(&far_done, 1);
+}
+static void test_far_deadline(void)
+{
+    ax_sched *s = test_sched(1, 1);
+    ax_spec hold = {.fn = far_hold, .timeout_ms = 10000};
+    CHECK_EQ(ax_submit(s, &hold, NULL), 0);
+    static const uint64_t far[] = {UINT64_MAX, UINT64_MAX - 1, UINT64_MAX - 999999};
+    for (size_t i = 0; i < sizeof far / sizeof far[0]; i++) {
+        atomic_store(&far_done, 0);
+        atomic_store(&far_release, 0);
+        ax_spec sp = {.fn = far_ok, .timeout_ms = 1000, .deadline_ns = far[i],
+                      .on_done = far_on_done};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+        usleep(50 * 1000); /* queued behind the held slot; the wheel turns */
+        CHECK_EQ(atomic_load(&far_done), 0);
+        atomic_store(&far_release, 1);
+        CHECK(WAIT_UNTIL(atomic_load(&far_done) == 1, 5000));
+        CHECK_EQ(atomic_load(&far_state), AX_STATE_SUCCEEDED);
+        if (i + 1 < sizeof far / sizeof far[0]) {
+            atomic_store(&far_release, 0);
+            CHECK_EQ(ax_submit(s, &hold, NULL), 0);
+        }
+    }
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.timed_out, 0);
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
 int main(void)
 {
+    test_far_deadline();
     ax_sched *s = test_sched(2, 16);
 
     /* 1 and 2: the back-off would end ~2.7 s after the deadline. */
