@@ -98,7 +98,6 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
 {
     ax_result r;
     count_terminal(s, w, state);
-    atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
     j->code = code;
     if (j->is_child) {
         /* The parent may join: keep the error text, and wake it if parked.
@@ -118,6 +117,11 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         result_fill(j, attempt, state, code, err, &r);
         j->on_done(&r, j->cb_arg);
     }
+    /* Out of the load only now: ax_shutdown waits for the load to reach 0,
+     * and promises that every on_done has run when it returns. A task
+     * ended in its bucket (queued deadline, shutdown) has no coroutine
+     * that would make it wait instead. */
+    atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
     job_release(s, w, j, JH_END | give); /* one atomic step for all the holds */
 }
 

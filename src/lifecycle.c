@@ -5,7 +5,8 @@
  * AX_ESHUTDOWN. Every queued and delayed task ends CANCELLED with its
  * on_done (so the caller can persist it), running tasks get until the
  * deadline to finish, then they are cancelled too. Nothing admitted is lost:
- * every task's on_done has run when ax_shutdown returns.
+ * every task's on_done has run when ax_shutdown returns 0 (an on_done still
+ * running after the grace period makes it AX_ETIMEDOUT).
  *
  * ax_free waits config.shutdown_timeout_ms for coroutines to return. A
  * task that never returns (it ignores its deadline and never calls ax) keeps
@@ -244,14 +245,23 @@ static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns)
         cancel_running(s);
         wait_idle_until(s, now_ns() + 100000000u);
     }
+    /* Every coroutine returned, and every admitted task ended: its on_done
+     * has run (a task leaves the load only after it; one ended in its
+     * bucket, by a queued deadline, has no coroutine to wait for). */
     uint64_t until = now_ns() + grace_ns;
-    while (atomic_load(&s->total_live_runs) > 0 && now_ns() < until)
+    while ((atomic_load(&s->total_live_runs) > 0 || wait_idle_until(s, 0) > 0) &&
+           now_ns() < until)
         usleep(1000);
     if (atomic_load(&s->total_live_runs) > 0)
         return ax_fail(AX_ETIMEDOUT,
                        "ax_shutdown: %llu task coroutine(s) have not returned yet (they ignore "
                        "their cancellation)",
                        (unsigned long long)atomic_load(&s->total_live_runs));
+    int left = wait_idle_until(s, 0);
+    if (left > 0)
+        return ax_fail(AX_ETIMEDOUT, "ax_shutdown: %d task(s) have not ended yet (an on_done "
+                                     "still running?)",
+                       left);
     return AX_OK;
 }
 

@@ -196,8 +196,49 @@ static void test_free_from_callbacks(void)
     }
 }
 
+/* ax_shutdown returns only once every on_done has run, including one still
+ * running when shutdown starts: (a) of a task that returned on its worker,
+ * (b) of a task whose deadline passed while it was queued (ended by the
+ * worker that turned the scheduler's wheel, with no coroutine left to wait
+ * for). The load count used to drop before on_done ran, and ax_shutdown
+ * waited for it only until its own timeout (+100 ms), so it could return
+ * first (found by tests/fuzz/fuzz_sched_api.c). */
+static atomic_int sd_in, sd_out;
+static int sd_quick(ax_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    return 0;
+}
+static void sd_slow_done(const ax_result *r, void *arg)
+{
+    (void)r, (void)arg;
+    atomic_store(&sd_in, 1);
+    usleep(300 * 1000);
+    atomic_store(&sd_out, 1);
+}
+static void test_shutdown_waits_for_on_done(bool queued)
+{
+    ax_sched *s = test_sched(1, 1);
+    atomic_store(&sd_in, 0);
+    atomic_store(&sd_out, 0);
+    if (queued) /* it stays queued, with a deadline 50 ms away */
+        CHECK_EQ(ax_pause(s), 0);
+    ax_spec sp = {.fn = sd_quick, .timeout_ms = 1000, .on_done = sd_slow_done,
+                  .deadline_ns = queued ? ax_now_ns() + 50 * 1000000ull : 0};
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&sd_in) == 1, 5000));
+    CHECK_EQ(ax_shutdown(s, 0), 0);
+    CHECK_EQ(atomic_load(&sd_out), 1);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.submitted, st.succeeded + st.failed + st.timed_out + st.cancelled);
+    CHECK_EQ(queued ? st.timed_out : st.succeeded, 1);
+    ax_free(s);
+}
+
 int main(void)
 {
+    test_shutdown_waits_for_on_done(false);
+    test_shutdown_waits_for_on_done(true);
     test_free_from_callbacks();
     seen = calloc(QUEUED + RUNNING + DELAYED, 1);
     ax_config c;
