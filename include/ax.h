@@ -212,7 +212,9 @@ typedef struct ax_spec {
     uint64_t delay_ms;        /* start no earlier than this from now; 0 = now */
     unsigned max_retry;       /* retries after the first attempt (0 = none) */
     const ax_retry_policy *retry; /* NULL = the scheduler's default */
-    const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes; NULL = generated */
+    const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes of valid UTF-8 (else
+                                 AX_EINVAL, the detail gives the first bad byte's
+                                 offset); NULL = generated */
     ax_callback on_done;      /* exactly once per admitted task; may be NULL */
     ax_callback on_timeout;   /* each timed-out attempt, on the callback pool; may be NULL */
     void *cb_arg;
@@ -416,7 +418,9 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
 
 /* Events are buffered per worker and written by a background thread, never
  * on a task's path. Sinks (any combination; NULL turns one off):
- *   ax_events_json      one JSON object a line to f (RFC 3339 timestamps, µs)
+ *   ax_events_json      one JSON object a line to f (RFC 3339 timestamps, µs),
+ *                       always valid UTF-8: a message byte that does not begin
+ *                       a valid character (task error texts) is written \ufffd
  *   ax_events_callback  the host's own logger; called on the event thread
  * A full buffer drops events rather than block a worker; ax_events_dropped
  * counts them. */

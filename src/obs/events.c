@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -330,12 +331,27 @@ static void put_us(struct out *o, uint64_t ns)
     put(o, f, 4);
 }
 
+/* A JSON string that every strict decoder accepts: valid UTF-8 passes
+ * through, and a byte that does not begin a valid character (a task's own
+ * error text, a message cut inside a character) becomes U+FFFD. */
 static void put_str(struct out *o, const char *p)
 {
     static const char hex[] = "0123456789abcdef";
     put(o, "\"", 1);
-    for (; *p; p++) {
+    size_t left = strlen(p);
+    for (; *p; p++, left--) {
         unsigned char c = (unsigned char)*p;
+        if (c >= 0x80) {
+            size_t k = utf8_char_len((const unsigned char *)p, left);
+            if (k) {
+                put(o, p, k);
+                p += k - 1;
+                left -= k - 1;
+            } else {
+                put(o, "\\ufffd", 6);
+            }
+            continue;
+        }
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
             put(o, e, 2);
@@ -349,7 +365,7 @@ static void put_str(struct out *o, const char *p)
             char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             put(o, e, 6);
         } else {
-            put(o, (const char *)&c, 1); /* UTF-8 bytes pass through */
+            put(o, (const char *)&c, 1);
         }
     }
     put(o, "\"", 1);
