@@ -405,9 +405,11 @@ typedef struct ax_event {
     uint64_t id;            /* 0 for REJECTED / SHED */
     char trace_id[AX_TRACE_ID_MAX];
     ax_priority priority;
-    unsigned attempt;       /* 0-based attempt the event belongs to */
+    unsigned attempt;       /* 0-based attempt the event belongs to; for
+                               RETRY_SCHEDULED the attempt that ended (the next
+                               one is attempt + 1), with its wait and run */
     uint64_t wait_ns;       /* queue wait of this attempt (STARTED and later) */
-    uint64_t run_ns;        /* run time of this attempt (terminal, retry) */
+    uint64_t run_ns;        /* run time of this attempt (terminal, retry, panic) */
     int code;               /* AX_E* or the function's return; 0 if none */
     char message[AX_EVENT_MESSAGE_MAX]; /* error text, retry delay, backtrace; "" if none */
 } ax_event;

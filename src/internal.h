@@ -436,6 +436,8 @@ static inline uint64_t ns_to_tick(uint64_t ns)
 /* error.c: set the thread's detail message, return code. */
 int ax_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int ax_fail_static(int code, const char *msg);
+/* Whether code is one of ax's AX_E* (else: a task function's own return). */
+bool error_is_ax(int code);
 void ax_clear_error(void);
 
 /* config.c */
@@ -704,6 +706,14 @@ static inline bool ev_on(struct ax_sched *s, unsigned kind)
 /* w: the calling worker (its own ring) or NULL (the shared ring). */
 void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind, int code,
              const char *msg);
+/* An event about one attempt whose numbers the job no longer holds (the
+ * attempt was already bumped for a retry, or the run outlived it). */
+struct ev_attempt {
+    unsigned attempt;
+    uint64_t wait_ns, run_ns;
+};
+void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
+                     int code, const char *msg, const struct ev_attempt *a);
 void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int code,
                      const char *msg);
 /* Lossless mode: wait (before taking s->lock) until the shared ring has room
