@@ -328,7 +328,7 @@ struct worker {
     uint64_t linger_reported_seq;
     _Atomic uint64_t hog_reported; /* expect_sw the watchdog reported: the worker skips it */
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
-    _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken */
+    _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken, 3 not on the task's stack */
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
     int bt_n;
     void *bt[AX_BT_MAX];
@@ -676,8 +676,11 @@ void crash_init(void);
 void *crash_altstack_enter(void);
 void crash_altstack_leave(void *mem);
 void crash_report(struct worker *w, struct ax_task *t);
-/* obs/linger.c: append "\n#i symbol+off" lines for frames [skip, n). */
-void bt_format(char *out, size_t cap, void *const *bt, int n, int skip);
+/* obs/symbols.c: append "\n#i function+off (file.c:line)" lines for frames
+ * [skip, n), down to the frame of task_fn (NULL: all). Not in a signal
+ * handler. bt_symbolised: built with libdw (file:line and static functions). */
+void bt_format(char *out, size_t cap, void *const *bt, int n, int skip, const void *task_fn);
+bool bt_symbolised(void);
 
 /* obs/dump.c */
 void dump_unregister(struct ax_sched *s);
