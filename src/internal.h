@@ -676,10 +676,16 @@ void crash_init(void);
 void *crash_altstack_enter(void);
 void crash_altstack_leave(void *mem);
 void crash_report(struct worker *w, struct ax_task *t);
-/* obs/symbols.c: append "\n#i function+off (file.c:line)" lines for frames
- * [skip, n), down to the frame of task_fn (NULL: all). Not in a signal
- * handler. bt_symbolised: built with libdw (file:line and static functions). */
-void bt_format(char *out, size_t cap, void *const *bt, int n, int skip, const void *task_fn);
+/* obs/symbols.c: append "\n#i function+off (file.c:line)" lines for the
+ * frames of a backtrace that belong to the task. Not in a signal handler.
+ * bt_symbolised: built with libdw (file:line and static functions). */
+struct bt_cut {
+    const void *through; /* the capture point: drop frames up to its own */
+    int then;            /* and this many more (a signal's return trampoline) */
+    int fallback;        /* frames to drop when `through` cannot be named */
+    const void *task_fn; /* the last frame shown: the task's function */
+};
+void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut);
 bool bt_symbolised(void);
 
 /* obs/dump.c */

@@ -166,6 +166,8 @@ int main(int argc, char **argv)
     /* The task's frames only, named: the one that panicked first, the
      * task's function last (ax's coroutine entry below it is cut), each
      * with this file's line when ax has libdw. */
+    if (!strstr(panic_msg, "\n#0 panicking_helper+0x"))
+        fprintf(stderr, "%s\n", panic_msg);
     CHECK(strstr(panic_msg, "\n#0 panicking_helper+0x") != NULL);
     if (bt_symbolised()) { /* dladdr knows neither panicker (static) nor run_entry */
         CHECK(strstr(strrchr(panic_msg, '#'), " panicker+0x") != NULL);

@@ -91,14 +91,15 @@ int linger_init(void)
     return AX_OK;
 }
 
+/* a: the attempt's numbers, when j is a copy (NULL: read them from j). */
 static void report(struct ax_sched *s, struct worker *w_or_null, const struct job *j,
-                   const char *text)
+                   const struct ev_attempt *a, const char *text)
 {
     pthread_mutex_lock(&s->lock);
     s->st.lingering++;
     pthread_mutex_unlock(&s->lock);
     if (ev_on(s, AX_EV_LINGERING)) {
-        ev_emit(s, w_or_null, j, AX_EV_LINGERING, AX_ETIMEDOUT, text);
+        ev_emit_attempt(s, w_or_null, j, AX_EV_LINGERING, AX_ETIMEDOUT, text, a);
     } else {
         char trace[AX_TRACE_ID_MAX];
         trace_format(j, trace);
@@ -160,8 +161,9 @@ void linger_check(struct worker *w)
             ax_coro_switch(&w->main, &t->coro);
             ax_current_run = NULL;
         }
-        bt_format(text, sizeof text, t->bt, t->bt_n, 1, (const void *)t->job->fn);
-        report(w->s, w, t->job, text);
+        struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn};
+        bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
+        report(w->s, w, t->job, NULL, text);
         w->linger[i] = w->linger[--w->nlinger];
     }
 }
@@ -181,6 +183,18 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         (word & ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == expect ||
         atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
         return;
+    /* What the report says about the job, copied now: the watchdog holds
+     * no hold on it, and once the hog returns (while the backtrace is being
+     * named, which can take long the first time) the job may be freed. */
+    struct job snap;
+    memset(&snap, 0, sizeof snap);
+    snap.id = j->id;
+    snap.prio = j->prio;
+    trace_format(j, snap.trace_id);
+    struct ev_attempt a = {js_attempt(expect), j->wait_ns, j->run_ns};
+    const void *task_fn = (const void *)j->fn;
+    if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
+        return; /* it returned meanwhile: the copy may be of another job */
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text,
              "still running %.1f s after its timeout on worker %u without yielding:",
@@ -202,13 +216,15 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         nanosleep(&ts, NULL);
     }
     /* Named here, on the watchdog thread: the handler only took addresses. */
-    if (atomic_load(&w->bt_state) == 2)
-        bt_format(text, sizeof text, w->bt, w->bt_n, 2, (const void *)j->fn);
-    else
+    if (atomic_load(&w->bt_state) == 2) {
+        struct bt_cut cut = {(const void *)on_signal, 1, 2, task_fn};
+        bt_format(text, sizeof text, w->bt, w->bt_n, &cut);
+    } else {
         snprintf(text + strlen(text), sizeof text - strlen(text), " (no backtrace: the task "
                  "moved on, or its worker did not answer within %d ms)", BT_WAIT_MS);
+    }
     atomic_store(&w->bt_state, 0);
     w->linger_reported_seq = seq;
     atomic_store_explicit(&w->hog_reported, expect, memory_order_relaxed);
-    report(s, NULL, j, text);
+    report(s, NULL, &snap, &a, text);
 }

@@ -124,14 +124,30 @@ static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, 
 }
 #endif
 
-void bt_format(char *out, size_t cap, void *const *bt, int n, int skip, const void *task_fn)
+/* Where the frames of interest begin: after the capture point's own frame
+ * (found by name, so an extra frame -- a sanitizer's interceptor of
+ * backtrace, an uninlined helper -- does not shift it), or after
+ * cut->fallback frames when names are unknown. dw_lock held. */
+static int first_frame(void *const *bt, int n, const struct bt_cut *cut, bool *reopened)
+{
+    char scratch[256];
+    for (int i = 0; cut->through && i < n && i < 6; i++) {
+        uintptr_t fn_start;
+        frame_text(scratch, sizeof scratch, (uintptr_t)bt[i], &fn_start, reopened);
+        if (fn_start && fn_start == (uintptr_t)cut->through)
+            return i + 1 + cut->then;
+    }
+    return cut->fallback;
+}
+
+void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut)
 {
     size_t len = strlen(out);
     bool reopened = false;
 #ifdef AX_HAVE_LIBDW
     pthread_mutex_lock(&dw_lock);
 #endif
-    for (int i = skip, k = 0; i < n && len + 1 < cap; i++, k++) {
+    for (int i = first_frame(bt, n, cut, &reopened), k = 0; i < n && len + 1 < cap; i++, k++) {
         int w = snprintf(out + len, cap - len, "\n#%d ", k);
         if (w < 0 || (size_t)w >= cap - len)
             break;
@@ -141,7 +157,7 @@ void bt_format(char *out, size_t cap, void *const *bt, int n, int skip, const vo
         if (w < 0)
             break;
         len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
-        if (task_fn && fn_start == (uintptr_t)task_fn)
+        if (cut->task_fn && fn_start == (uintptr_t)cut->task_fn)
             break; /* the task's own function: below it is ax's coroutine entry */
     }
 #ifdef AX_HAVE_LIBDW
