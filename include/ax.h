@@ -274,7 +274,9 @@ int ax_cancelled(const ax_task *t);
 int ax_defer(ax_task *t, void (*fn)(void *), void *arg);
 /* End the task now: run its cleanups, fail the attempt with the message
  * (code AX_EPANIC). Does not return when called from the task; returns
- * AX_ESTATE otherwise. */
+ * AX_ESTATE otherwise. A cleanup that panics while the task unwinds from a
+ * panic keeps the first message: "first; then a defer panicked: second",
+ * and the cleanups registered before it still run. */
 int ax_panic(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Set the message reported in result.error when the attempt fails. */
 int ax_task_set_error(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
