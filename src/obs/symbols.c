@@ -73,6 +73,24 @@ static bool dw_open(void)
     return dw != NULL;
 }
 
+/* The line of `at` found by walking the module's compile units. libdw 0.188
+ * finds a unit through .debug_aranges, which clang does not emit unless
+ * asked (-gdwarf-aranges): without this, clang-built code has no lines. */
+static const char *cu_line(Dwfl_Module *m, Dwarf_Addr at, int *line)
+{
+    Dwarf_Die *cu = NULL;
+    Dwarf_Addr bias;
+    while ((cu = dwfl_module_nextcu(m, cu, &bias))) {
+        if (dwarf_haspc(cu, at - bias) <= 0)
+            continue;
+        Dwarf_Line *l = dwarf_getsrc_die(cu, at - bias);
+        if (!l || dwarf_lineno(l, line) != 0)
+            return NULL;
+        return dwarf_linesrc(l, NULL, NULL);
+    }
+    return NULL;
+}
+
 static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, bool *reopened)
 {
     Dwarf_Addr at = pc - 1;
@@ -94,6 +112,8 @@ static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, 
     Dwfl_Line *l = dwfl_module_getsrc(m, at);
     if (l)
         file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+    else
+        file = cu_line(m, at, &line);
     int n;
     if (name) {
         *fn_start = (uintptr_t)(at - off);
