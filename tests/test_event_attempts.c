@@ -64,7 +64,8 @@ int main(void)
     CHECK_EQ(ax_events_callback(s, on_event, NULL), 0);
     CHECK_EQ(ax_events_json(s, json), 0);
 
-    ax_retry_policy quick = {.mode = AX_BACKOFF_EXPONENTIAL, .base_ms = 50, .max_ms = 50, .jitter_ms = 0};
+    ax_retry_policy quick = {
+        .mode = AX_BACKOFF_EXPONENTIAL, .base_ms = 50, .max_ms = 50, .jitter_ms = 0};
     ax_spec sp = {.fn = seven_then_nine, .timeout_ms = 5000, .max_retry = 1, .retry = &quick};
     uint64_t id;
     CHECK_EQ(ax_submit(s, &sp, &id), 0);
