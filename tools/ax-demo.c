@@ -58,7 +58,8 @@ static const char *const usage_text =
     "  --print-config   print the scenario in --config format and exit\n"
     "\n"
     "Exit status: 0 the runs completed (verdicts may FAIL: that is the demo),\n"
-    "1 a run could not be carried out, 2 bad arguments, config file or --url.\n";
+    "1 a run could not be carried out, 2 bad arguments, config file or --url,\n"
+    "3 the upstream answered most requests with no 2xx (no verdict given).\n";
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)
@@ -344,6 +345,40 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
         cell(res[i]->ok ? b : "-");
     }
     putchar('\n');
+    row_start("functions at once (max)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[48];
+        snprintf(b, sizeof b, "%llu of %llu+%llu", (unsigned long long)res[i]->max_in_task,
+                 (unsigned long long)res[i]->limit, (unsigned long long)res[i]->orphan_allowance);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  backlog peak (waiting)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        group(b, sizeof b, res[i]->max_waiting);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  past deadline (latest)");
+    for (unsigned i = 0; i < n; i++) {
+        char a[16], b[48];
+        ms_text(a, sizeof a, res[i]->max_over_ms);
+        snprintf(b, sizeof b, "%s, %llu orphans", a, (unsigned long long)res[i]->overdue);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    for (unsigned c = 0; c < sc->ncls; c++) {
+        char label[64];
+        snprintf(label, sizeof label, "HTTP %s", sc->cls[c].name);
+        row_start(label);
+        for (unsigned i = 0; i < n; i++) {
+            char b[64];
+            dm_status_text(res[i], c, 2, b, sizeof b);
+            cell(res[i]->ok ? b : "-");
+        }
+        putchar('\n');
+    }
     row_start("peak RSS");
     for (unsigned i = 0; i < n; i++) {
         char b[32];
@@ -359,7 +394,7 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
     }
     putchar('\n');
 
-    printf("\nverdicts on the seed's goals (§1.3)\n");
+    printf("\nverdicts on the seed's five goals\n");
     for (unsigned i = 0; i < n; i++) {
         if (!res[i]->ok) {
             printf("  %s: did not run: %s\n", res[i]->name, res[i]->error);
@@ -550,6 +585,30 @@ int main(int argc, char **argv)
     }
 
     print_summary(&sc, res, nres, !o.url);
+    /* An upstream that answers most requests with anything but a 2xx (the
+     * class paths 404, a proxy error page) makes every figure meaningless:
+     * say so and fail, once the files are written. */
+    bool failing = false;
+    for (unsigned i = 0; i < nres; i++) {
+        if (!res[i]->ok || !dm_upstream_failing(res[i])) continue;
+        failing = true;
+        fprintf(stderr, "ax-demo: %s: only %llu of %llu upstream requests got a 2xx answer;",
+                res[i]->name, (unsigned long long)dm_answered_2xx(res[i]),
+                (unsigned long long)dm_status_total(res[i]));
+        for (unsigned c = 0; c < sc.ncls; c++) {
+            char b[64];
+            dm_status_text(res[i], c, 3, b, sizeof b);
+            fprintf(stderr, "%s GET %s%s: %s", c ? "," : "", o.url ? o.url : "<ax-upstream>",
+                    sc.cls[c].path, b);
+        }
+        fputc('\n', stderr);
+    }
+    if (failing) {
+        fprintf(stderr, "ax-demo: the upstream failed most requests, so no verdict was given: "
+                        "every class path must answer GET with a 2xx (tools/README.md, \"What "
+                        "--url must serve\")\n");
+        if (exit_code == 0) exit_code = 3;
+    }
 
     char path[PATH_MAX], err[600];
     snprintf(path, sizeof path, "%s/results.json", out);

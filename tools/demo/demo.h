@@ -184,6 +184,10 @@ enum dm_series {
     DM_NSERIES
 };
 
+/* HTTP statuses counted per class: 100..599 by code, 0 = no answer (the
+ * call timed out, was cancelled, or the connection failed). */
+#define DM_NSTATUS 600
+
 struct dm_dist {
     double p50, p99, max; /* incident ms; -1 if no sample */
     uint64_t count;
@@ -211,8 +215,17 @@ struct dm_result {
     double max_timeout_ms;         /* the longest timeout any task had */
     uint64_t max_in_flight, limit; /* slots in use (sampled), the cap */
     uint64_t max_in_task;          /* task functions executing at once (exact) */
-    uint64_t max_queued;           /* all buckets together */
-    uint64_t queue_bound;          /* 0 = unbounded */
+    uint64_t max_waiting;          /* admitted, not started yet (exact, demo-counted) */
+    uint64_t met_full;             /* tasks that arrived while every slot was busy */
+    double max_over_ms;            /* longest a function ran past its deadline */
+    uint64_t overdue;              /* attempts past their deadline + slack: orphans */
+    uint64_t late;                 /* attempts back after their deadline at all */
+    double stall_ms;               /* the worst the machine delayed the demo's own wake-up */
+    double slack_ms;               /* goal 3's slack: dm_slack_ms + stall_ms */
+    uint64_t orphan_allowance;     /* ax: max_orphans; the thread pool: 0 */
+    uint64_t status[DM_MAX_CLASSES][DM_NSTATUS]; /* upstream answers per class */
+    uint64_t max_queued;                         /* all buckets together */
+    uint64_t queue_bound;                        /* 0 = unbounded */
     double peak_rss_mb;
     unsigned peak_threads;
     unsigned nsamples;
@@ -260,12 +273,25 @@ enum dm_mark { MARK_PASS, MARK_FAIL, MARK_NA };
 struct dm_verdict {
     const char *goal; /* "1 concurrency cap", ... */
     enum dm_mark mark;
-    char text[256];
+    char text[400];
 };
 #define DM_NGOALS 5
 void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
                  const struct dm_result *r, struct dm_verdict v[DM_NGOALS]);
 const char *dm_mark_name(enum dm_mark m);
+/* How late past its timeout an attempt may end (incident ms): the time a
+ * worker needs to notice the deadline (a run adds the worst stall it saw
+ * the machine inflict on its own thread: dm_result.slack_ms). */
+double dm_slack_ms(const struct dm_scenario *sc);
+/* Requests answered 2xx, and all requests counted per class. */
+uint64_t dm_answered_2xx(const struct dm_result *r);
+uint64_t dm_status_total(const struct dm_result *r);
+/* True when most requests got no 2xx: the upstream is not serving the
+ * class paths, and the verdicts would judge nothing. */
+bool dm_upstream_failing(const struct dm_result *r);
+/* A class's `top` commonest statuses, "200:2650 503:80 none:12 +3" ("none":
+ * no HTTP answer; "+N": the rest). */
+void dm_status_text(const struct dm_result *r, unsigned cls, unsigned top, char *out, size_t len);
 
 /* ---- report (report.c) ------------------------------------------------------ */
 

@@ -55,6 +55,7 @@ uint64_t dm_attempt_begin(struct dm_task *t)
     struct dm_run *rn = &dm_run_g;
     uint64_t now = now_ns();
     if (!atomic_exchange_explicit(&t->started, true, memory_order_relaxed)) {
+        atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
         dm_hist_add(&rn->wait[t->prio], (now - t->submit_ns) / 1000);
         atomic_fetch_add_explicit(&rn->started[t->prio], 1, memory_order_relaxed);
         if (t->prio == DM_LOW) {
@@ -68,14 +69,25 @@ uint64_t dm_attempt_begin(struct dm_task *t)
     return now;
 }
 
-void dm_attempt_end(struct dm_task *t, uint64_t start_ns, long http_status)
+void dm_attempt_end(unsigned cls, uint64_t start_ns, long http_status)
 {
-    (void)t;
     struct dm_run *rn = &dm_run_g;
     uint64_t us = (now_ns() - start_ns) / 1000;
     atomic_fetch_sub_explicit(&rn->in_fn, 1, memory_order_relaxed);
     dm_hist_add(&rn->attempt, us);
     atomic_max(&rn->max_attempt_us, us);
+    /* The function's own account of its deadline: how long after it the
+     * call came back. Past the slack, the engine had ended the attempt
+     * (and, ax, freed its slot) while the function still ran: an orphan. */
+    uint64_t limit_us = rn->timeout_wall_ms[cls] * 1000;
+    if (us > limit_us) {
+        atomic_max(&rn->max_over_us, us - limit_us);
+        uint32_t i = atomic_fetch_add_explicit(&rn->npast, 1, memory_order_relaxed);
+        if (i < DM_MAX_PAST)
+            rn->past_us[i] = (uint32_t)(us - limit_us < UINT32_MAX ? us - limit_us : UINT32_MAX);
+    }
+    unsigned code = http_status >= 100 && http_status < DM_NSTATUS ? (unsigned)http_status : 0;
+    atomic_fetch_add_explicit(&rn->status[cls][code], 1, memory_order_relaxed);
     if (http_status > 0) {
         atomic_fetch_add_explicit(&rn->answered, 1, memory_order_relaxed);
         dm_hist_add(&rn->latency, us);
@@ -87,8 +99,10 @@ void dm_task_done(struct dm_task *t, enum dm_outcome o)
     struct dm_run *rn = &dm_run_g;
     /* A task that never started waited at least until now: count that, or
      * the wait of a backlog that was never served would vanish. */
-    if (!atomic_load_explicit(&t->started, memory_order_relaxed))
+    if (!atomic_load_explicit(&t->started, memory_order_relaxed)) {
+        atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
         dm_hist_add(&rn->wait[t->prio], (now_ns() - t->submit_ns) / 1000);
+    }
     atomic_fetch_add_explicit(&rn->out[t->prio][o], 1, memory_order_relaxed);
     free(t);
 }
@@ -238,6 +252,9 @@ static void progress(const struct dm_result *r, bool tty, bool final)
     fflush(stderr);
 }
 
+/* Sleep until t, and remember how late the wake-up came: the worst of it
+ * is how long this machine kept a runnable thread off the CPU, which no
+ * engine can be blamed for (goal 3's slack includes it). */
 static void sleep_until(uint64_t t)
 {
     uint64_t now = now_ns();
@@ -245,6 +262,8 @@ static void sleep_until(uint64_t t)
     uint64_t d = t - now;
     struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
     nanosleep(&ts, NULL);
+    uint64_t late = (now_ns() - t) / 1000;
+    if (late > dm_run_g.max_stall_us) dm_run_g.max_stall_us = late;
 }
 
 static struct dm_dist dist_of(const struct dm_hist *h, double speed)
@@ -355,10 +374,17 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
             t->submit_ns = now_ns();
             atomic_fetch_add_explicit(&rn->generated, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&rn->generated_by[a.prio], 1, memory_order_relaxed);
+            /* Counted waiting before the engine can start it (its start
+             * takes it off again); a refusal takes it off at once. */
+            if (atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= p->cap)
+                atomic_fetch_add_explicit(&rn->met_full, 1, memory_order_relaxed);
+            atomic_max(&rn->max_waiting,
+                       atomic_fetch_add_explicit(&rn->waiting, 1, memory_order_relaxed) + 1);
             int rc = eng->submit(t);
             if (rc == 0) {
                 atomic_fetch_add_explicit(&rn->admitted[a.prio], 1, memory_order_relaxed);
             } else {
+                atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&rn->out[a.prio][rc], 1, memory_order_relaxed);
                 free(t);
             }
@@ -415,6 +441,19 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     r->max_attempt_ms = (double)atomic_load(&rn->max_attempt_us) / 1000 * sc->speed;
     if (p->engine == ENG_THREADS) r->max_slot_ms = r->max_attempt_ms; /* a thread is the slot */
     r->max_in_task = atomic_load(&rn->max_in_fn);
+    r->max_waiting = atomic_load(&rn->max_waiting);
+    r->met_full = atomic_load(&rn->met_full);
+    r->max_over_ms = (double)atomic_load(&rn->max_over_us) / 1000 * sc->speed;
+    /* Orphans, as the functions saw them: back later than the slack. */
+    r->stall_ms = (double)rn->max_stall_us / 1000 * sc->speed;
+    r->slack_ms = dm_slack_ms(sc) + r->stall_ms;
+    uint32_t npast = atomic_load(&rn->npast);
+    r->late = npast;
+    for (uint32_t i = 0; i < npast && i < DM_MAX_PAST; i++)
+        if ((double)rn->past_us[i] / 1000 * sc->speed > r->slack_ms) r->overdue++;
+    for (unsigned c = 0; c < DM_MAX_CLASSES; c++)
+        for (unsigned k = 0; k < DM_NSTATUS; k++)
+            r->status[c][k] = atomic_load(&rn->status[c][k]);
     if (sm.stats_easy) {
         struct dm_upstream_stats st;
         dm_upstream_stats(sm.stats_easy, o->base_url, 1000, &st);
