@@ -417,8 +417,9 @@ static void print_header(const struct dm_scenario *sc, const char *url, const bo
     while (dm_traffic_next(&tr, &a))
         n++;
     double len = dm_scenario_length_ms(sc);
-    printf("ax-demo: the seed's §4 incident at %gx speed (%s scenario): %.0f s of incident "
-           "in about %.0f s per configuration\n",
+    printf("ax-demo: a traffic peak while the upstream degrades (the incident ax was written "
+           "after), at %gx speed (%s scenario): %.0f s of incident in about %.0f s per "
+           "configuration\n",
            sc->speed, sc->origin, (len + sc->drain_ms) / 1000,
            (len + sc->drain_ms) / 1000 / sc->speed);
     printf("  traffic   ");
@@ -438,10 +439,14 @@ static void print_header(const struct dm_scenario *sc, const char *url, const bo
         printf("%s %s (%s, %g s)", i ? "," : "", sc->cls[i].name,
                url ? sc->cls[i].path : sc->cls[i].latency, sc->cls[i].timeout_ms / 1000);
     putchar('\n');
-    if (url)
-        printf("  upstream  %s (yours; not restarted between configurations)\n", url);
-    else
+    if (url) {
+        printf("  upstream  %s (yours; not restarted between configurations): GET", url);
+        for (unsigned i = 0; i < sc->ncls; i++)
+            printf("%s %s%s", i ? "," : "", url, sc->cls[i].path);
+        putchar('\n');
+    } else {
         printf("  upstream  ax-upstream on 127.0.0.1, a fresh process per configuration\n");
+    }
     for (unsigned i = 0; i < sc->nprof; i++)
         if (run[i]) printf("  %-12s %s\n", sc->prof[i].name, sc->prof[i].about);
     fflush(stdout);

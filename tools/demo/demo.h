@@ -181,6 +181,9 @@ enum dm_series {
     S_FAILED,
     S_TIMED_OUT,
     S_REQUESTS,
+    S_LAT_ALL_P50,
+    S_LAT_ALL_P99, /* every call, a timed-out one counted at its timeout (censored) */
+    S_TIMEOUT_PCT, /* % of the window's calls that timed out */
     DM_NSERIES
 };
 

@@ -74,7 +74,10 @@ static const char *const series_name[DM_NSERIES] = {"t_s",
                                                     "succeeded",
                                                     "failed",
                                                     "timed_out",
-                                                    "requests"};
+                                                    "requests",
+                                                    "latency_all_p50_ms",
+                                                    "latency_all_p99_ms",
+                                                    "timed_out_calls_pct"};
 
 static const char *const out_name[DM_NOUT] = {"succeeded", "failed", "timed_out",
                                               "cancelled", "shed",   "rejected"};

@@ -91,6 +91,13 @@ void dm_attempt_end(unsigned cls, uint64_t start_ns, long http_status)
     if (http_status > 0) {
         atomic_fetch_add_explicit(&rn->answered, 1, memory_order_relaxed);
         dm_hist_add(&rn->latency, us);
+        dm_hist_add(&rn->latency_all, us);
+    } else if (us >= limit_us) {
+        /* Timed out: its latency is at least the timeout. Counted there, so
+         * an upstream that stalls shows in the percentiles, not only in its
+         * mean; the chart says these are censored. */
+        dm_hist_add(&rn->latency_all, limit_us);
+        atomic_fetch_add_explicit(&rn->censored, 1, memory_order_relaxed);
     }
 }
 
@@ -131,6 +138,8 @@ static void proc_status(double *rss_mb, double *hwm_mb, unsigned *threads)
 struct sampler {
     uint64_t (*wait_snap)[DM_NPRIO][DM_HIST_N]; /* ring of WAIT_WINDOW + 1 */
     uint64_t (*lat_snap)[DM_HIST_N];
+    uint64_t (*all_snap)[DM_HIST_N];
+    uint64_t censored[WAIT_WINDOW + 1];
     unsigned n;
     CURL *stats_easy;
     struct dm_upstream_stats prev_up;
@@ -187,6 +196,17 @@ static void sample(struct sampler *sm, const struct dm_engine_ops *eng, struct d
     double p50 = dm_hist_quantile(diff, 0.5), p99 = dm_hist_quantile(diff, 0.99);
     S[S_LAT_P50][i] = nan_or(p50 < 0 ? -1 : p50 / 1000 * rn->speed);
     S[S_LAT_P99][i] = nan_or(p99 < 0 ? -1 : p99 / 1000 * rn->speed);
+    dm_hist_snapshot(&rn->latency_all, sm->all_snap[slot]);
+    for (unsigned k = 0; k < DM_HIST_N; k++)
+        diff[k] = sm->all_snap[slot][k] - (i >= WAIT_WINDOW ? sm->all_snap[old][k] : 0);
+    p50 = dm_hist_quantile(diff, 0.5);
+    p99 = dm_hist_quantile(diff, 0.99);
+    S[S_LAT_ALL_P50][i] = nan_or(p50 < 0 ? -1 : p50 / 1000 * rn->speed);
+    S[S_LAT_ALL_P99][i] = nan_or(p99 < 0 ? -1 : p99 / 1000 * rn->speed);
+    sm->censored[slot] = atomic_load_explicit(&rn->censored, memory_order_relaxed);
+    uint64_t calls = dm_hist_total(diff);
+    uint64_t cut = sm->censored[slot] - (i >= WAIT_WINDOW ? sm->censored[old] : 0);
+    S[S_TIMEOUT_PCT][i] = calls ? (float)(100.0 * (double)cut / (double)calls) : NAN;
 
     S[S_UP_MEAN][i] = NAN;
     S[S_UP_INFLIGHT][i] = NAN;
@@ -341,6 +361,7 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     struct sampler sm = {0};
     sm.wait_snap = calloc(WAIT_WINDOW + 1, sizeof *sm.wait_snap);
     sm.lat_snap = calloc(WAIT_WINDOW + 1, sizeof *sm.lat_snap);
+    sm.all_snap = calloc(WAIT_WINDOW + 1, sizeof *sm.all_snap);
     if (o->own_upstream) sm.stats_easy = curl_easy_init();
 
     struct dm_traffic tr;
@@ -465,5 +486,6 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     }
     free(sm.wait_snap);
     free(sm.lat_snap);
+    free(sm.all_snap);
     r->ok = r->error[0] == 0;
 }

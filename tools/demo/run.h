@@ -70,6 +70,8 @@ struct dm_run {
     struct dm_hist wait[DM_NPRIO]; /* wall microseconds */
     struct dm_hist attempt;        /* every attempt */
     struct dm_hist latency;        /* answered requests */
+    struct dm_hist latency_all;    /* and timed-out ones, at their timeout (censored) */
+    _Atomic uint64_t censored;     /* calls counted at their timeout */
 };
 
 extern struct dm_run dm_run_g;
