@@ -622,6 +622,17 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
           f);
     fputs("<h2>Verdicts on the seed's five goals</h2>\n", f);
     verdicts(f, sc, res, n);
+    fputs("<p class='note'>Every verdict is measured by the demo, not read from the engine "
+          "under test: each task function records its entry and exit, the submitter counts the "
+          "tasks waiting to start, every upstream answer is counted. <em>Orphans</em>: when a "
+          "deadline (or a cancel) ends an attempt whose function has not returned yet, ax frees "
+          "its slot at once and the function returns later; meanwhile the functions running at "
+          "once can exceed the cap by the orphans alive. ax bounds those (max_orphans, set by "
+          "the demo to 2 % of the cap), so goal 1 allows cap + that. Goal 3 fails when a "
+          "function still runs 3 s after its deadline (the seed's alarm); returns later than "
+          "the slack are shown as orphans. Goal 4 needs a queue to judge: more than 1 % of the "
+          "tasks arriving with every slot busy; otherwise it is N/A.</p>\n",
+          f);
 
     /* Charts. */
     struct axes ax = {0, 0};
