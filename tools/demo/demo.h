@@ -225,6 +225,8 @@ struct dm_result {
     uint64_t late;                 /* attempts back after their deadline at all */
     double stall_ms;               /* the worst the machine delayed the demo's own wake-up */
     double slack_ms;               /* goal 3's slack: dm_slack_ms + stall_ms */
+    double max_submit_ms;          /* the longest one submission took (the engine blocked) */
+    double max_sample_ms;          /* the longest one sample took */
     uint64_t orphan_allowance;     /* ax: max_orphans; the thread pool: 0 */
     uint64_t status[DM_MAX_CLASSES][DM_NSTATUS]; /* upstream answers per class */
     uint64_t max_queued;                         /* all buckets together */

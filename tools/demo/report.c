@@ -168,10 +168,12 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
             ",\"measured\":{\"max_functions_at_once\":%llu,\"orphan_allowance\":%llu,"
             "\"max_waiting\":%llu,\"tasks_met_all_slots_busy\":%llu,"
             "\"max_past_deadline_ms\":%.1f,\"returned_past_deadline\":%llu,"
-            "\"returned_past_slack\":%llu,\"slack_ms\":%.0f,\"machine_stall_ms\":%.0f}",
+            "\"returned_past_slack\":%llu,\"slack_ms\":%.0f,\"machine_stall_ms\":%.0f,"
+            "\"max_submit_ms\":%.1f,\"max_sample_ms\":%.1f}",
             (unsigned long long)r->max_in_task, (unsigned long long)r->orphan_allowance,
             (unsigned long long)r->max_waiting, (unsigned long long)r->met_full, r->max_over_ms,
-            (unsigned long long)r->late, (unsigned long long)r->overdue, r->slack_ms, r->stall_ms);
+            (unsigned long long)r->late, (unsigned long long)r->overdue, r->slack_ms, r->stall_ms,
+            r->max_submit_ms, r->max_sample_ms);
     /* Upstream answers per class: {"quote":{"200":n,"404":n,"none":n},...}. */
     fputs(",\"http_status\":{", f);
     for (unsigned c = 0; c < sc->ncls; c++) {

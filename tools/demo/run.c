@@ -401,7 +401,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
                 atomic_fetch_add_explicit(&rn->met_full, 1, memory_order_relaxed);
             atomic_max(&rn->max_waiting,
                        atomic_fetch_add_explicit(&rn->waiting, 1, memory_order_relaxed) + 1);
+            uint64_t s0 = now_ns();
             int rc = eng->submit(t);
+            uint64_t took = (now_ns() - s0) / 1000;
+            if (took > rn->max_submit_us) rn->max_submit_us = took;
             if (rc == 0) {
                 atomic_fetch_add_explicit(&rn->admitted[a.prio], 1, memory_order_relaxed);
             } else {
@@ -413,7 +416,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
         }
         now = now_ns();
         if (now >= next_sample) {
+            uint64_t s0 = now_ns();
             sample(&sm, eng, r, now);
+            uint64_t took = (now_ns() - s0) / 1000;
+            if (took > rn->max_sample_us) rn->max_sample_us = took;
             next_sample += sample_ns;
             if (next_sample < now) next_sample = now + sample_ns;
         }
@@ -467,6 +473,8 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     r->max_over_ms = (double)atomic_load(&rn->max_over_us) / 1000 * sc->speed;
     /* Orphans, as the functions saw them: back later than the slack. */
     r->stall_ms = (double)rn->max_stall_us / 1000 * sc->speed;
+    r->max_submit_ms = (double)rn->max_submit_us / 1000 * sc->speed;
+    r->max_sample_ms = (double)rn->max_sample_us / 1000 * sc->speed;
     r->slack_ms = dm_slack_ms(sc) + r->stall_ms;
     uint32_t npast = atomic_load(&rn->npast);
     r->late = npast;

@@ -62,9 +62,10 @@ struct dm_run {
      * (orphans: the engine ended them while their function still ran). */
     _Atomic uint64_t waiting, max_waiting, met_full;
     _Atomic uint64_t max_over_us;
-    _Atomic uint32_t npast;        /* attempts that came back after their deadline */
-    uint32_t past_us[DM_MAX_PAST]; /* by how much, wall us (one writer per index) */
-    uint64_t max_stall_us;         /* the sampler's worst oversleep: the machine's stalls */
+    _Atomic uint32_t npast;                /* attempts that came back after their deadline */
+    uint32_t past_us[DM_MAX_PAST];         /* by how much, wall us (one writer per index) */
+    uint64_t max_stall_us;                 /* the sampler's worst oversleep: the machine's stalls */
+    uint64_t max_submit_us, max_sample_us; /* the longest submit call, the longest sample */
     _Atomic uint64_t status[DM_MAX_CLASSES][DM_NSTATUS];
 
     struct dm_hist wait[DM_NPRIO]; /* wall microseconds */
