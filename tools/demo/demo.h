@@ -294,6 +294,9 @@ uint64_t dm_status_total(const struct dm_result *r);
 /* True when most requests got no 2xx: the upstream is not serving the
  * class paths, and the verdicts would judge nothing. */
 bool dm_upstream_failing(const struct dm_result *r);
+/* True when the machine held the demo's own thread off the CPU for more than
+ * 100 ms of wall time: the run's timings then say more about the machine. */
+bool dm_machine_stalled(const struct dm_scenario *sc, const struct dm_result *r);
 /* A class's `top` commonest statuses, "200:2650 503:80 none:12 +3" ("none":
  * no HTTP answer; "+N": the rest). */
 void dm_status_text(const struct dm_result *r, unsigned cls, unsigned top, char *out, size_t len);

@@ -483,9 +483,16 @@ static void verdicts(FILE *f, const struct dm_scenario *sc, struct dm_result *co
                 fputs("<td class='vt'>did not run</td>", f);
                 continue;
             }
+            if (k == 0 && dm_machine_stalled(sc, res[i]))
+                fprintf(f,
+                        "<td class='vt'><em>The machine kept the demo's own thread off the CPU "
+                        "for up to %.0f ms of wall time: this run's waits and deadlines include "
+                        "that.</em><br>",
+                        res[i]->stall_ms / sc->speed);
+            else
+                fputs("<td class='vt'>", f);
             const char *m = dm_mark_name(v[i][k].mark);
-            fprintf(f, "<td class='vt'><span class='%s'>%s</span> ",
-                    v[i][k].mark == MARK_NA ? "NA" : m, m);
+            fprintf(f, "<span class='%s'>%s</span> ", v[i][k].mark == MARK_NA ? "NA" : m, m);
             esc(f, v[i][k].text);
             fputs("</td>", f);
         }

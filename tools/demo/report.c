@@ -193,7 +193,8 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
         }
         fputc('}', f);
     }
-    fprintf(f, "},\"answered_2xx\":%llu,\"upstream_failing\":%s",
+    fprintf(f, "},\"machine_stalled\":%s", dm_machine_stalled(sc, r) ? "true" : "false");
+    fprintf(f, ",\"answered_2xx\":%llu,\"upstream_failing\":%s",
             (unsigned long long)dm_answered_2xx(r), dm_upstream_failing(r) ? "true" : "false");
     fprintf(f,
             ",\"lifecycle\":{\"on_done\":%llu,\"events_submitted\":%llu,"
