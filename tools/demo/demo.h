@@ -220,14 +220,15 @@ struct dm_result {
     uint64_t max_in_task;          /* task functions executing at once (exact) */
     uint64_t max_waiting;          /* admitted, not started yet (exact, demo-counted) */
     uint64_t met_full;             /* tasks that arrived while every slot was busy */
-    double max_over_ms;            /* longest a function ran past its deadline */
-    uint64_t overdue;              /* attempts past their deadline + slack: orphans */
-    uint64_t late;                 /* attempts back after their deadline at all */
-    double stall_ms;               /* the worst the machine delayed the demo's own wake-up */
-    double slack_ms;               /* goal 3's slack: dm_slack_ms + stall_ms */
-    double max_submit_ms;          /* the longest one submission took (the engine blocked) */
-    double max_sample_ms;          /* the longest one sample took */
-    uint64_t orphan_allowance;     /* ax: max_orphans; the thread pool: 0 */
+    uint64_t met_full_by[DM_NPRIO];
+    double max_over_ms;        /* longest a function ran past its deadline */
+    uint64_t overdue;          /* attempts past their deadline + slack: orphans */
+    uint64_t late;             /* attempts back after their deadline at all */
+    double stall_ms;           /* the worst the machine delayed the demo's own wake-up */
+    double slack_ms;           /* goal 3's slack: dm_slack_ms + stall_ms */
+    double max_submit_ms;      /* the longest one submission took (the engine blocked) */
+    double max_sample_ms;      /* the longest one sample took */
+    uint64_t orphan_allowance; /* ax: max_orphans; the thread pool: 0 */
     uint64_t status[DM_MAX_CLASSES][DM_NSTATUS]; /* upstream answers per class */
     uint64_t max_queued;                         /* all buckets together */
     uint64_t queue_bound;                        /* 0 = unbounded */

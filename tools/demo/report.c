@@ -164,16 +164,18 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
             r->max_attempt_ms, r->max_slot_ms, r->max_timeout_ms, r->peak_rss_mb, r->peak_threads);
     fprintf(f, ",\"upstream_max_in_flight\":%llu", (unsigned long long)r->upstream_max_in_flight);
     /* The demo's own measurements, from the task functions' side. */
-    fprintf(f,
-            ",\"measured\":{\"max_functions_at_once\":%llu,\"orphan_allowance\":%llu,"
-            "\"max_waiting\":%llu,\"tasks_met_all_slots_busy\":%llu,"
-            "\"max_past_deadline_ms\":%.1f,\"returned_past_deadline\":%llu,"
-            "\"returned_past_slack\":%llu,\"slack_ms\":%.0f,\"machine_stall_ms\":%.0f,"
-            "\"max_submit_ms\":%.1f,\"max_sample_ms\":%.1f}",
-            (unsigned long long)r->max_in_task, (unsigned long long)r->orphan_allowance,
-            (unsigned long long)r->max_waiting, (unsigned long long)r->met_full, r->max_over_ms,
-            (unsigned long long)r->late, (unsigned long long)r->overdue, r->slack_ms, r->stall_ms,
-            r->max_submit_ms, r->max_sample_ms);
+    fprintf(
+        f,
+        ",\"measured\":{\"max_functions_at_once\":%llu,\"orphan_allowance\":%llu,"
+        "\"max_waiting\":%llu,\"tasks_met_all_slots_busy\":%llu,\"high_met_all_slots_busy\":%llu,"
+        "\"max_past_deadline_ms\":%.1f,\"returned_past_deadline\":%llu,"
+        "\"returned_past_slack\":%llu,\"slack_ms\":%.0f,\"machine_stall_ms\":%.0f,"
+        "\"max_submit_ms\":%.1f,\"max_sample_ms\":%.1f}",
+        (unsigned long long)r->max_in_task, (unsigned long long)r->orphan_allowance,
+        (unsigned long long)r->max_waiting, (unsigned long long)r->met_full,
+        (unsigned long long)r->met_full_by[DM_HIGH], r->max_over_ms, (unsigned long long)r->late,
+        (unsigned long long)r->overdue, r->slack_ms, r->stall_ms, r->max_submit_ms,
+        r->max_sample_ms);
     /* Upstream answers per class: {"quote":{"200":n,"404":n,"none":n},...}. */
     fputs(",\"http_status\":{", f);
     for (unsigned c = 0; c < sc->ncls; c++) {

@@ -397,8 +397,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
             atomic_fetch_add_explicit(&rn->generated_by[a.prio], 1, memory_order_relaxed);
             /* Counted waiting before the engine can start it (its start
              * takes it off again); a refusal takes it off at once. */
-            if (atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= p->cap)
+            if (atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= p->cap) {
                 atomic_fetch_add_explicit(&rn->met_full, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&rn->met_full_by[a.prio], 1, memory_order_relaxed);
+            }
             atomic_max(&rn->max_waiting,
                        atomic_fetch_add_explicit(&rn->waiting, 1, memory_order_relaxed) + 1);
             uint64_t s0 = now_ns();
@@ -470,6 +472,8 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     r->max_in_task = atomic_load(&rn->max_in_fn);
     r->max_waiting = atomic_load(&rn->max_waiting);
     r->met_full = atomic_load(&rn->met_full);
+    for (unsigned pr = 0; pr < DM_NPRIO; pr++)
+        r->met_full_by[pr] = atomic_load(&rn->met_full_by[pr]);
     r->max_over_ms = (double)atomic_load(&rn->max_over_us) / 1000 * sc->speed;
     /* Orphans, as the functions saw them: back later than the slack. */
     r->stall_ms = (double)rn->max_stall_us / 1000 * sc->speed;

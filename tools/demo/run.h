@@ -60,7 +60,7 @@ struct dm_run {
      * while every slot was busy, how far past its deadline a function
      * returned, and the attempts that returned later than the slack allows
      * (orphans: the engine ended them while their function still ran). */
-    _Atomic uint64_t waiting, max_waiting, met_full;
+    _Atomic uint64_t waiting, max_waiting, met_full, met_full_by[DM_NPRIO];
     _Atomic uint64_t max_over_us;
     _Atomic uint32_t npast;                /* attempts that came back after their deadline */
     uint32_t past_us[DM_MAX_PAST];         /* by how much, wall us (one writer per index) */

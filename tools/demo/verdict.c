@@ -21,7 +21,8 @@
  *               slack are orphans: shown, and counted at once by goal 1.
  *   4 priority  "urgent tasks jump the queue, LOW never starves": when a
  *               queue formed (at least 1 % of the tasks arrived while every
- *               slot was busy, enough to show in a p99), HIGH's wait p99 is
+ *               slot was busy, enough to show in a p99, and at least 100 of
+ *               them HIGH, so that its p99 is not a handful's maximum), HIGH's wait p99 is
  *               at most half LOW's, and LOW tasks still started during the
  *               peak; N/A when no queue formed, since then there was nothing
  *               to jump.
@@ -47,6 +48,9 @@
 #define GRACE_MS 3000.0
 /* A queue shows in a p99 once more than 1 % of the tasks met one. */
 #define QUEUE_SHARE 0.01
+/* A p99 of fewer samples is the maximum of a handful: goal 4 needs this many
+ * HIGH tasks to have met the queue (a FIFO can otherwise pass by chance). */
+#define MIN_HIGH_QUEUED 100
 /* A run whose own thread the machine held off the CPU longer than this (wall)
  * is flagged: its timings measure the machine. */
 #define STALL_WARN_WALL_MS 100.0
@@ -242,7 +246,14 @@ void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
     fmt_ms(a, sizeof a, hi);
     fmt_ms(b, sizeof b, lo);
     fmt_ms(c, sizeof c, lo / 2);
-    if (!queue_formed) {
+    if (queue_formed && r->met_full_by[DM_HIGH] < MIN_HIGH_QUEUED) {
+        v[3].mark = fed ? MARK_NA : MARK_FAIL;
+        snprintf(v[3].text, sizeof v[3].text,
+                 "%sa queue formed (%.1f %% of tasks met every slot busy) but only %llu HIGH tasks "
+                 "met it, too few for a p99 (%u needed): wait p99 HIGH %s, LOW %s",
+                 fed ? "" : "LOW starved: no LOW task started during the peak; ", met_pct,
+                 ull(r->met_full_by[DM_HIGH]), MIN_HIGH_QUEUED, a, b);
+    } else if (!queue_formed) {
         v[3].mark = fed ? MARK_NA : MARK_FAIL;
         if (fed)
             snprintf(v[3].text, sizeof v[3].text,
