@@ -404,10 +404,11 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
         dm_verdicts(sc, dm_profile_find(sc, res[i]->name), res[i], v);
         printf("  %s\n", res[i]->name);
         if (dm_machine_stalled(sc, res[i]))
-            printf("    (the machine kept the demo's own thread off the CPU for up to %.0f ms of "
-                   "wall time: waits and deadlines measured in this run include that, so goals "
-                   "2-4 say more about the machine than the engine)\n",
-                   res[i]->stall_ms / sc->speed);
+            printf("    (a busy machine: the demo's own thread was kept off the CPU for up to "
+                   "%.0f ms of wall time, and some thread waited for a CPU %.0f %% of the run; "
+                   "waits and deadlines measured in this run include that, so goals 2-4 say "
+                   "more about the machine than the engine)\n",
+                   res[i]->stall_ms / sc->speed, res[i]->cpu_pressure_pct);
         for (unsigned k = 0; k < DM_NGOALS; k++)
             printf("    %-26s %-4s  %s\n", v[k].goal, dm_mark_name(v[k].mark), v[k].text);
     }

@@ -228,6 +228,7 @@ struct dm_result {
     double slack_ms;           /* goal 3's slack: dm_slack_ms + stall_ms */
     double max_submit_ms;      /* the longest one submission took (the engine blocked) */
     double max_sample_ms;      /* the longest one sample took */
+    double cpu_pressure_pct;   /* share of the run some thread waited for a CPU; -1 n/a */
     uint64_t orphan_allowance; /* ax: max_orphans; the thread pool: 0 */
     uint64_t status[DM_MAX_CLASSES][DM_NSTATUS]; /* upstream answers per class */
     uint64_t max_queued;                         /* all buckets together */
@@ -296,7 +297,8 @@ uint64_t dm_status_total(const struct dm_result *r);
  * class paths, and the verdicts would judge nothing. */
 bool dm_upstream_failing(const struct dm_result *r);
 /* True when the machine held the demo's own thread off the CPU for more than
- * 100 ms of wall time: the run's timings then say more about the machine. */
+ * 100 ms of wall time, or when some thread waited for a CPU more than 80 % of
+ * the run (Linux PSI): the run's timings then say more about the machine. */
 bool dm_machine_stalled(const struct dm_scenario *sc, const struct dm_result *r);
 /* A class's `top` commonest statuses, "200:2650 503:80 none:12 +3" ("none":
  * no HTTP answer; "+N": the rest). */

@@ -485,10 +485,11 @@ static void verdicts(FILE *f, const struct dm_scenario *sc, struct dm_result *co
             }
             if (k == 0 && dm_machine_stalled(sc, res[i]))
                 fprintf(f,
-                        "<td class='vt'><em>The machine kept the demo's own thread off the CPU "
-                        "for up to %.0f ms of wall time: this run's waits and deadlines include "
+                        "<td class='vt'><em>A busy machine: the demo's own thread was kept off "
+                        "the CPU for up to %.0f ms of wall time, and some thread waited for a "
+                        "CPU %.0f %% of the run; this run's waits and deadlines include "
                         "that.</em><br>",
-                        res[i]->stall_ms / sc->speed);
+                        res[i]->stall_ms / sc->speed, res[i]->cpu_pressure_pct);
             else
                 fputs("<td class='vt'>", f);
             const char *m = dm_mark_name(v[i][k].mark);

@@ -195,7 +195,9 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
         }
         fputc('}', f);
     }
-    fprintf(f, "},\"machine_stalled\":%s", dm_machine_stalled(sc, r) ? "true" : "false");
+    fprintf(f, "},\"machine_stalled\":%s,\"cpu_pressure_pct\":",
+            dm_machine_stalled(sc, r) ? "true" : "false");
+    jnum(f, r->cpu_pressure_pct >= 0 ? r->cpu_pressure_pct : NAN);
     fprintf(f, ",\"answered_2xx\":%llu,\"upstream_failing\":%s",
             (unsigned long long)dm_answered_2xx(r), dm_upstream_failing(r) ? "true" : "false");
     fprintf(f,

@@ -272,6 +272,23 @@ static void progress(const struct dm_result *r, bool tty, bool final)
     fflush(stderr);
 }
 
+/* Linux's CPU pressure (PSI): microseconds in which some runnable thread on
+ * the machine waited for a CPU; 0 where the kernel does not provide it. */
+static uint64_t cpu_pressure_us(void)
+{
+    FILE *f = fopen("/proc/pressure/cpu", "r");
+    if (!f) return 0;
+    unsigned long long total = 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "some ", 5) == 0) {
+            const char *t = strstr(line, "total=");
+            if (t) total = strtoull(t + 6, NULL, 10);
+        }
+    fclose(f);
+    return total;
+}
+
 /* Sleep until t, and remember how late the wake-up came: the worst of it
  * is how long this machine kept a runnable thread off the CPU, which no
  * engine can be blamed for (goal 3's slack includes it). */
@@ -351,6 +368,7 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
 
     const struct dm_engine_ops *eng = p->engine == ENG_AX ? &dm_engine_ax : &dm_engine_threads;
     if (eng->start(r->error, sizeof r->error) != 0) return;
+    uint64_t psi0 = cpu_pressure_us(), psi_t0 = now_ns();
 
     double length_ms = dm_scenario_length_ms(sc);
     double wall_total_ms = (length_ms + sc->drain_ms) / sc->speed;
@@ -442,6 +460,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     sample(&sm, eng, r, now_ns());
     progress(r, o->tty, true);
     uint64_t t_end = now_ns();
+    uint64_t psi1 = cpu_pressure_us();
+    r->cpu_pressure_pct = psi0 && psi1 > psi0 && t_end > psi_t0
+                              ? 100.0 * (double)(psi1 - psi0) / ((double)(t_end - psi_t0) / 1000)
+                              : -1;
     eng->stop();
 
     /* Figures. */

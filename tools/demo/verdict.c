@@ -54,6 +54,7 @@
 /* A run whose own thread the machine held off the CPU longer than this (wall)
  * is flagged: its timings measure the machine. */
 #define STALL_WARN_WALL_MS 100.0
+#define PRESSURE_WARN_PCT 80.0
 
 static unsigned long long ull(uint64_t v)
 {
@@ -85,7 +86,7 @@ uint64_t dm_status_total(const struct dm_result *r)
 
 bool dm_machine_stalled(const struct dm_scenario *sc, const struct dm_result *r)
 {
-    return r->stall_ms / sc->speed > STALL_WARN_WALL_MS;
+    return r->stall_ms / sc->speed > STALL_WARN_WALL_MS || r->cpu_pressure_pct > PRESSURE_WARN_PCT;
 }
 
 bool dm_upstream_failing(const struct dm_result *r)
