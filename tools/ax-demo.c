@@ -59,7 +59,7 @@ static const char *const usage_text =
     "\n"
     "Exit status: 0 the runs completed (verdicts may FAIL: that is the demo),\n"
     "1 a run could not be carried out, 2 bad arguments, config file or --url,\n"
-    "3 the upstream answered most requests with no 2xx (no verdict given).\n";
+    "3 most upstream answers were not 2xx, or none was (no verdict given).\n";
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)

@@ -293,8 +293,10 @@ double dm_slack_ms(const struct dm_scenario *sc);
 /* Requests answered 2xx, and all requests counted per class. */
 uint64_t dm_answered_2xx(const struct dm_result *r);
 uint64_t dm_status_total(const struct dm_result *r);
-/* True when most requests got no 2xx: the upstream is not serving the
- * class paths, and the verdicts would judge nothing. */
+/* True when most HTTP answers were not 2xx, or no request got one (calls
+ * that got no answer at all, timeouts, do not count against it): the
+ * upstream is not serving the class paths, and the verdicts would judge
+ * nothing. */
 bool dm_upstream_failing(const struct dm_result *r);
 /* True when the machine held the demo's own thread off the CPU for more than
  * 100 ms of wall time, or when some thread waited for a CPU more than 80 % of

@@ -30,7 +30,7 @@
  *               callback per admitted task, and the lifecycle events agree.
  *               A thread pool has no task lifecycle to observe: N/A.
  * A verdict states its numbers and a FAIL leads with the fact that failed.
- * When most upstream requests got no 2xx answer the upstream is not
+ * When most upstream answers (or all requests) had no 2xx the upstream is not
  * serving the demo, and no verdict is given (N/A, saying why).
  */
 #include "demo.h"
@@ -75,6 +75,14 @@ uint64_t dm_answered_2xx(const struct dm_result *r)
     return n;
 }
 
+static uint64_t dm_class_answered(const struct dm_result *r, unsigned c)
+{
+    uint64_t n = 0;
+    for (unsigned k = 1; k < DM_NSTATUS; k++)
+        n += r->status[c][k];
+    return n;
+}
+
 uint64_t dm_status_total(const struct dm_result *r)
 {
     uint64_t n = 0;
@@ -91,8 +99,14 @@ bool dm_machine_stalled(const struct dm_scenario *sc, const struct dm_result *r)
 
 bool dm_upstream_failing(const struct dm_result *r)
 {
-    uint64_t all = dm_status_total(r);
-    return all > 0 && 2 * dm_answered_2xx(r) < all;
+    /* Calls that got no answer (timeouts: the scenario's stalls, a busy
+     * machine) are the demo's business; answers that are not 2xx, or no
+     * 2xx at all, mean the upstream is not serving the class paths. */
+    uint64_t all = dm_status_total(r), good = dm_answered_2xx(r);
+    uint64_t answered = 0;
+    for (unsigned c = 0; c < DM_MAX_CLASSES; c++)
+        answered += dm_class_answered(r, c);
+    return all > 0 && (good == 0 || 2 * good < answered);
 }
 
 const char *dm_mark_name(enum dm_mark m)
