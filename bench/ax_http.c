@@ -4,6 +4,7 @@
  *
  *   ax_http url=http://127.0.0.1:PORT/fast inflight=N seconds=S [threads=1]
  *           [warmup_ms=W] [status=http://127.0.0.1:PORT/nginx_status] [tag=T]
+ *           [h2c=1]
  *
  * ax (default): N tasks, each looping GETs through ax_http_get for S
  * seconds on the default workers — N requests in flight, parked
@@ -12,7 +13,9 @@
  * curl_easy_perform on its own reused easy handle (a pool of N threads is
  * what it takes to have N requests in flight that way).
  * The measured window starts W ms (default 0) after all N clients exist,
- * so connections opened at the start can be left out of it.
+ * so connections opened at the start can be left out of it. h2c=1: ax asks
+ * for HTTP/2 with prior knowledge on plain http:// (ax_http_configure), for
+ * a server that speaks it (nginx `listen ... http2;` without TLS).
  * Prints, with prefix ax_<T>_ or tp_<T>_ (T: tag, default http) and the
  * in-flight count:
  *   <p>rps_<N>            requests completed in the window per second
@@ -39,6 +42,7 @@
 #include <string.h>
 
 static const char *url;
+static bool h2c;
 /* The measured window starts once all N clients exist: 10 000 threads take
  * seconds to create, longer than a whole run. Threads wait at the gate until
  * then (blocked, so the creating thread is not starved); ax tasks start at
@@ -122,6 +126,8 @@ static long server_accepts(const char *status_url)
     curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
     curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (h2c)
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
     CURLcode c = curl_easy_perform(e);
     curl_easy_cleanup(e);
     const char *p = strstr(t.b, "requests\n");
@@ -205,6 +211,13 @@ int main(int argc, char **argv)
         ax_config_default(&cfg);
         cfg.max_concurrency = inflight + 10;
         ab_check(ax_new(&cfg, &s), "ax_new");
+        h2c = bu_arg(argc, argv, "h2c", 0) != 0;
+        if (h2c) {
+            ax_http_config hc;
+            ax_http_config_default(&hc);
+            hc.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+            ab_check(ax_http_configure(s, &hc), "ax_http_configure");
+        }
         for (unsigned i = 0; i < inflight; i++) {
             ax_spec spec = {.fn = client, .timeout_ms = (seconds + 30) * 1000, .priority = AX_PRIO_HIGH};
             ab_check(ax_submit(s, &spec, NULL), "ax_submit");

@@ -73,7 +73,9 @@ typedef struct ax_http_config {
     long http_version;         /* CURLOPT_HTTP_VERSION of ax_http_get/post:
                                   CURL_HTTP_VERSION_2TLS (default: h2 when TLS's ALPN
                                   offers it, else HTTP/1.1), _1_1, _2_0, _2_PRIOR_KNOWLEDGE
-                                  (h2c), ... ax_http_perform uses the caller's handle as set */
+                                  (h2c; refused with libcurl 7.88.x, which breaks reused
+                                  prior-knowledge connections), ...
+                                  ax_http_perform uses the caller's handle as set */
     unsigned easy_pool;        /* idle easy handles ax_http_get/post keep per worker for
                                   the next request (curl_easy_reset; at most 65536)
                                   (default 64) */

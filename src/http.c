@@ -260,9 +260,18 @@ static int check_version(long v)
         return ax_fail(AX_EINVAL, "ax_http_config.http_version: %ld is not a CURL_HTTP_VERSION_* "
                                   "that ax_http knows (1_0, 1_1, 2_0, 2TLS, 2_PRIOR_KNOWLEDGE)", v);
     }
-    if (h2 && !(curl_version_info(CURLVERSION_NOW)->features & CURL_VERSION_HTTP2))
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    if (h2 && !(cv->features & CURL_VERSION_HTTP2))
         return ax_fail(AX_EINVAL, "ax_http_config.http_version: %ld needs HTTP/2, which this "
-                                  "libcurl (%s) lacks", v, curl_version());
+                                  "libcurl (%s) lacks", v, cv->version);
+    /* 7.88.x (Debian 12's) fails every request on a reused prior-knowledge
+     * connection with "Error in the HTTP2 framing layer" (curl issue 10634,
+     * fixed in 8.0.0): refuse rather than fail requests. */
+    if (v == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE && cv->version_num >= 0x075800 &&
+        cv->version_num < 0x080000)
+        return ax_fail(AX_EINVAL, "ax_http_config.http_version: HTTP/2 with prior knowledge "
+                                  "is broken in libcurl %s when a connection is reused (curl "
+                                  "issue 10634, fixed in 8.0.0)", cv->version);
     return 0;
 }
 

@@ -149,6 +149,18 @@ static void bad_configs(void)
     CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "http_version: 77") != NULL);
     ax_http_config_default(&hc);
+    hc.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    if (!(cv->features & CURL_VERSION_HTTP2)) {
+        CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+        CHECK(strstr(ax_error_detail(), "lacks") != NULL);
+    } else if (cv->version_num >= 0x075800 && cv->version_num < 0x080000) {
+        CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL); /* curl issue 10634 */
+        CHECK(strstr(ax_error_detail(), "10634") != NULL);
+    } else {
+        CHECK_EQ(ax_http_configure(s, &hc), 0);
+    }
+    ax_http_config_default(&hc);
     hc.easy_pool = 100000;
     CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "easy_pool: 100000") != NULL);
