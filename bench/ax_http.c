@@ -4,7 +4,7 @@
  *
  *   ax_http url=http://127.0.0.1:PORT/fast inflight=N seconds=S [threads=1]
  *           [warmup_ms=W] [status=http://127.0.0.1:PORT/nginx_status] [tag=T]
- *           [h2c=1]
+ *           [h2c=1] [easy_pool=P]
  *
  * ax (default): N tasks, each looping GETs through ax_http_get for S
  * seconds on the default workers — N requests in flight, parked
@@ -16,6 +16,8 @@
  * so connections opened at the start can be left out of it. h2c=1: ax asks
  * for HTTP/2 with prior knowledge on plain http:// (ax_http_configure), for
  * a server that speaks it (nginx `listen ... http2;` without TLS).
+ * easy_pool=P: ax_http_config.easy_pool (default 64), to see what reusing
+ * easy handles saves.
  * Prints, with prefix ax_<T>_ or tp_<T>_ (T: tag, default http) and the
  * in-flight count:
  *   <p>rps_<N>            requests completed in the window per second
@@ -23,6 +25,8 @@
  *   <p>threads_<N>        threads of the process at the peak
  *   <p>fds_<N>            open descriptors at the peak
  *   <p>failed_<N>         requests that did not end in a 200
+ *   <p>cpu_us_per_req_<N> CPU (user + system, all threads) per request in the
+ *                         window, µs: less sensitive than rps to other load
  *   <p>newconn_per_1k_<N> with status=: connections the server accepted in
  *                         the window per 1 000 requests (nginx's stub_status
  *                         `accepts`, less the status request's own)
@@ -212,12 +216,12 @@ int main(int argc, char **argv)
         cfg.max_concurrency = inflight + 10;
         ab_check(ax_new(&cfg, &s), "ax_new");
         h2c = bu_arg(argc, argv, "h2c", 0) != 0;
-        if (h2c) {
-            ax_http_config hc;
-            ax_http_config_default(&hc);
+        ax_http_config hc;
+        ax_http_config_default(&hc);
+        if (h2c)
             hc.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
-            ab_check(ax_http_configure(s, &hc), "ax_http_configure");
-        }
+        hc.easy_pool = (unsigned)bu_arg(argc, argv, "easy_pool", hc.easy_pool);
+        ab_check(ax_http_configure(s, &hc), "ax_http_configure");
         for (unsigned i = 0; i < inflight; i++) {
             ax_spec spec = {.fn = client, .timeout_ms = (seconds + 30) * 1000, .priority = AX_PRIO_HIGH};
             ab_check(ax_submit(s, &spec, NULL), "ax_submit");
@@ -231,6 +235,7 @@ int main(int argc, char **argv)
     long acc0 = status ? server_accepts(status) : -1;
     atomic_store(&completed, 0);
     atomic_store(&failed, 0);
+    double cpu0 = bu_cpu_seconds();
     uint64_t t0 = bu_now_ns();
     atomic_store(&stop_ns, t0 + seconds * 1000000000u);
     do {
@@ -244,6 +249,7 @@ int main(int argc, char **argv)
     /* The window's figures, before the requests still in flight end. */
     double secs = (double)(bu_now_ns() - t0) / 1e9;
     long done = atomic_load(&completed), bad = atomic_load(&failed);
+    double cpu = bu_cpu_seconds() - cpu0;
     long acc1 = status ? server_accepts(status) : -1;
     if (threads) {
         for (unsigned i = 0; i < inflight; i++)
@@ -257,6 +263,7 @@ int main(int argc, char **argv)
     printf("%s_threads_%u %d\n", p, inflight, peak_threads);
     printf("%s_fds_%u %d\n", p, inflight, peak_fds);
     printf("%s_failed_%u %ld\n", p, inflight, bad);
+    printf("%s_cpu_us_per_req_%u %.2f\n", p, inflight, cpu * 1e6 / (double)(done + bad > 0 ? done + bad : 1));
     if (status && (acc0 < 0 || acc1 < 0)) {
         fprintf(stderr, "%s: cannot read nginx's stub_status at %s\n", p, status);
         return 1;

@@ -157,6 +157,8 @@ def rows(idle_s):
             (f"new connections per 1000 requests, {n} in flight (nginx)", "conn/1k req",
              f"ax_nginx_newconn_per_1k_{n}", f"wrk_nginx_newconn_per_1k_{n}", f"wrk -c{n}",
              at_most(1, "conn/1k req")),
+            (f"client CPU per request, {n} in flight (nginx)", "us/req",
+             f"ax_nginx_cpu_us_per_req_{n}", f"wrk_nginx_cpu_us_per_req_{n}", f"wrk -c{n}", None),
         ]
     r += [
         # peer = the same ax run with events off (metrics are always kept): the
