@@ -46,6 +46,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 
 struct http_sock;
@@ -542,7 +543,13 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, &hb);
     if (hw) {
         curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, hw->conf.http_version);
-        curl_easy_setopt(easy, CURLOPT_PIPEWAIT, hw->conf.multiplex ? 1L : 0L);
+        /* Wait for a connection being set up to say whether it multiplexes
+         * only where it can: TLS (ALPN) or h2c by prior knowledge. On plain
+         * http:// curl would otherwise hold requests until the first
+         * response shows HTTP/1.1 (test_http_10k: requests sent 8 s late). */
+        bool may_mux = strncasecmp(url, "https://", 8) == 0 ||
+                       hw->conf.http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+        curl_easy_setopt(easy, CURLOPT_PIPEWAIT, hw->conf.multiplex && may_mux ? 1L : 0L);
     }
     if (post) {
         curl_easy_setopt(easy, CURLOPT_POST, 1L);
