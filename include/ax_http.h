@@ -67,9 +67,10 @@ typedef struct ax_http_config {
     long max_total_connections; /* connections per worker, likewise
                                    (CURLMOPT_MAX_TOTAL_CONNECTIONS); 0 = no limit (0) */
     bool multiplex;            /* several requests share one HTTP/2 connection
-                                  (CURLMOPT_PIPELINING CURLPIPE_MULTIPLEX; ax_http_get/post
-                                  also wait for a connection being set up to know whether
-                                  it multiplexes, CURLOPT_PIPEWAIT) (default true) */
+                                  (CURLMOPT_PIPELINING CURLPIPE_MULTIPLEX; for https:// and
+                                  h2c, ax_http_get/post also wait for a connection being
+                                  set up to know whether it multiplexes, CURLOPT_PIPEWAIT)
+                                  (default true) */
     long http_version;         /* CURLOPT_HTTP_VERSION of ax_http_get/post:
                                   CURL_HTTP_VERSION_2TLS (default: h2 when TLS's ALPN
                                   offers it, else HTTP/1.1), _1_1, _2_0, _2_PRIOR_KNOWLEDGE
