@@ -15,7 +15,7 @@
 
 /* ---- the upstream: counts connections and requests ------------------------ */
 
-static atomic_int accepted, served, open_now, open_peak;
+static atomic_int accepted, served, open_now, open_peak, posts, typed;
 static int lfd;
 static uint16_t port;
 
@@ -36,9 +36,25 @@ static int conn(ax_task *t, void *arg)
         req[n] = 0;
         char *end;
         while ((end = strstr(req, "\r\n\r\n"))) { /* every complete request */
-            size_t used = (size_t)(end + 4 - req);
-            memmove(req, req + used, n - used + 1);
+            size_t used = (size_t)(end + 4 - req), body = 0;
+            char *cl = strstr(req, "Content-Length: ");
+            if (cl && cl < end)
+                body = (size_t)atol(cl + 16);
+            if (strncmp(req, "POST ", 5) == 0)
+                atomic_fetch_add(&posts, 1);
+            char *ct = strstr(req, "Content-Type: text/x-ax");
+            if (ct && ct < end)
+                atomic_fetch_add(&typed, 1);
+            while (n < used + body && n < sizeof req - 1) { /* the body: small here */
+                r = ax_read(t, fd, req + n, sizeof req - 1 - n, -1);
+                if (r <= 0)
+                    goto out;
+                n += (size_t)r;
+            }
+            used += body;
+            memmove(req, req + used, n - used);
             n -= used;
+            req[n] = 0;
             const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
             if (ax_write(t, fd, resp, strlen(resp), 2000) < 0)
                 goto out;
@@ -84,6 +100,25 @@ static int getter(ax_task *t, void *arg)
         ax_http_response_free(&r);
         if (rc == AX_ETIMEDOUT || rc == AX_ECANCELED)
             return rc;
+    }
+    return 0;
+}
+
+/* POST, GET, GET, POST, GET on one task: pooled easy handles carry
+ * nothing of the previous request (method, body, headers). */
+static int mixed(ax_task *t, void *arg)
+{
+    (void)arg;
+    const bool post[] = {true, false, false, true, false};
+    for (int i = 0; i < 5; i++) {
+        ax_http_response r;
+        int rc = post[i] ? ax_http_post(t, url, "text/x-ax", "abc", 3, 10000, &r)
+                         : ax_http_get(t, url, 10000, &r);
+        if (rc == 0 && r.status == 200 && strcmp(r.body, "hello") == 0)
+            atomic_fetch_add(&ok, 1);
+        else
+            atomic_fetch_add(&bad, 1);
+        ax_http_response_free(&r);
     }
     return 0;
 }
@@ -196,6 +231,19 @@ int main(void)
     CHECK_EQ(ax_submit(up, &srv, NULL), 0);
 
     bad_configs();
+
+    /* Reused easy handles start clean: 2 POSTs with their Content-Type,
+     * 3 plain GETs, in that order on one connection. */
+    ax_sched *m = test_sched(1, 10);
+    ax_spec ms = {.fn = mixed, .timeout_ms = 60000};
+    int acc0 = atomic_load(&accepted);
+    CHECK_EQ(ax_submit(m, &ms, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&ok) + atomic_load(&bad) == 5, 60000));
+    CHECK_EQ(atomic_load(&ok), 5);
+    CHECK_EQ(atomic_load(&posts), 2);
+    CHECK_EQ(atomic_load(&typed), 2);
+    CHECK_EQ(atomic_load(&accepted) - acc0, 1);
+    ax_free(m);
 
     /* One after another: one connection for all of them. */
     CHECK_EQ(run(1, 300, NULL), 1);
