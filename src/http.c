@@ -26,10 +26,11 @@
  * the next one only when it runs again, so after a burst of completions the
  * count is low, the cache looks over-full and curl closes connections it is
  * about to need: 100 requests in flight against nginx opened one connection
- * per 7-14 requests (issue 11). So the cache is sized here from the most
- * transfers this worker has had in flight at once (`peak`, which only
- * grows), unless ax_http_config.max_connects fixes it: R requests with at
- * most K in flight open at most K connections to a server that keeps them.
+ * per 7-11 requests in issue 11 (43-123 per 1 000 in bench/run here). So
+ * the cache is sized from the most transfers this worker has had in flight
+ * at once (`peak`, which only grows), unless ax_http_config.max_connects
+ * fixes it: R requests with at most K in flight open at most K connections
+ * to a server that keeps them.
  *
  * Settings (ax_http_configure) live in the scheduler under s->lock with a
  * generation counter; a worker compares the generation (one atomic load)
