@@ -403,6 +403,9 @@ struct ax_sched {
     _Atomic uint64_t total_live_runs;
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
+    /* --- libax_http (http.c): ax_http_configure's settings --- */
+    void *http_conf;              /* an ax_http_config, s->lock; NULL = defaults */
+    _Atomic unsigned http_conf_gen; /* bumped by each ax_http_configure: workers re-read */
     /* --- metrics (obs/metrics.c) --- */
     struct ax_metrics_snapshot *m_shared; /* histograms of non-worker threads, s->lock */
     bool metrics_serving;

@@ -363,6 +363,7 @@ void ax_free(ax_sched *s)
     for (unsigned i = 0; i < s->nworkers; i++)
         worker_destroy(&s->workers[i]);
     free(s->workers);
+    free(s->http_conf); /* plain data owned by http.c (ax_http_configure) */
     job_table_destroy(s);
     pthread_cond_destroy(&s->watchdog_cond);
     pthread_cond_destroy(&s->idle_cond);
