@@ -200,10 +200,12 @@ static bool conn_write(struct mconn *c)
     return true;
 }
 
-/* Read what arrived. False when the connection is done with. */
+/* Read what arrived. False when the connection is done with. A request
+ * is read whole (METRICS_REQ_MAX bounds it); a draining peer gets 64 KiB
+ * a round, so one that never stops sending cannot hold the loop. */
 static bool conn_read(struct metrics_server *v, struct mconn *c)
 {
-    for (;;) {
+    for (int drained = 0; drained < 16;) {
         char scratch[4096];
         bool drain = c->st == C_DRAIN;
         char *to = drain ? scratch : c->req + c->in;
@@ -216,8 +218,10 @@ static bool conn_read(struct metrics_server *v, struct mconn *c)
         }
         if (r == 0)
             return false; /* the peer closed: before deciding, or after our answer */
-        if (drain)
+        if (drain) {
+            drained++;
             continue;
+        }
         c->in += (size_t)r;
         struct metrics_req req;
         if (metrics_req_parse(c->req, c->in, &req) == METRICS_REQ_DONE) {
@@ -227,6 +231,7 @@ static bool conn_read(struct metrics_server *v, struct mconn *c)
         /* MORE with a full buffer cannot happen: the parser decides 431 at
          * METRICS_REQ_MAX bytes. */
     }
+    return true;
 }
 
 /* A slot for a new connection: a free one, else the oldest DRAIN (answered
@@ -422,9 +427,14 @@ static int serve_start_locked(struct ax_sched *s, const char *addr, const struct
         v->c[i].fd = -1;
     socklen_t sl = sizeof sa;
     getsockname(v->lfd, (struct sockaddr *)&sa, &sl);
-    /* The thread takes no signal: the host's handlers run on its own threads. */
+    /* The thread takes no asynchronous signal: the host's handlers run on
+     * its own threads. Faults stay deliverable (a blocked SIGSEGV would kill
+     * the process without crash.c's report). */
     sigset_t all, old;
     sigfillset(&all);
+    static const int faults[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof faults / sizeof *faults; i++)
+        sigdelset(&all, faults[i]);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int prc = pthread_create(&v->thread, NULL, serve_main, v);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
