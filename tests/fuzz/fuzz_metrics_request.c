@@ -4,7 +4,8 @@
  * Build (clang):
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Isrc -Iinclude \
  *     tests/fuzz/fuzz_metrics_request.c src/obs/metrics_req.c -o fuzz_metrics_request
- *   ./fuzz_metrics_request tests/fuzz/corpus/metrics_request
+ *   mkdir -p /tmp/corpus   # libFuzzer writes new inputs into the first directory
+ *   ./fuzz_metrics_request /tmp/corpus tests/fuzz/corpus/metrics_request
  *
  * Beyond memory safety it checks what the endpoint relies on: a decision
  * has a known status and uses no more bytes than it was given (nor more
