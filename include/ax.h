@@ -171,6 +171,13 @@ typedef struct ax_config {
     bool overflow_fails_task;  /* a stack overflow fails only its task instead of aborting
                                   the process. UNSAFE: locks the task held (malloc, stdio,
                                   the host's mutexes) stay held. Default false (abort). */
+    uint32_t metrics_read_timeout_ms; /* ax_metrics_serve: a connection that has not sent a
+                                         whole request this long after it was accepted is
+                                         closed; the answer gets as long again (0 = 2000,
+                                         at most 3600000) */
+    unsigned metrics_max_connections; /* ax_metrics_serve: connections open at most; a new
+                                         one beyond evicts the oldest idle one (0 = 64, at
+                                         most 1024) */
 } ax_config;
 
 /* Defined since the core v2 fields above (callback_queue, max_orphans,
@@ -353,11 +360,16 @@ int ax_metrics_get(ax_sched *s, ax_metrics *out);
  * snprintf-style: returns the length it needs (excluding the NUL), or a
  * negative AX_E* code; writes at most len bytes, NUL-terminated if len > 0. */
 long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len);
-/* Serve GET /metrics over HTTP on addr ("127.0.0.1:9464" if NULL; "host:port"
- * with a numeric IPv4 host or "localhost"; port 0 picks a free one, returned
- * in *port_out if not NULL) from a task of this scheduler: it runs on ax's
- * own coroutines and reactor, holds one HIGH concurrency slot, and ends at
- * shutdown. One endpoint per scheduler. */
+/* Serve GET and HEAD /metrics over HTTP/1.x on addr ("127.0.0.1:9464" if
+ * NULL; "host:port" with a numeric IPv4 host or "localhost"; port 0 picks a
+ * free one, returned in *port_out if not NULL) from a thread of its own,
+ * `ax-metrics`, outside the task slots: it answers while every slot is busy
+ * and every bucket full, and a scrape changes no counter, histogram or
+ * event of the scheduler. One request per connection; other paths get 404,
+ * other methods 405, malformed requests 400. Connections are bounded by
+ * config.metrics_max_connections and config.metrics_read_timeout_ms.
+ * Stops in ax_shutdown (after the drain) and ax_free. One endpoint per
+ * scheduler: AX_EBUSY for a second, AX_ESHUTDOWN once shutting down. */
 int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out);
 
 /* ---- live task dump -------------------------------------------------------- */

@@ -408,7 +408,7 @@ struct ax_sched {
     _Atomic unsigned http_conf_gen; /* bumped by each ax_http_configure: workers re-read */
     /* --- metrics (obs/metrics.c) --- */
     struct ax_metrics_snapshot *m_shared; /* histograms of non-worker threads, s->lock */
-    bool metrics_serving;
+    struct metrics_server *msrv; /* the /metrics endpoint (obs/metrics_serve.c) */
     /* --- lifecycle events (obs/events.c) --- */
     struct ev_state *ev;
     _Atomic unsigned ev_mask; /* kinds produced; 0 while no sink is set */
@@ -673,6 +673,12 @@ int metrics_init(struct ax_sched *s);
 void metrics_destroy(struct ax_sched *s);
 void metrics_record_wait(struct ax_sched *s, struct worker *w, unsigned prio, uint64_t ns);
 void metrics_record_run(struct ax_sched *s, struct worker *w, unsigned prio, uint64_t ns);
+/* The Prometheus text of a fresh snapshot, malloc'd and NUL-terminated, its
+ * length in *len; NULL when out of memory. Any thread; changes no counter. */
+char *metrics_render(struct ax_sched *s, size_t *len);
+/* obs/metrics_serve.c: stop the endpoint's thread and close its sockets
+ * (ax_shutdown, ax_free); nothing when it does not run. */
+void metrics_serve_stop(struct ax_sched *s);
 
 /* obs/crash.c */
 void crash_init(void);

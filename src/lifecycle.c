@@ -247,6 +247,9 @@ static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns)
     uint64_t until = now_ns() + grace_ns;
     while (atomic_load(&s->total_live_runs) > 0 && now_ns() < until)
         usleep(1000);
+    /* The endpoint ends last, so the drain itself could be watched; it
+     * holds no slot and no task waits for it. */
+    metrics_serve_stop(s);
     if (atomic_load(&s->total_live_runs) > 0)
         return ax_fail(AX_ETIMEDOUT,
                        "ax_shutdown: %llu task coroutine(s) have not returned yet (they ignore "
