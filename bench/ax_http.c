@@ -1,7 +1,10 @@
 /* ax_http.c - HTTP requests per second through ax + curl against
- * ax-upstream on loopback, and what each request in flight costs.
+ * ax-upstream or nginx on loopback, what each request in flight costs, and
+ * how many connections it opens.
  *
  *   ax_http url=http://127.0.0.1:PORT/fast inflight=N seconds=S [threads=1]
+ *           [warmup_ms=W] [status=http://127.0.0.1:PORT/nginx_status] [tag=T]
+ *           [h2c=1] [easy_pool=P]
  *
  * ax (default): N tasks, each looping GETs through ax_http_get for S
  * seconds on the default workers — N requests in flight, parked
@@ -9,12 +12,24 @@
  * threads=1: the `threads` peer — N pthreads, each looping blocking
  * curl_easy_perform on its own reused easy handle (a pool of N threads is
  * what it takes to have N requests in flight that way).
- * Prints, with prefix ax_http_ or tp_http_ and the in-flight count:
- *   <p>rps_<N>            completed requests per second
+ * The measured window starts W ms (default 0) after all N clients exist,
+ * so connections opened at the start can be left out of it. h2c=1: ax asks
+ * for HTTP/2 with prior knowledge on plain http:// (ax_http_configure), for
+ * a server that speaks it (nginx `listen ... http2;` without TLS).
+ * easy_pool=P: ax_http_config.easy_pool (default 64), to see what reusing
+ * easy handles saves.
+ * Prints, with prefix ax_<T>_ or tp_<T>_ (T: tag, default http) and the
+ * in-flight count:
+ *   <p>rps_<N>            requests completed in the window per second
  *   <p>rss_per_req_<N>    (peak RSS - RSS before) / N, bytes
  *   <p>threads_<N>        threads of the process at the peak
  *   <p>fds_<N>            open descriptors at the peak
  *   <p>failed_<N>         requests that did not end in a 200
+ *   <p>cpu_us_per_req_<N> CPU (user + system, all threads) per request in the
+ *                         window, µs: less sensitive than rps to other load
+ *   <p>newconn_per_1k_<N> with status=: connections the server accepted in
+ *                         the window per 1 000 requests (nginx's stub_status
+ *                         `accepts`, less the status request's own)
  * Blocking curl_easy_perform holds three descriptors per request (the
  * connection and the socketpair of the multi handle it makes inside), ax one
  * per request plus a few per worker: under RLIMIT_NOFILE 20 000, a pool of
@@ -31,6 +46,7 @@
 #include <string.h>
 
 static const char *url;
+static bool h2c;
 /* The measured window starts once all N clients exist: 10 000 threads take
  * seconds to create, longer than a whole run. Threads wait at the gate until
  * then (blocked, so the creating thread is not starved); ax tasks start at
@@ -86,6 +102,45 @@ static size_t discard(char *p, size_t s, size_t n, void *u)
     return s * n;
 }
 
+struct text {
+    char b[1024];
+    size_t len;
+};
+
+static size_t keep(char *p, size_t s, size_t n, void *u)
+{
+    struct text *t = u;
+    size_t k = s * n < sizeof t->b - 1 - t->len ? s * n : sizeof t->b - 1 - t->len;
+    memcpy(t->b + t->len, p, k);
+    t->len += k;
+    t->b[t->len] = 0;
+    return s * n;
+}
+
+/* nginx stub_status's `accepts`: connections accepted since it started,
+ * counting the one this request opens. -1 if it cannot be read. */
+static long server_accepts(const char *status_url)
+{
+    struct text t = {.len = 0};
+    CURL *e = curl_easy_init();
+    if (!e)
+        return -1;
+    curl_easy_setopt(e, CURLOPT_URL, status_url);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, keep);
+    curl_easy_setopt(e, CURLOPT_WRITEDATA, &t);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, 5000L);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (h2c)
+        curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE);
+    CURLcode c = curl_easy_perform(e);
+    curl_easy_cleanup(e);
+    const char *p = strstr(t.b, "requests\n");
+    long accepts = -1;
+    if (c != CURLE_OK || !p || sscanf(p + 9, "%ld", &accepts) != 1)
+        return -1;
+    return accepts;
+}
+
 static void *thread_client(void *arg)
 {
     (void)arg;
@@ -113,9 +168,15 @@ static void *thread_client(void *arg)
 int main(int argc, char **argv)
 {
     url = NULL;
-    for (int i = 1; i < argc; i++)
+    const char *status = NULL, *tag = "http";
+    for (int i = 1; i < argc; i++) {
         if (strncmp(argv[i], "url=", 4) == 0)
             url = argv[i] + 4;
+        if (strncmp(argv[i], "status=", 7) == 0)
+            status = argv[i] + 7;
+        if (strncmp(argv[i], "tag=", 4) == 0)
+            tag = argv[i] + 4;
+    }
     if (!url) {
         fprintf(stderr, "usage: ax_http url=http://127.0.0.1:PORT/path inflight=N seconds=S "
                         "[threads=1]\n");
@@ -124,7 +185,9 @@ int main(int argc, char **argv)
     unsigned inflight = (unsigned)bu_arg(argc, argv, "inflight", 100);
     uint64_t seconds = bu_arg(argc, argv, "seconds", 3);
     bool threads = bu_arg(argc, argv, "threads", 0) != 0;
-    const char *p = threads ? "tp_http" : "ax_http";
+    uint64_t warmup_ms = bu_arg(argc, argv, "warmup_ms", 0);
+    char p[64];
+    snprintf(p, sizeof p, "%s_%s", threads ? "tp" : "ax", tag);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     DIR *tasks = opendir("/proc/self/task"), *fds = opendir("/proc/self/fd");
     int statm = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -152,19 +215,29 @@ int main(int argc, char **argv)
         ax_config_default(&cfg);
         cfg.max_concurrency = inflight + 10;
         ab_check(ax_new(&cfg, &s), "ax_new");
+        h2c = bu_arg(argc, argv, "h2c", 0) != 0;
+        ax_http_config hc;
+        ax_http_config_default(&hc);
+        if (h2c)
+            hc.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+        hc.easy_pool = (unsigned)bu_arg(argc, argv, "easy_pool", hc.easy_pool);
+        ab_check(ax_http_configure(s, &hc), "ax_http_configure");
         for (unsigned i = 0; i < inflight; i++) {
             ax_spec spec = {.fn = client, .timeout_ms = (seconds + 30) * 1000, .priority = AX_PRIO_HIGH};
             ab_check(ax_submit(s, &spec, NULL), "ax_submit");
         }
     }
-    atomic_store(&completed, 0);
-    atomic_store(&failed, 0);
-    uint64_t t0 = bu_now_ns();
-    atomic_store(&stop_ns, t0 + seconds * 1000000000u);
     pthread_mutex_lock(&gate_mu);
     gate_open = true;
     pthread_cond_broadcast(&gate_cv);
     pthread_mutex_unlock(&gate_mu);
+    bu_sleep_ms(warmup_ms);
+    long acc0 = status ? server_accepts(status) : -1;
+    atomic_store(&completed, 0);
+    atomic_store(&failed, 0);
+    double cpu0 = bu_cpu_seconds();
+    uint64_t t0 = bu_now_ns();
+    atomic_store(&stop_ns, t0 + seconds * 1000000000u);
     do {
         bu_sleep_ms(100);
         int n = count_entries(tasks), nf = count_entries(fds);
@@ -173,6 +246,11 @@ int main(int argc, char **argv)
         peak_fds = nf > peak_fds ? nf : peak_fds;
         peak_rss = r > peak_rss ? r : peak_rss;
     } while (bu_now_ns() < stop_ns);
+    /* The window's figures, before the requests still in flight end. */
+    double secs = (double)(bu_now_ns() - t0) / 1e9;
+    long done = atomic_load(&completed), bad = atomic_load(&failed);
+    double cpu = bu_cpu_seconds() - cpu0;
+    long acc1 = status ? server_accepts(status) : -1;
     if (threads) {
         for (unsigned i = 0; i < inflight; i++)
             pthread_join(th[i], NULL);
@@ -180,12 +258,19 @@ int main(int argc, char **argv)
     } else {
         ab_check(ax_shutdown(s, 10000), "ax_shutdown");
     }
-    double secs = (double)(bu_now_ns() - t0) / 1e9;
-    printf("%s_rps_%u %.0f\n", p, inflight, (double)atomic_load(&completed) / secs);
+    printf("%s_rps_%u %.0f\n", p, inflight, (double)done / secs);
     printf("%s_rss_per_req_%u %.0f\n", p, inflight, (double)(peak_rss - rss0) / inflight);
     printf("%s_threads_%u %d\n", p, inflight, peak_threads);
     printf("%s_fds_%u %d\n", p, inflight, peak_fds);
-    printf("%s_failed_%u %ld\n", p, inflight, atomic_load(&failed));
+    printf("%s_failed_%u %ld\n", p, inflight, bad);
+    printf("%s_cpu_us_per_req_%u %.2f\n", p, inflight, cpu * 1e6 / (double)(done + bad > 0 ? done + bad : 1));
+    if (status && (acc0 < 0 || acc1 < 0)) {
+        fprintf(stderr, "%s: cannot read nginx's stub_status at %s\n", p, status);
+        return 1;
+    }
+    if (status)
+        printf("%s_newconn_per_1k_%u %.3f\n", p, inflight,
+               (double)(acc1 - acc0 - 1) * 1000.0 / (double)(done + bad > 0 ? done + bad : 1));
     if (s)
         ax_free(s);
     closedir(tasks);

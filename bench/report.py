@@ -147,6 +147,19 @@ def rows(idle_s):
             (f"failed requests, {n} in flight", "requests", f"ax_http_failed_{n}",
              f"tp_http_failed_{n}", f"pthread pool of {n}", None),
         ]
+    # Issue 11: keep-alive against nginx serving a static file, beside wrk on
+    # the same server. New connections: ax's after a 1 s warm-up, wrk's
+    # over its whole run (it opens its N connections at the start).
+    for n in ("100", "1000"):
+        r += [
+            (f"HTTP requests/s, {n} in flight (nginx, static file)", "req/s",
+             f"ax_nginx_rps_{n}", f"wrk_nginx_rps_{n}", f"wrk -c{n}", at_least(0.5)),
+            (f"new connections per 1000 requests, {n} in flight (nginx)", "conn/1k req",
+             f"ax_nginx_newconn_per_1k_{n}", f"wrk_nginx_newconn_per_1k_{n}", f"wrk -c{n}",
+             at_most(1, "conn/1k req")),
+            (f"client CPU per request, {n} in flight (nginx)", "us/req",
+             f"ax_nginx_cpu_us_per_req_{n}", f"wrk_nginx_cpu_us_per_req_{n}", f"wrk -c{n}", None),
+        ]
     r += [
         # peer = the same ax run with events off (metrics are always kept): the
         # ratio is the share of throughput left with full JSON logging on.

@@ -171,6 +171,13 @@ typedef struct ax_config {
     bool overflow_fails_task;  /* a stack overflow fails only its task instead of aborting
                                   the process. UNSAFE: locks the task held (malloc, stdio,
                                   the host's mutexes) stay held. Default false (abort). */
+    uint32_t metrics_read_timeout_ms; /* ax_metrics_serve: a connection that has not sent a
+                                         whole request this long after it was accepted is
+                                         closed; the answer gets as long again (0 = 2000,
+                                         at most 3600000) */
+    unsigned metrics_max_connections; /* ax_metrics_serve: connections open at most; a new
+                                         one beyond evicts the oldest idle one (0 = 64, at
+                                         most 1024) */
 } ax_config;
 
 /* Defined since the core v2 fields above (callback_queue, max_orphans,
@@ -212,7 +219,9 @@ typedef struct ax_spec {
     uint64_t delay_ms;        /* start no earlier than this from now; 0 = now */
     unsigned max_retry;       /* retries after the first attempt (0 = none) */
     const ax_retry_policy *retry; /* NULL = the scheduler's default */
-    const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes; NULL = generated */
+    const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes of valid UTF-8 (else
+                                 AX_EINVAL, the detail gives the first bad byte's
+                                 offset); NULL = generated */
     ax_callback on_done;      /* exactly once per admitted task; may be NULL */
     ax_callback on_timeout;   /* each timed-out attempt, on the callback pool; may be NULL */
     void *cb_arg;
@@ -272,7 +281,9 @@ int ax_cancelled(const ax_task *t);
 int ax_defer(ax_task *t, void (*fn)(void *), void *arg);
 /* End the task now: run its cleanups, fail the attempt with the message
  * (code AX_EPANIC). Does not return when called from the task; returns
- * AX_ESTATE otherwise. */
+ * AX_ESTATE otherwise. A cleanup that panics while the task unwinds from a
+ * panic keeps the first message: "first; then a defer panicked: second",
+ * and the cleanups registered before it still run. */
 int ax_panic(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Set the message reported in result.error when the attempt fails. */
 int ax_task_set_error(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -349,13 +360,17 @@ int ax_metrics_get(ax_sched *s, ax_metrics *out);
  * snprintf-style: returns the length it needs (excluding the NUL), or a
  * negative AX_E* code; writes at most len bytes, NUL-terminated if len > 0. */
 long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len);
-/* Serve GET /metrics over HTTP on addr ("127.0.0.1:9464" if NULL; "host:port"
- * where host is "localhost", a numeric IPv4 address or a numeric IPv6 one in
- * brackets ("[::1]:9464"), the rule of ax-upstream --bind; port 0 picks a
- * free one, returned
- * in *port_out if not NULL) from a task of this scheduler: it runs on ax's
- * own coroutines and reactor, holds one HIGH concurrency slot, and ends at
- * shutdown. One endpoint per scheduler. */
+/* Serve GET and HEAD /metrics over HTTP/1.x on addr ("127.0.0.1:9464" if
+ * NULL; "host:port" where host is "localhost", a numeric IPv4 address or a
+ * numeric IPv6 one in brackets ("[::1]:9464"), the rule of ax-upstream
+ * --bind; port 0 picks a free one, returned in *port_out if not NULL) from a
+ * thread of its own, `ax-metrics`, outside the task slots: it answers while
+ * every slot is busy and every bucket full, and a scrape changes no counter,
+ * histogram or event of the scheduler. One request per connection; other paths get 404,
+ * other methods 405, malformed requests 400. Connections are bounded by
+ * config.metrics_max_connections and config.metrics_read_timeout_ms.
+ * Stops in ax_shutdown (after the drain) and ax_free. One endpoint per
+ * scheduler: AX_EBUSY for a second, AX_ESHUTDOWN once shutting down. */
 int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out);
 
 /* ---- live task dump -------------------------------------------------------- */
@@ -405,9 +420,11 @@ typedef struct ax_event {
     uint64_t id;            /* 0 for REJECTED / SHED */
     char trace_id[AX_TRACE_ID_MAX];
     ax_priority priority;
-    unsigned attempt;       /* 0-based attempt the event belongs to */
+    unsigned attempt;       /* 0-based attempt the event belongs to; for
+                               RETRY_SCHEDULED the attempt that ended (the next
+                               one is attempt + 1), with its wait and run */
     uint64_t wait_ns;       /* queue wait of this attempt (STARTED and later) */
-    uint64_t run_ns;        /* run time of this attempt (terminal, retry) */
+    uint64_t run_ns;        /* run time of this attempt (terminal, retry, panic) */
     int code;               /* AX_E* or the function's return; 0 if none */
     char message[AX_EVENT_MESSAGE_MAX]; /* error text, retry delay, backtrace; "" if none */
 } ax_event;
@@ -418,7 +435,9 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
 
 /* Events are buffered per worker and written by a background thread, never
  * on a task's path. Sinks (any combination; NULL turns one off):
- *   ax_events_json      one JSON object a line to f (RFC 3339 timestamps, µs)
+ *   ax_events_json      one JSON object a line to f (RFC 3339 timestamps, µs),
+ *                       always valid UTF-8: a message byte that does not begin
+ *                       a valid character (task error texts) is written \ufffd
  *   ax_events_callback  the host's own logger; called on the event thread
  * A full buffer drops events rather than block a worker; ax_events_dropped
  * counts them. */

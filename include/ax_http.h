@@ -9,7 +9,17 @@
  * (ax_http_perform sets CURLOPT_TIMEOUT_MS) and aborted at once — its
  * connection closed — when the task times out or is cancelled.
  *
- * Link with libax_http and libcurl (pkg-config libcurl; CMake ax::ax_http).
+ * Connections are kept alive as a curl user expects: a worker's connection
+ * cache holds as many as it has had requests in flight (ax_http_config), so
+ * R requests with at most K in flight on a worker open at most K
+ * connections to an HTTP/1.1 server that keeps them open. ax_http_get/post
+ * take their easy handles from a bounded per-worker pool and ask for HTTP/2
+ * over TLS (ALPN); when the server offers it, the tasks of a worker share
+ * one multiplexed connection per host. Plain http:// stays HTTP/1.1 unless
+ * http_version asks for prior knowledge (h2c).
+ *
+ * Link with libax_http and libcurl: pkg-config ax_http, or CMake
+ * find_package(ax) and ax::ax_http (static) / ax::ax_http_shared.
  */
 #ifndef AX_HTTP_H
 #define AX_HTTP_H
@@ -42,6 +52,44 @@ int ax_http_get(ax_task *t, const char *url, int64_t timeout_ms, ax_http_respons
 int ax_http_post(ax_task *t, const char *url, const char *content_type, const void *body,
                  size_t len, int64_t timeout_ms, ax_http_response *out);
 void ax_http_response_free(ax_http_response *r);
+
+/* Connection reuse and HTTP/2, per scheduler. The limits apply to each
+ * worker's multi handle (each worker has its own connection cache), so the
+ * process holds at most workers x the figure. */
+typedef struct ax_http_config {
+    long max_connects;         /* connections a worker's cache keeps open, busy or idle
+                                  (CURLMOPT_MAXCONNECTS); 0 = follow the requests in flight:
+                                  4 x the most this worker has had at once, at least 16
+                                  (default 0) */
+    long max_host_connections; /* connections per host per worker; more requests wait in
+                                  curl for one (CURLMOPT_MAX_HOST_CONNECTIONS); 0 = no
+                                  limit (default 0) */
+    long max_total_connections; /* connections per worker, likewise
+                                   (CURLMOPT_MAX_TOTAL_CONNECTIONS); 0 = no limit (0) */
+    bool multiplex;            /* several requests share one HTTP/2 connection
+                                  (CURLMOPT_PIPELINING CURLPIPE_MULTIPLEX; for https:// and
+                                  h2c, ax_http_get/post also wait for a connection being
+                                  set up to know whether it multiplexes, CURLOPT_PIPEWAIT)
+                                  (default true) */
+    long http_version;         /* CURLOPT_HTTP_VERSION of ax_http_get/post:
+                                  CURL_HTTP_VERSION_2TLS (default: h2 when TLS's ALPN
+                                  offers it, else HTTP/1.1), _1_1, _2_0, _2_PRIOR_KNOWLEDGE
+                                  (h2c; refused with libcurl 7.88.x, which breaks reused
+                                  prior-knowledge connections), ...
+                                  ax_http_perform uses the caller's handle as set */
+    unsigned easy_pool;        /* idle easy handles ax_http_get/post keep per worker for
+                                  the next request (curl_easy_reset; at most 65536)
+                                  (default 64) */
+} ax_http_config;
+
+void ax_http_config_default(ax_http_config *cfg);
+
+/* Set s's HTTP settings, from any thread, at any time: each worker applies
+ * them before its next request (lowering a limit closes no connection at
+ * once; curl trims the cache as transfers end). AX_EINVAL with a detail
+ * naming the field for a bad value, a NULL s or cfg, or an HTTP version
+ * this libcurl lacks. */
+int ax_http_configure(ax_sched *s, const ax_http_config *cfg);
 
 #ifdef __cplusplus
 }

@@ -40,6 +40,8 @@ void ax_config_default(ax_config *c)
     c->max_orphans = 0;
     c->shutdown_timeout_ms = 5000;
     c->overflow_fails_task = false;
+    c->metrics_read_timeout_ms = 2000;
+    c->metrics_max_connections = 64;
 }
 
 /* Fill derived defaults into *r and check every field. */
@@ -94,5 +96,15 @@ int config_validate(const ax_config *c, ax_config *r)
     if (r->max_orphans > AX_MAX_JOBS)
         return ax_fail(AX_EINVAL, "config.max_orphans: %u is more than %u", r->max_orphans,
                        AX_MAX_JOBS);
+    if (r->metrics_read_timeout_ms == 0)
+        r->metrics_read_timeout_ms = 2000;
+    if (r->metrics_max_connections == 0)
+        r->metrics_max_connections = 64;
+    if (r->metrics_read_timeout_ms > 3600000)
+        return ax_fail(AX_EINVAL, "config.metrics_read_timeout_ms: %u is more than 3600000",
+                       r->metrics_read_timeout_ms);
+    if (r->metrics_max_connections > 1024)
+        return ax_fail(AX_EINVAL, "config.metrics_max_connections: %u is more than 1024",
+                       r->metrics_max_connections);
     return AX_OK;
 }

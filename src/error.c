@@ -14,7 +14,8 @@
 static _Thread_local char detail_buf[256];
 static _Thread_local const char *detail = "";
 
-const char *ax_strerror(int code)
+/* NULL for a code that is not ax's (a task function's own return). */
+static const char *error_name(int code)
 {
     switch (code) {
     case AX_OK: return "success";
@@ -32,8 +33,19 @@ const char *ax_strerror(int code)
     case AX_EPANIC: return "task panicked";
     case AX_EBUSY: return "resource busy";
     case AX_ENET: return "network transfer failed";
-    default: return "unknown error code";
+    default: return NULL;
     }
+}
+
+const char *ax_strerror(int code)
+{
+    const char *name = error_name(code);
+    return name ? name : "unknown error code";
+}
+
+bool error_is_ax(int code)
+{
+    return error_name(code) != NULL;
 }
 
 const char *ax_error_detail(void)

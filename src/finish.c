@@ -177,6 +177,10 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
 {
     uint64_t delay_ms = 0;
     ax_retry_delay_ms(&j->retry, attempt, ax_rand64(), &delay_ms);
+    /* The event belongs to the attempt that ended: its number, wait and
+     * run. Read now: once the retry is armed the next attempt may start and
+     * overwrite the job's. */
+    struct ev_attempt ended = {attempt, j->wait_ns, run_ns};
     if (AX_UNLIKELY(s->ev_lossless))
         ev_reserve(s);
     pthread_mutex_lock(&s->lock);
@@ -200,13 +204,15 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
         char rmsg[AX_ERROR_MAX + 96];
         if (j->deadline_ns && now + delay_ms * 1000000u > j->deadline_ns)
             snprintf(rmsg, sizeof rmsg,
-                     "%s; retry %u in %llu ms would pass the task's deadline: it ends "
-                     "TIMED_OUT at the deadline instead",
-                     err && *err ? err : "failed", attempt + 1, (unsigned long long)delay_ms);
-        else
-            snprintf(rmsg, sizeof rmsg, "%s; retry %u in %llu ms", err && *err ? err : "failed",
+                     "%s; retry %u of %u (attempt %u) in %llu ms would pass the task's "
+                     "deadline: it ends TIMED_OUT at the deadline instead",
+                     err && *err ? err : "failed", attempt + 1, (unsigned)j->max_retry,
                      attempt + 1, (unsigned long long)delay_ms);
-        ev_emit(s, w, j, AX_EV_RETRY_SCHEDULED, code, rmsg);
+        else
+            snprintf(rmsg, sizeof rmsg, "%s; retry %u of %u (attempt %u) in %llu ms",
+                     err && *err ? err : "failed", attempt + 1, (unsigned)j->max_retry,
+                     attempt + 1, (unsigned long long)delay_ms);
+        ev_emit_attempt(s, w, j, AX_EV_RETRY_SCHEDULED, code, rmsg, &ended);
     }
     /* armed == 0: ax_cancel ended it first and ran its terminal path. */
     if (give)

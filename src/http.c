@@ -18,6 +18,28 @@
  *     connection at once, so the upstream sees the abort;
  *   - curl's own CURLOPT_TIMEOUT_MS (set to the remaining deadline) ends it
  *     with CURLE_OPERATION_TIMEDOUT, reported as AX_ETIMEDOUT.
+ *
+ * Keep-alive. curl's connection cache (one per multi handle) is bounded by
+ * CURLMOPT_MAXCONNECTS; left at its default, curl sizes it to 4 x the easy
+ * handles added *now*, checked as each transfer ends. Here a finished
+ * transfer leaves the multi handle at once (check_done) and its task adds
+ * the next one only when it runs again, so after a burst of completions the
+ * count is low, the cache looks over-full and curl closes connections it is
+ * about to need: 100 requests in flight against nginx opened one connection
+ * per 7-11 requests in issue 11 (43-123 per 1 000 in bench/run here). So
+ * the cache is sized from the most transfers this worker has had in flight
+ * at once (`peak`, which only grows), unless ax_http_config.max_connects
+ * fixes it: R requests with at most K in flight open at most K connections
+ * to a server that keeps them.
+ *
+ * Settings (ax_http_configure) live in the scheduler under s->lock with a
+ * generation counter; a worker compares the generation (one atomic load)
+ * before each request and re-reads and applies them when it moved.
+ *
+ * ax_http_get/post take their easy handles from a per-worker pool of idle
+ * ones (curl_easy_reset on the way back; bounded by easy_pool): no
+ * allocation of curl's per-handle buffers per request, and TLS sessions
+ * cached in the handle are resumed. Touched only by the worker thread.
  */
 #define _GNU_SOURCE
 #include "ax_http.h"
@@ -25,6 +47,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/epoll.h>
 
 struct http_sock;
@@ -34,7 +57,20 @@ struct http_worker {
     CURLM *multi;
     struct run_timer timer;
     struct http_sock *graveyard; /* removed sockets, freed after the epoll batch */
+    ax_http_config conf;         /* as applied to multi */
+    unsigned conf_gen;           /* s->http_conf_gen when conf was read */
+    unsigned inflight, peak;     /* transfers in multi now / at most so far */
+    long cache_size;             /* CURLMOPT_MAXCONNECTS as set */
+    CURL **pool;                 /* idle easy handles for ax_http_get/post */
+    unsigned npool, pool_cap;
 };
+
+/* The auto cache size: 4 x the peak in flight, as curl's own rule but
+ * without its dips, and room for a few hosts before the first peak. */
+#define HTTP_CACHE_MIN 16
+#define HTTP_CACHE_PER_FLIGHT 4
+#define HTTP_LIMIT_MAX 1000000L
+#define HTTP_POOL_MAX 65536u
 
 struct http_sock {
     struct reactor_src src; /* first: the reactor hands us this pointer */
@@ -71,6 +107,7 @@ static void check_done(struct http_worker *hw)
         struct ax_task *t = NULL;
         curl_easy_getinfo(easy, CURLINFO_PRIVATE, (char **)&t);
         curl_multi_remove_handle(hw->multi, easy);
+        hw->inflight--;
         if (t && t->rs == RS_PARK_EXT && t->ext) {
             struct http_wait *wait = t->ext;
             wait->result = result;
@@ -174,15 +211,174 @@ static void reactor_done(struct worker *w)
 static void http_worker_destroy(void *p)
 {
     struct http_worker *hw = p;
+    while (hw->npool)
+        curl_easy_cleanup(hw->pool[--hw->npool]);
+    free(hw->pool);
     curl_multi_cleanup(hw->multi); /* closes cached connections */
     reap(hw);
     free(hw);
 }
 
+/* ---- settings ------------------------------------------------------------ */
+
+void ax_http_config_default(ax_http_config *c)
+{
+    if (!c)
+        return;
+    *c = (ax_http_config){0};
+    c->max_connects = 0;
+    c->max_host_connections = 0;
+    c->max_total_connections = 0;
+    c->multiplex = true;
+    c->http_version = CURL_HTTP_VERSION_2TLS;
+    c->easy_pool = 64;
+}
+
+static int check_limit(const char *field, long v)
+{
+    if (v < 0)
+        return ax_fail(AX_EINVAL, "ax_http_config.%s: %ld is negative", field, v);
+    if (v > HTTP_LIMIT_MAX)
+        return ax_fail(AX_EINVAL, "ax_http_config.%s: %ld is more than %ld", field, v,
+                       HTTP_LIMIT_MAX);
+    return 0;
+}
+
+static int check_version(long v)
+{
+    bool h2 = false;
+    switch (v) {
+    case CURL_HTTP_VERSION_NONE:
+    case CURL_HTTP_VERSION_1_0:
+    case CURL_HTTP_VERSION_1_1:
+        return 0;
+    case CURL_HTTP_VERSION_2TLS:
+        return 0; /* HTTP/1.1 where curl lacks HTTP/2 */
+    case CURL_HTTP_VERSION_2_0:
+    case CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE:
+        h2 = true;
+        break;
+    default:
+        return ax_fail(AX_EINVAL, "ax_http_config.http_version: %ld is not a CURL_HTTP_VERSION_* "
+                                  "that ax_http knows (1_0, 1_1, 2_0, 2TLS, 2_PRIOR_KNOWLEDGE)", v);
+    }
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    if (h2 && !(cv->features & CURL_VERSION_HTTP2))
+        return ax_fail(AX_EINVAL, "ax_http_config.http_version: %ld needs HTTP/2, which this "
+                                  "libcurl (%s) lacks", v, cv->version);
+    /* 7.88.x (Debian 12's) fails every request on a reused prior-knowledge
+     * connection with "Error in the HTTP2 framing layer" (curl issue 10634,
+     * fixed in 8.0.0): refuse rather than fail requests. */
+    if (v == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE && cv->version_num >= 0x075800 &&
+        cv->version_num < 0x080000)
+        return ax_fail(AX_EINVAL, "ax_http_config.http_version: HTTP/2 with prior knowledge "
+                                  "is broken in libcurl %s when a connection is reused (curl "
+                                  "issue 10634, fixed in 8.0.0)", cv->version);
+    return 0;
+}
+
+int ax_http_configure(ax_sched *s, const ax_http_config *c)
+{
+    if (!s)
+        return ax_fail_static(AX_EINVAL, "ax_http_configure: scheduler is NULL");
+    if (!c)
+        return ax_fail_static(AX_EINVAL, "ax_http_configure: config is NULL");
+    int rc = check_limit("max_connects", c->max_connects);
+    if (!rc)
+        rc = check_limit("max_host_connections", c->max_host_connections);
+    if (!rc)
+        rc = check_limit("max_total_connections", c->max_total_connections);
+    if (!rc)
+        rc = check_version(c->http_version);
+    if (!rc && c->easy_pool > HTTP_POOL_MAX)
+        rc = ax_fail(AX_EINVAL, "ax_http_config.easy_pool: %u is more than %u", c->easy_pool,
+                     HTTP_POOL_MAX);
+    if (rc)
+        return rc;
+    ax_http_config *copy = malloc(sizeof *copy);
+    if (!copy)
+        return ax_fail_static(AX_ENOMEM, "ax_http_configure: out of memory");
+    *copy = *c;
+    pthread_mutex_lock(&s->lock);
+    void *old = s->http_conf;
+    s->http_conf = copy;
+    atomic_fetch_add_explicit(&s->http_conf_gen, 1, memory_order_release);
+    pthread_mutex_unlock(&s->lock);
+    free(old); /* workers copy it under s->lock only */
+    return AX_OK;
+}
+
+/* CURLMOPT_MAXCONNECTS for the current settings and peak. */
+static void cache_fit(struct http_worker *hw)
+{
+    long want = hw->conf.max_connects;
+    if (want == 0) {
+        want = (long)hw->peak * HTTP_CACHE_PER_FLIGHT;
+        if (want < HTTP_CACHE_MIN)
+            want = HTTP_CACHE_MIN;
+    }
+    if (want != hw->cache_size) {
+        curl_multi_setopt(hw->multi, CURLMOPT_MAXCONNECTS, want);
+        hw->cache_size = want;
+    }
+}
+
+static void pool_fit(struct http_worker *hw)
+{
+    unsigned cap = hw->conf.easy_pool;
+    while (hw->npool > cap)
+        curl_easy_cleanup(hw->pool[--hw->npool]);
+    if (cap == hw->pool_cap)
+        return;
+    CURL **p = realloc(hw->pool, (cap ? cap : 1) * sizeof *p);
+    if (!p)
+        return; /* keep the old pool; the bound above still holds */
+    hw->pool = p;
+    hw->pool_cap = cap;
+}
+
+/* Re-read the scheduler's settings when ax_http_configure changed them.
+ * Hot (once or twice per request): one atomic load when nothing changed. */
+static void conf_refresh(struct http_worker *hw)
+{
+    struct ax_sched *s = hw->w->s;
+    if (atomic_load_explicit(&s->http_conf_gen, memory_order_acquire) == hw->conf_gen)
+        return;
+    pthread_mutex_lock(&s->lock);
+    if (s->http_conf)
+        hw->conf = *(const ax_http_config *)s->http_conf;
+    hw->conf_gen = atomic_load_explicit(&s->http_conf_gen, memory_order_relaxed);
+    pthread_mutex_unlock(&s->lock);
+    curl_multi_setopt(hw->multi, CURLMOPT_MAX_HOST_CONNECTIONS, hw->conf.max_host_connections);
+    curl_multi_setopt(hw->multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, hw->conf.max_total_connections);
+    curl_multi_setopt(hw->multi, CURLMOPT_PIPELINING,
+                      hw->conf.multiplex ? CURLPIPE_MULTIPLEX : CURLPIPE_NOTHING);
+    cache_fit(hw);
+    pool_fit(hw);
+}
+
+static CURL *easy_take(struct http_worker *hw)
+{
+    return hw->npool ? hw->pool[--hw->npool] : curl_easy_init();
+}
+
+static void easy_give(struct http_worker *hw, CURL *easy)
+{
+    if (hw->npool < hw->pool_cap) {
+        curl_easy_reset(easy); /* keeps its TLS session and DNS caches */
+        hw->pool[hw->npool++] = easy;
+    } else {
+        curl_easy_cleanup(easy);
+    }
+}
+
+/* The calling task's worker state, created on first use, settings fresh. */
 static struct http_worker *http_worker_get(struct worker *w)
 {
-    if (w->http)
+    if (w->http) {
+        conf_refresh(w->http);
         return w->http;
+    }
     pthread_once(&curl_once, curl_init);
     if (curl_init_rc != CURLE_OK)
         return NULL;
@@ -201,6 +397,9 @@ static struct http_worker *http_worker_get(struct worker *w)
     curl_multi_setopt(hw->multi, CURLMOPT_SOCKETDATA, hw);
     curl_multi_setopt(hw->multi, CURLMOPT_TIMERFUNCTION, timer_cb);
     curl_multi_setopt(hw->multi, CURLMOPT_TIMERDATA, hw);
+    ax_http_config_default(&hw->conf);
+    hw->conf_gen = atomic_load_explicit(&w->s->http_conf_gen, memory_order_relaxed) - 1;
+    conf_refresh(hw); /* applies the defaults or ax_http_configure's */
     w->http = hw;
     w->http_destroy = http_worker_destroy;
     w->reactor_done = reactor_done;
@@ -211,8 +410,10 @@ static struct http_worker *http_worker_get(struct worker *w)
 static void abort_transfer(struct ax_task *t)
 {
     struct http_wait *wait = t->ext;
-    if (wait && !wait->done)
+    if (wait && !wait->done) {
         curl_multi_remove_handle(wait->hw->multi, wait->easy);
+        wait->hw->inflight--;
+    }
 }
 
 static int map_result(CURLcode c, const char *errbuf)
@@ -263,6 +464,10 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
     if (mc != CURLM_OK) {
         curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, NULL);
         return ax_fail(AX_EINVAL, "ax_http_perform: %s", curl_multi_strerror(mc));
+    }
+    if (++hw->inflight > hw->peak) {
+        hw->peak = hw->inflight;
+        cache_fit(hw); /* before any transfer ends and curl trims the cache */
     }
     t->ext = &wait;
     t->on_unpark = abort_transfer;
@@ -325,7 +530,9 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     if (!url)
         return ax_fail_static(AX_EINVAL, "ax_http: url is NULL");
     pthread_once(&curl_once, curl_init);
-    CURL *easy = curl_easy_init();
+    /* Outside its own coroutine the task has no worker: perform says so. */
+    struct http_worker *hw = t && t == ax_current_run ? http_worker_get(t->w) : NULL;
+    CURL *easy = hw ? easy_take(hw) : curl_easy_init();
     if (!easy)
         return ax_fail_static(AX_ENOMEM, "ax_http: curl_easy_init failed");
     struct buf hb = {0}, bb = {0};
@@ -335,6 +542,16 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &bb);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_data);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, &hb);
+    if (hw) {
+        curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, hw->conf.http_version);
+        /* Wait for a connection being set up to say whether it multiplexes
+         * only where it can: TLS (ALPN) or h2c by prior knowledge. On plain
+         * http:// curl would otherwise hold requests until the first
+         * response shows HTTP/1.1 (test_http_10k: requests sent 8 s late). */
+        bool may_mux = strncasecmp(url, "https://", 8) == 0 ||
+                       hw->conf.http_version == CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+        curl_easy_setopt(easy, CURLOPT_PIPEWAIT, hw->conf.multiplex && may_mux ? 1L : 0L);
+    }
     if (post) {
         curl_easy_setopt(easy, CURLOPT_POST, 1L);
         curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body ? body : "");
@@ -351,7 +568,10 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
         bound = now_ns() + (uint64_t)timeout_ms * 1000000u;
     int rc = perform(t, easy, NULL, bound);
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &out->status);
-    curl_easy_cleanup(easy);
+    if (hw)
+        easy_give(hw, easy);
+    else
+        curl_easy_cleanup(easy);
     curl_slist_free_all(hdrs);
     out->headers = hb.p ? hb.p : calloc(1, 1);
     out->headers_len = hb.len;

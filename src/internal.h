@@ -328,7 +328,7 @@ struct worker {
     uint64_t linger_reported_seq;
     _Atomic uint64_t hog_reported; /* expect_sw the watchdog reported: the worker skips it */
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
-    _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken */
+    _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken, 3 not on the task's stack */
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
     int bt_n;
     void *bt[AX_BT_MAX];
@@ -403,9 +403,12 @@ struct ax_sched {
     _Atomic uint64_t total_live_runs;
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
+    /* --- libax_http (http.c): ax_http_configure's settings --- */
+    void *http_conf;              /* an ax_http_config, s->lock; NULL = defaults */
+    _Atomic unsigned http_conf_gen; /* bumped by each ax_http_configure: workers re-read */
     /* --- metrics (obs/metrics.c) --- */
     struct ax_metrics_snapshot *m_shared; /* histograms of non-worker threads, s->lock */
-    bool metrics_serving;
+    struct metrics_server *msrv; /* the /metrics endpoint (obs/metrics_serve.c) */
     /* --- lifecycle events (obs/events.c) --- */
     struct ev_state *ev;
     _Atomic unsigned ev_mask; /* kinds produced; 0 while no sink is set */
@@ -438,6 +441,8 @@ static inline uint64_t ns_to_tick(uint64_t ns)
 /* error.c: set the thread's detail message, return code. */
 int ax_fail(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 int ax_fail_static(int code, const char *msg);
+/* Whether code is one of ax's AX_E* (else: a task function's own return). */
+bool error_is_ax(int code);
 void ax_clear_error(void);
 
 /* config.c */
@@ -670,14 +675,29 @@ int metrics_init(struct ax_sched *s);
 void metrics_destroy(struct ax_sched *s);
 void metrics_record_wait(struct ax_sched *s, struct worker *w, unsigned prio, uint64_t ns);
 void metrics_record_run(struct ax_sched *s, struct worker *w, unsigned prio, uint64_t ns);
+/* The Prometheus text of a fresh snapshot, malloc'd and NUL-terminated, its
+ * length in *len; NULL when out of memory. Any thread; changes no counter. */
+char *metrics_render(struct ax_sched *s, size_t *len);
+/* obs/metrics_serve.c: stop the endpoint's thread and close its sockets
+ * (ax_shutdown, ax_free); nothing when it does not run. */
+void metrics_serve_stop(struct ax_sched *s);
 
 /* obs/crash.c */
 void crash_init(void);
 void *crash_altstack_enter(void);
 void crash_altstack_leave(void *mem);
 void crash_report(struct worker *w, struct ax_task *t);
-/* obs/linger.c: append "\n#i symbol+off" lines for frames [skip, n). */
-void bt_format(char *out, size_t cap, void *const *bt, int n, int skip);
+/* obs/symbols.c: append "\n#i function+off (file.c:line)" lines for the
+ * frames of a backtrace that belong to the task. Not in a signal handler.
+ * bt_symbolised: built with libdw (file:line and static functions). */
+struct bt_cut {
+    const void *through; /* the capture point: drop frames up to its own */
+    int then;            /* and this many more (a signal's return trampoline) */
+    int fallback;        /* frames to drop when `through` cannot be named */
+    const void *task_fn; /* the last frame shown: the task's function */
+};
+void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut);
+bool bt_symbolised(void);
 
 /* obs/dump.c */
 void dump_unregister(struct ax_sched *s);
@@ -706,6 +726,14 @@ static inline bool ev_on(struct ax_sched *s, unsigned kind)
 /* w: the calling worker (its own ring) or NULL (the shared ring). */
 void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind, int code,
              const char *msg);
+/* An event about one attempt whose numbers the job no longer holds (the
+ * attempt was already bumped for a retry, or the run outlived it). */
+struct ev_attempt {
+    unsigned attempt;
+    uint64_t wait_ns, run_ns;
+};
+void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
+                     int code, const char *msg, const struct ev_attempt *a);
 void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int code,
                      const char *msg);
 /* Lossless mode: wait (before taking s->lock) until the shared ring has room

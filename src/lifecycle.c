@@ -252,6 +252,9 @@ static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns)
     while ((atomic_load(&s->total_live_runs) > 0 || wait_idle_until(s, 0) > 0) &&
            now_ns() < until)
         usleep(1000);
+    /* The endpoint ends last, so the drain itself could be watched; it
+     * holds no slot and no task waits for it. */
+    metrics_serve_stop(s);
     if (atomic_load(&s->total_live_runs) > 0)
         return ax_fail(AX_ETIMEDOUT,
                        "ax_shutdown: %llu task coroutine(s) have not returned yet (they ignore "
@@ -373,6 +376,7 @@ void ax_free(ax_sched *s)
     for (unsigned i = 0; i < s->nworkers; i++)
         worker_destroy(&s->workers[i]);
     free(s->workers);
+    free(s->http_conf); /* plain data owned by http.c (ax_http_configure) */
     job_table_destroy(s);
     pthread_cond_destroy(&s->watchdog_cond);
     pthread_cond_destroy(&s->idle_cond);

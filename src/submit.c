@@ -24,6 +24,7 @@
  * Hot: ax_submit -> submit_common (one lock section, O(1)).
  */
 #include "internal.h"
+#include "utf8.h"
 
 #include <string.h>
 
@@ -58,8 +59,18 @@ static int validate(const ax_sched *s, const ax_spec *sp, uint64_t now)
         if (rc)
             return rc;
     }
-    if (sp->trace_id && strnlen(sp->trace_id, AX_TRACE_ID_MAX) >= AX_TRACE_ID_MAX)
-        return ax_fail(AX_EINVAL, "spec.trace_id is longer than %d bytes", AX_TRACE_ID_MAX - 1);
+    if (sp->trace_id) {
+        size_t n = strnlen(sp->trace_id, AX_TRACE_ID_MAX);
+        if (n >= AX_TRACE_ID_MAX)
+            return ax_fail(AX_EINVAL, "spec.trace_id is longer than %d bytes",
+                           AX_TRACE_ID_MAX - 1);
+        /* Validated, not escaped: a trace id is a key the host greps for in
+         * its logs, and must read the same in every JSON line and result. */
+        size_t bad = utf8_invalid_at(sp->trace_id, n);
+        if (bad < n)
+            return ax_fail(AX_EINVAL, "spec.trace_id is not valid UTF-8 (byte %zu: 0x%02x)", bad,
+                           (unsigned char)sp->trace_id[bad]);
+    }
     return AX_OK;
 }
 

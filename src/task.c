@@ -180,6 +180,23 @@ int ax_panic(ax_task *t, const char *fmt, ...)
     int rc = check_current(t, "ax_panic");
     if (rc)
         return rc;
+    if (t->panicked) {
+        /* A defer panicked while the task unwound from a panic: the first
+         * message is the cause and stays, with its backtrace; the second is
+         * added to it. run_exit goes on with the defers still registered. */
+        size_t n = strlen(t->err);
+        char second[AX_ERROR_MAX];
+        if (fmt) {
+            va_list ap;
+            va_start(ap, fmt);
+            vsnprintf(second, sizeof second, fmt, ap);
+            va_end(ap);
+        } else {
+            memcpy(second, "panic", 6);
+        }
+        snprintf(t->err + n, sizeof t->err - n, "; then a defer panicked: %s", second);
+        run_exit(t);
+    }
     if (fmt) {
         va_list ap;
         va_start(ap, fmt);

@@ -6,6 +6,8 @@
  * take the test runner with it. */
 #include "util.h"
 
+#include "internal.h" /* bt_symbolised: was ax built with libdw */
+
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,6 +163,18 @@ int main(int argc, char **argv)
     CHECK_EQ(panic_id, id);
     CHECK(strstr(panic_msg, "invariant broken: queue empty") != NULL);
     CHECK(strstr(panic_msg, "panicking_helper") != NULL);
+    /* The task's frames only, named: the one that panicked first, the
+     * task's function last (ax's coroutine entry below it is cut), each
+     * with this file's line when ax has libdw. */
+    if (!strstr(panic_msg, "\n#0 panicking_helper+0x"))
+        fprintf(stderr, "%s\n", panic_msg);
+    CHECK(strstr(panic_msg, "\n#0 panicking_helper+0x") != NULL);
+    if (bt_symbolised()) { /* dladdr knows neither panicker (static) nor run_entry */
+        CHECK(strstr(strrchr(panic_msg, '#'), " panicker+0x") != NULL);
+        CHECK(strstr(panic_msg, "run_entry") == NULL);
+        const char *line = strstr(panic_msg, "panicking_helper+0x");
+        CHECK(line != NULL && strncmp(strchr(line, ' '), " (test_crash.c:", 15) == 0);
+    }
     ax_free(s);
 
     /* Stack overflow, by default: report, then abort. */

@@ -1,7 +1,14 @@
 /* Lingering (seed §3.4): a task still running grace_ms after its timeout is
  * reported once, with its id and a backtrace that names where it is, and
- * counted; a task that returns in time is not. */
+ * counted; a task that returns in time is not.
+ *
+ * The backtrace is the task's own, symbolised: each frame names its function
+ * (static ones too) and, with libdw, the file and line of this file; it
+ * ends at the task's function, without ax's coroutine entry below it or the
+ * worker's loop. */
 #include "util.h"
+
+#include "internal.h" /* bt_symbolised: was ax built with libdw */
 
 #include <string.h>
 
@@ -19,19 +26,77 @@ static void on_event(const ax_event *e, void *arg)
     atomic_fetch_add(&lingering_events, 1);
 }
 
-/* Ignores its deadline: spins on the CPU, never yields. The name must show
- * up in the report's backtrace (tests link with -rdynamic). */
-__attribute__((noinline)) void stubborn_spin_loop(uint64_t until_ns)
+/* Ignores its deadline: spins on the CPU, never yields. Static: its name
+ * must come from the symbol table, not from -rdynamic's dynamic symbols. */
+static const int spin_first = __LINE__;
+static __attribute__((noinline)) void stubborn_spin_loop(uint64_t until_ns)
 {
     while (ax_now_ns() < until_ns)
         __asm__ __volatile__("" ::: "memory");
 }
+static const int spin_last = __LINE__;
 
 static int stubborn(ax_task *t, void *arg)
 {
     (void)t;
     stubborn_spin_loop(ax_now_ns() + (uint64_t)(uintptr_t)arg * 1000000u);
     return 0;
+}
+
+/* Ignores its deadline too, calling ax_yield in a loop. */
+static const int yield_first = __LINE__;
+static __attribute__((noinline)) void stubborn_yield_loop(ax_task *t, uint64_t until_ns)
+{
+    while (ax_now_ns() < until_ns)
+        ax_yield(t);
+}
+static const int yield_last = __LINE__;
+
+static int yielder(ax_task *t, void *arg)
+{
+    stubborn_yield_loop(t, ax_now_ns() + (uint64_t)(uintptr_t)arg * 1000000u);
+    return 0;
+}
+
+/* "fn+0x.. (test_lingering.c:N)" with first < N < last. */
+static void check_frame(const char *text, const char *fn, int first, int last)
+{
+    if (!bt_symbolised()) {
+        /* dladdr names exported functions only: the static ones are
+         * "module+0xoffset" frames, for addr2line. */
+        CHECK(strstr(text, " test_lingering+0x") != NULL);
+        return;
+    }
+    char want[96];
+    snprintf(want, sizeof want, " %s+0x", fn);
+    const char *f = strstr(text, want);
+    if (!f) {
+        fprintf(stderr, "no frame %s in:\n%s\n", fn, text);
+        CHECK(0);
+    }
+    const char *at = strstr(f, " (test_lingering.c:");
+    int line = at ? atoi(at + strlen(" (test_lingering.c:")) : 0;
+    const char *nl = strchr(f, '\n');
+    if (!at || (nl && at > nl) || line <= first || line >= last) {
+        fprintf(stderr, "frame %s has no line in %d..%d of test_lingering.c:\n%s\n", fn, first,
+                last, text);
+        CHECK(0);
+    }
+}
+
+/* Only the task's frames: its function is the last one, nothing of ax's
+ * coroutine entry or of the worker's loop follows. */
+static void check_task_frames(const char *text, const char *task_fn)
+{
+    if (!bt_symbolised())
+        return; /* a static task function is not known to dladdr: no cut */
+    char want[96];
+    snprintf(want, sizeof want, " %s+0x", task_fn);
+    const char *last = strrchr(text, '#');
+    CHECK(last != NULL && strstr(last, want) != NULL);
+    CHECK(strstr(text, "worker_main") == NULL);
+    CHECK(strstr(text, "run_entry") == NULL);
+    CHECK(strstr(text, "coro") == NULL);
 }
 
 int main(void)
@@ -54,7 +119,8 @@ int main(void)
     CHECK(WAIT_UNTIL(atomic_load(&lingering_events) == 1, 3000));
     CHECK_EQ(event_id, id);
     CHECK(strstr(message, "without yielding") != NULL);
-    CHECK(strstr(message, "stubborn_spin_loop") != NULL);
+    check_frame(message, "stubborn_spin_loop", spin_first, spin_last);
+    check_task_frames(message, "stubborn");
     CHECK(WAIT_UNTIL(test_stats(s).orphans == 0, 3000)); /* it returned at last */
     usleep(300000);
     CHECK_EQ(atomic_load(&lingering_events), 1); /* once */
@@ -71,7 +137,7 @@ int main(void)
             char want[64];
             snprintf(want, sizeof want, "\"id\":%llu,", (unsigned long long)id);
             CHECK(strstr(line, want) != NULL);
-            CHECK(strstr(line, "stubborn_spin_loop") != NULL);
+            CHECK(strstr(line, bt_symbolised() ? "stubborn_spin_loop" : "test_lingering+0x"));
             CHECK(strstr(line, "without yielding:\\n#0 ") != NULL); /* escaped newlines */
         }
     }
@@ -85,6 +151,19 @@ int main(void)
     usleep(300000);
     CHECK_EQ(atomic_load(&lingering_events), 1);
     CHECK_EQ(test_stats(s).lingering, 1);
+
+    /* Calls ax_yield in a loop 800 ms past its 100 ms timeout: every call
+     * returns AX_ETIMEDOUT at once (its attempt is over), so it holds its
+     * worker like the spinner; its frames go through ax's own. */
+    ax_spec yp = {.fn = yielder, .arg = (void *)(uintptr_t)800, .timeout_ms = 100};
+    CHECK_EQ(ax_submit(s, &yp, &id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&lingering_events) == 2, 3000));
+    CHECK_EQ(event_id, id);
+    CHECK(strstr(message, "without yielding") != NULL);
+    check_frame(message, "stubborn_yield_loop", yield_first, yield_last);
+    check_task_frames(message, "yielder");
+    CHECK(WAIT_UNTIL(test_stats(s).orphans == 0, 3000));
+    CHECK_EQ(test_stats(s).lingering, 2);
     ax_free(s);
     fclose(json);
     return 0;

@@ -9,6 +9,8 @@
  *  3. More cleanups than the inline capacity (8) work, on panic and return.
  *  4. ax_panic / ax_defer on a task handle from outside its coroutine return
  *     AX_ESTATE and neither end the task nor register anything.
+ *  5. A cleanup that panics during a panic keeps the first message (the
+ *     cause) and adds its own; the cleanups registered before it still run.
  */
 #include "util.h"
 
@@ -125,6 +127,31 @@ static int parked_fn(ax_task *t, void *arg)
     return 0;
 }
 
+/* 5: cleanups 0 and 2 record; the one between them panics again. */
+static ax_task *nested_task;
+
+static void panicking_cleanup(void *arg)
+{
+    struct cleanup *c = arg;
+    cleanup_fn(c);
+    ax_panic(nested_task, "second %d", 2);
+}
+
+static int nested_panic_fn(ax_task *t, void *arg)
+{
+    struct job *j = arg;
+    nested_task = t;
+    j->c[0] = (struct cleanup){&j->rec, 0};
+    j->c[1] = (struct cleanup){&j->rec, 1};
+    j->c[2] = (struct cleanup){&j->rec, 2};
+    ax_defer(t, cleanup_fn, &j->c[0]);
+    ax_defer(t, panicking_cleanup, &j->c[1]);
+    ax_defer(t, cleanup_fn, &j->c[2]);
+    ax_panic(t, "first %d", 1);
+    atomic_store(&j->after_panic, 1);
+    return 0;
+}
+
 static void run(ax_sched *s, ax_fn fn, struct job *j, struct outcome *o, uint64_t timeout_ms)
 {
     o->r = &j->rec;
@@ -214,10 +241,21 @@ int main(void)
     CHECK(WAIT_UNTIL(atomic_load(&j6.rec.n) == 2, 1000));
     check_lifo(&j6.rec, 2); /* tag 99 was never registered */
 
+    /* 5. a panic inside a cleanup run by a panic. */
+    static struct job j7;
+    static struct outcome o7;
+    run(s, nested_panic_fn, &j7, &o7, 5000);
+    CHECK(WAIT_UNTIL(atomic_load(&o7.calls) == 1, 2000));
+    CHECK_EQ(atomic_load(&o7.state), AX_STATE_FAILED);
+    CHECK_EQ(atomic_load(&o7.code), AX_EPANIC);
+    CHECK_STR(o7.error, "first 1; then a defer panicked: second 2");
+    CHECK_EQ(atomic_load(&j7.after_panic), 0);
+    check_lifo(&j7.rec, 3);
+
     usleep(50 * 1000);
     st = test_stats(s);
-    CHECK_EQ(st.panicked, 2);
-    CHECK_EQ(st.failed, 2);
+    CHECK_EQ(st.panicked, 3);
+    CHECK_EQ(st.failed, 3);
     CHECK_EQ(st.succeeded, 3);
     CHECK_EQ(st.timed_out, 1);
     CHECK_EQ(st.running, 0);

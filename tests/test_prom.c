@@ -307,6 +307,8 @@ static void build_snapshot(void)
     st->lingering = 4;
     st->stacks_in_use = 9;
     st->callback_overruns = 0;
+    st->callback_dropped = 5;
+    snap.events_dropped = 123456789; /* prints as 1.23456789e+08 */
 
     add(0, AX_PRIO_HIGH, 3000, 5);              /* 3 us */
     add(0, AX_PRIO_HIGH, 70000, 7);             /* 70 us */
@@ -344,6 +346,8 @@ static void check_counters(void)
         {"ax_tasks_panicked_total", st->panicked},
         {"ax_tasks_lingering_total", st->lingering},
         {"ax_callback_overruns_total", st->callback_overruns},
+        {"ax_callback_dropped_total", st->callback_dropped},
+        {"ax_events_dropped_total", snap.events_dropped},
     };
     for (size_t i = 0; i < sizeof c / sizeof *c; i++) {
         const struct sample *s = find(c[i].name, "", "");
@@ -368,7 +372,7 @@ static void check_counters(void)
         CHECK_STR(fams[s->fam].type, "gauge");
         CHECK(s->value == (double)st->queued[prio_ids[i]]);
     }
-    CHECK_EQ(nfam, 12 + 6 + 2);
+    CHECK_EQ(nfam, 14 + 6 + 2);
 }
 
 /* Every histogram series: buckets in ascending le, cumulative, ending at
@@ -514,6 +518,9 @@ int main(int argc, char **argv)
     check_histograms();
     CHECK(strstr(text, "ax_queue_length{priority=\"normal\"} 1.234567e+06\n") != NULL);
     CHECK(strstr(text, "ax_tasks_submitted_total 9.87654321e+09\n") != NULL);
+    CHECK(strstr(text, "# TYPE ax_events_dropped_total counter\n"
+                       "ax_events_dropped_total 1.23456789e+08\n") != NULL);
+    CHECK(strstr(text, "# TYPE ax_tasks_orphaned gauge\nax_tasks_orphaned 2\n") != NULL);
     CHECK(strstr(text, "ax_wait_seconds_bucket{priority=\"high\",le=\"0.0001\"} 12\n") != NULL);
     test_truncation(text, needed);
 

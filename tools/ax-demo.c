@@ -58,7 +58,8 @@ static const char *const usage_text =
     "  --print-config   print the scenario in --config format and exit\n"
     "\n"
     "Exit status: 0 the runs completed (verdicts may FAIL: that is the demo),\n"
-    "1 a run could not be carried out, 2 bad arguments, config file or --url.\n";
+    "1 a run could not be carried out, 2 bad arguments, config file or --url,\n"
+    "3 most upstream answers were not 2xx, or none was (no verdict given).\n";
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)
@@ -344,6 +345,40 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
         cell(res[i]->ok ? b : "-");
     }
     putchar('\n');
+    row_start("functions at once (max)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[48];
+        snprintf(b, sizeof b, "%llu of %llu+%llu", (unsigned long long)res[i]->max_in_task,
+                 (unsigned long long)res[i]->limit, (unsigned long long)res[i]->orphan_allowance);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  backlog peak (waiting)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        group(b, sizeof b, res[i]->max_waiting);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  past deadline (latest)");
+    for (unsigned i = 0; i < n; i++) {
+        char a[16], b[48];
+        ms_text(a, sizeof a, res[i]->max_over_ms);
+        snprintf(b, sizeof b, "%s, %llu orphans", a, (unsigned long long)res[i]->overdue);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    for (unsigned c = 0; c < sc->ncls; c++) {
+        char label[64];
+        snprintf(label, sizeof label, "HTTP %s", sc->cls[c].name);
+        row_start(label);
+        for (unsigned i = 0; i < n; i++) {
+            char b[64];
+            dm_status_text(res[i], c, 2, b, sizeof b);
+            cell(res[i]->ok ? b : "-");
+        }
+        putchar('\n');
+    }
     row_start("peak RSS");
     for (unsigned i = 0; i < n; i++) {
         char b[32];
@@ -359,7 +394,7 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
     }
     putchar('\n');
 
-    printf("\nverdicts on the seed's goals (§1.3)\n");
+    printf("\nverdicts on the seed's five goals\n");
     for (unsigned i = 0; i < n; i++) {
         if (!res[i]->ok) {
             printf("  %s: did not run: %s\n", res[i]->name, res[i]->error);
@@ -368,6 +403,12 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
         struct dm_verdict v[DM_NGOALS];
         dm_verdicts(sc, dm_profile_find(sc, res[i]->name), res[i], v);
         printf("  %s\n", res[i]->name);
+        if (dm_machine_stalled(sc, res[i]))
+            printf("    (a busy machine: the demo's own thread was kept off the CPU for up to "
+                   "%.0f ms of wall time, and some thread waited for a CPU %.0f %% of the run; "
+                   "waits and deadlines measured in this run include that, so goals 2-4 say "
+                   "more about the machine than the engine)\n",
+                   res[i]->stall_ms / sc->speed, res[i]->cpu_pressure_pct);
         for (unsigned k = 0; k < DM_NGOALS; k++)
             printf("    %-26s %-4s  %s\n", v[k].goal, dm_mark_name(v[k].mark), v[k].text);
     }
@@ -382,8 +423,9 @@ static void print_header(const struct dm_scenario *sc, const char *url, const bo
     while (dm_traffic_next(&tr, &a))
         n++;
     double len = dm_scenario_length_ms(sc);
-    printf("ax-demo: the seed's §4 incident at %gx speed (%s scenario): %.0f s of incident "
-           "in about %.0f s per configuration\n",
+    printf("ax-demo: a traffic peak while the upstream degrades (the incident ax was written "
+           "after), at %gx speed (%s scenario): %.0f s of incident in about %.0f s per "
+           "configuration\n",
            sc->speed, sc->origin, (len + sc->drain_ms) / 1000,
            (len + sc->drain_ms) / 1000 / sc->speed);
     printf("  traffic   ");
@@ -403,10 +445,14 @@ static void print_header(const struct dm_scenario *sc, const char *url, const bo
         printf("%s %s (%s, %g s)", i ? "," : "", sc->cls[i].name,
                url ? sc->cls[i].path : sc->cls[i].latency, sc->cls[i].timeout_ms / 1000);
     putchar('\n');
-    if (url)
-        printf("  upstream  %s (yours; not restarted between configurations)\n", url);
-    else
+    if (url) {
+        printf("  upstream  %s (yours; not restarted between configurations): GET", url);
+        for (unsigned i = 0; i < sc->ncls; i++)
+            printf("%s %s%s", i ? "," : "", url, sc->cls[i].path);
+        putchar('\n');
+    } else {
         printf("  upstream  ax-upstream on 127.0.0.1, a fresh process per configuration\n");
+    }
     for (unsigned i = 0; i < sc->nprof; i++)
         if (run[i]) printf("  %-12s %s\n", sc->prof[i].name, sc->prof[i].about);
     fflush(stdout);
@@ -550,6 +596,30 @@ int main(int argc, char **argv)
     }
 
     print_summary(&sc, res, nres, !o.url);
+    /* An upstream that answers most requests with anything but a 2xx (the
+     * class paths 404, a proxy error page) makes every figure meaningless:
+     * say so and fail, once the files are written. */
+    bool failing = false;
+    for (unsigned i = 0; i < nres; i++) {
+        if (!res[i]->ok || !dm_upstream_failing(res[i])) continue;
+        failing = true;
+        fprintf(stderr, "ax-demo: %s: only %llu of %llu upstream requests got a 2xx answer;",
+                res[i]->name, (unsigned long long)dm_answered_2xx(res[i]),
+                (unsigned long long)dm_status_total(res[i]));
+        for (unsigned c = 0; c < sc.ncls; c++) {
+            char b[64];
+            dm_status_text(res[i], c, 3, b, sizeof b);
+            fprintf(stderr, "%s GET %s%s: %s", c ? "," : "", o.url ? o.url : "<ax-upstream>",
+                    sc.cls[c].path, b);
+        }
+        fputc('\n', stderr);
+    }
+    if (failing) {
+        fprintf(stderr, "ax-demo: the upstream failed most requests, so no verdict was given: "
+                        "every class path must answer GET with a 2xx (tools/README.md, \"What "
+                        "--url must serve\")\n");
+        if (exit_code == 0) exit_code = 3;
+    }
 
     char path[PATH_MAX], err[600];
     snprintf(path, sizeof path, "%s/results.json", out);

@@ -185,9 +185,14 @@ void crash_report(struct worker *w, struct ax_task *t)
 {
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text, "%s", t->err);
-    bt_format(text, sizeof text, t->bt, t->bt_n, t->overflowed ? 2 : 1);
+    struct bt_cut cut = {t->overflowed ? (const void *)on_fault : (const void *)ax_panic,
+                         t->overflowed ? 1 : 0, t->overflowed ? 2 : 1, (const void *)t->job->fn};
+    bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
     if (ev_on(w->s, AX_EV_PANIC)) {
-        ev_emit(w->s, w, t->job, AX_EV_PANIC, AX_EPANIC, text);
+        /* This run's attempt and run time: the same as its FAILED event's
+         * (complete_run measures with the same clock reading). */
+        struct ev_attempt a = {t->attempt, t->job->wait_ns, w->now_ns - t->start_ns};
+        ev_emit_attempt(w->s, w, t->job, AX_EV_PANIC, AX_EPANIC, text, &a);
     } else {
         char trace[AX_TRACE_ID_MAX];
         trace_format(t->job, trace);

@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "utf8.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -121,8 +122,8 @@ static bool ring_commit(struct ev_ring *r)
     return h - atomic_load_explicit(&r->tail, memory_order_relaxed) == RING_CAP / 2;
 }
 
-static void fill(struct ev_rec *e, unsigned kind, const struct job *j, int code, const char *msg,
-                 size_t msglen)
+static void fill(struct ev_rec *e, unsigned kind, const struct job *j, const struct ev_attempt *a,
+                 int code, const char *msg, size_t msglen)
 {
     e->kind = (uint8_t)kind;
     e->time_ns = realtime_ns();
@@ -131,9 +132,15 @@ static void fill(struct ev_rec *e, unsigned kind, const struct job *j, int code,
         e->id = j->id;
         trace_format(j, e->trace_id);
         e->prio = j->prio;
-        e->attempt = js_attempt(atomic_load_explicit(&j->sw, memory_order_acquire));
-        e->wait_ns = j->wait_ns;
-        e->run_ns = kind == AX_EV_STARTED ? 0 : j->run_ns;
+        if (a) {
+            e->attempt = a->attempt;
+            e->wait_ns = a->wait_ns;
+            e->run_ns = a->run_ns;
+        } else {
+            e->attempt = js_attempt(atomic_load_explicit(&j->sw, memory_order_acquire));
+            e->wait_ns = j->wait_ns;
+            e->run_ns = kind == AX_EV_STARTED ? 0 : j->run_ns;
+        }
     } else {
         e->id = e->wait_ns = e->run_ns = 0;
         e->attempt = 0;
@@ -196,6 +203,12 @@ void ev_reserve(struct ax_sched *s)
 void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind, int code,
              const char *msg)
 {
+    ev_emit_attempt(s, w, j, kind, code, msg, NULL);
+}
+
+void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
+                     int code, const char *msg, const struct ev_attempt *a)
+{
     bool may_wait = s->ev_lossless && !ev_under_lock;
     if (sampled_out(s, kind, j))
         return;
@@ -206,7 +219,7 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
         pthread_mutex_lock(&st->lock);
         if (st->long_head - st->long_tail < LONG_CAP) {
             struct ev_rec tmp;
-            fill(&tmp, kind, j, code, NULL, 0);
+            fill(&tmp, kind, j, a, code, NULL, 0);
             ax_event *e = &st->long_ev[st->long_head % LONG_CAP];
             rec_to_event(&tmp, e);
             memcpy(e->message, msg, msglen);
@@ -229,7 +242,7 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
             atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
             return;
         }
-        fill(e, kind, j, code, msg, msglen);
+        fill(e, kind, j, a, code, msg, msglen);
         if (ring_commit(w->ev_ring)) {
             pthread_mutex_lock(&st->lock); /* half full: flush early (rare) */
             kick_locked(st);
@@ -246,7 +259,7 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
         e = ring_slot(&st->shared);
     }
     if (e) {
-        fill(e, kind, j, code, msg, msglen);
+        fill(e, kind, j, a, code, msg, msglen);
         if (ring_commit(&st->shared))
             kick_locked(st);
     } else {
@@ -330,12 +343,27 @@ static void put_us(struct out *o, uint64_t ns)
     put(o, f, 4);
 }
 
+/* A JSON string that every strict decoder accepts: valid UTF-8 passes
+ * through, and a byte that does not begin a valid character (a task's own
+ * error text, a message cut inside a character) becomes U+FFFD. */
 static void put_str(struct out *o, const char *p)
 {
     static const char hex[] = "0123456789abcdef";
     put(o, "\"", 1);
-    for (; *p; p++) {
+    size_t left = strlen(p);
+    for (; *p; p++, left--) {
         unsigned char c = (unsigned char)*p;
+        if (c >= 0x80) {
+            size_t k = utf8_char_len((const unsigned char *)p, left);
+            if (k) {
+                put(o, p, k);
+                p += k - 1;
+                left -= k - 1;
+            } else {
+                put(o, "\\ufffd", 6);
+            }
+            continue;
+        }
         if (c == '"' || c == '\\') {
             char e[2] = {'\\', (char)c};
             put(o, e, 2);
@@ -349,7 +377,7 @@ static void put_str(struct out *o, const char *p)
             char e[6] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15]};
             put(o, e, 6);
         } else {
-            put(o, (const char *)&c, 1); /* UTF-8 bytes pass through */
+            put(o, (const char *)&c, 1);
         }
     }
     put(o, "\"", 1);
@@ -394,7 +422,13 @@ static void put_event(struct ev_state *st, struct out *o, const ax_event *e)
     put_i64(o, e->code);
     if (e->code) {
         put(o, ",\"error\":", 9);
-        put_str(o, ax_strerror(e->code));
+        if (error_is_ax(e->code)) {
+            put_str(o, ax_strerror(e->code));
+        } else { /* the task function's own return code */
+            char b[40];
+            snprintf(b, sizeof b, "task returned %d", (int)e->code);
+            put_str(o, b);
+        }
     }
     put(o, ",\"message\":", 11);
     put_str(o, e->message);

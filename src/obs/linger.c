@@ -19,8 +19,12 @@
  *    backtrace() of the running coroutine. backtrace() is preloaded at start
  *    so the handler does not load libgcc; the watchdog waits at most
  *    BT_WAIT_MS for it. The handler acts only if this thread's current run
- *    is the one asked about, is installed only when a hog first lingers, and
- *    passes signals that are not its own to the handler the host had.
+ *    is the one asked about and it interrupted code on that run's stack
+ *    (else the watchdog asks again), is installed only when a hog first
+ *    lingers, and passes signals that are not its own to the handler the
+ *    host had.
+ * Either way only return addresses are recorded there; obs/symbols.c names
+ * them afterwards, on the thread that reports (the worker, the watchdog).
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -45,8 +49,16 @@ static void on_signal(int sig)
     int want = 1;
     if (w && atomic_load(&w->bt_state) == 1 && ax_current_run &&
         ax_current_run == atomic_load(&w->bt_run)) {
-        w->bt_n = backtrace(w->bt, AX_BT_MAX);
-        atomic_compare_exchange_strong(&w->bt_state, &want, 2);
+        /* The frames must be the task's: this handler runs on the stack it
+         * interrupted, which must be the task's stack -- not the worker's,
+         * in the instants around a switch where ax_current_run is already
+         * or still set. Else say so, and the watchdog asks again. */
+        const struct ax_stack *st = ax_current_run->stack;
+        uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+        bool on_task = st && sp - (uintptr_t)st->lo < st->size;
+        if (on_task)
+            w->bt_n = backtrace(w->bt, AX_BT_MAX);
+        atomic_compare_exchange_strong(&w->bt_state, &want, on_task ? 2 : 3);
         return;
     }
     if (!(old_action.sa_flags & SA_SIGINFO) && old_action.sa_handler != SIG_DFL &&
@@ -79,34 +91,15 @@ int linger_init(void)
     return AX_OK;
 }
 
-/* "#0 fn+0x1c\n#1 ..." from raw frames, skipping `skip` innermost ones. */
-void bt_format(char *out, size_t cap, void *const *bt, int n, int skip)
-{
-    char **sym = backtrace_symbols(bt, n);
-    size_t len = strlen(out);
-    for (int i = skip, k = 0; i < n && len + 1 < cap; i++, k++) {
-        const char *s = sym ? sym[i] : "?";
-        const char *open = strchr(s, '('), *close = open ? strchr(open, ')') : NULL;
-        int w;
-        if (open && close && close > open + 1)
-            w = snprintf(out + len, cap - len, "\n#%d %.*s", k, (int)(close - open - 1), open + 1);
-        else
-            w = snprintf(out + len, cap - len, "\n#%d %p", k, bt[i]);
-        if (w < 0)
-            break;
-        len += (size_t)w;
-    }
-    free(sym);
-}
-
+/* a: the attempt's numbers, when j is a copy (NULL: read them from j). */
 static void report(struct ax_sched *s, struct worker *w_or_null, const struct job *j,
-                   const char *text)
+                   const struct ev_attempt *a, const char *text)
 {
     pthread_mutex_lock(&s->lock);
     s->st.lingering++;
     pthread_mutex_unlock(&s->lock);
     if (ev_on(s, AX_EV_LINGERING)) {
-        ev_emit(s, w_or_null, j, AX_EV_LINGERING, AX_ETIMEDOUT, text);
+        ev_emit_attempt(s, w_or_null, j, AX_EV_LINGERING, AX_ETIMEDOUT, text, a);
     } else {
         char trace[AX_TRACE_ID_MAX];
         trace_format(j, trace);
@@ -168,8 +161,9 @@ void linger_check(struct worker *w)
             ax_coro_switch(&w->main, &t->coro);
             ax_current_run = NULL;
         }
-        bt_format(text, sizeof text, t->bt, t->bt_n, 1);
-        report(w->s, w, t->job, text);
+        struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn};
+        bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
+        report(w->s, w, t->job, NULL, text);
         w->linger[i] = w->linger[--w->nlinger];
     }
 }
@@ -189,24 +183,48 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         (word & ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == expect ||
         atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
         return;
+    /* What the report says about the job, copied now: the watchdog holds
+     * no hold on it, and once the hog returns (while the backtrace is being
+     * named, which can take long the first time) the job may be freed. */
+    struct job snap;
+    memset(&snap, 0, sizeof snap);
+    snap.id = j->id;
+    snap.prio = j->prio;
+    trace_format(j, snap.trace_id);
+    struct ev_attempt a = {js_attempt(expect), j->wait_ns, j->run_ns};
+    const void *task_fn = (const void *)j->fn;
+    if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
+        return; /* it returned meanwhile: the copy may be of another job */
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text,
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
     pthread_once(&once_signal, install_signal);
     atomic_store(&w->bt_run, t);
-    atomic_store(&w->bt_state, 1);
-    /* Only a thread still running that timed-out task is signalled. */
-    if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) == seq)
-        pthread_kill(w->thread, LINGER_SIGNAL);
+    /* Only a thread still running that timed-out task is signalled; again
+     * if the signal found it off the task's stack (state 3). */
+    bool sent = false;
     for (int i = 0; i < BT_WAIT_MS && atomic_load(&w->bt_state) != 2; i++) {
+        if (!sent || atomic_load(&w->bt_state) == 3) {
+            if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
+                break; /* it moved on: no backtrace of it to take */
+            atomic_store(&w->bt_state, 1);
+            pthread_kill(w->thread, LINGER_SIGNAL);
+            sent = true;
+        }
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    if (atomic_load(&w->bt_state) == 2)
-        bt_format(text, sizeof text, w->bt, w->bt_n, 2);
+    /* Named here, on the watchdog thread: the handler only took addresses. */
+    if (atomic_load(&w->bt_state) == 2) {
+        struct bt_cut cut = {(const void *)on_signal, 1, 2, task_fn};
+        bt_format(text, sizeof text, w->bt, w->bt_n, &cut);
+    } else {
+        snprintf(text + strlen(text), sizeof text - strlen(text), " (no backtrace: the task "
+                 "moved on, or its worker did not answer within %d ms)", BT_WAIT_MS);
+    }
     atomic_store(&w->bt_state, 0);
     w->linger_reported_seq = seq;
     atomic_store_explicit(&w->hog_reported, expect, memory_order_relaxed);
-    report(s, NULL, j, text);
+    report(s, NULL, &snap, &a, text);
 }

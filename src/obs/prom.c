@@ -8,7 +8,7 @@
  *
  *   counters   ax_tasks_{submitted,started,succeeded,failed,timed_out,
  *              cancelled,retried,rejected,shed,panicked,lingering}_total,
- *              ax_callback_overruns_total
+ *              ax_callback_{overruns,dropped}_total, ax_events_dropped_total
  *   gauges     ax_queue_length{priority}, ax_tasks_delayed, ax_tasks_running,
  *              ax_concurrency_limit, ax_tasks_orphaned, ax_stacks_in_use
  *   histograms ax_wait_seconds{priority}, ax_run_seconds{priority}
@@ -332,6 +332,11 @@ size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len
             "Timed-out tasks reported still running grace_ms after their timeout.", st->lingering);
     counter(&o, "ax_callback_overruns_total",
             "on_timeout callbacks that ran past callback_timeout_ms.", st->callback_overruns);
+    counter(&o, "ax_callback_dropped_total",
+            "on_timeout callbacks dropped because callback_queue was full.", st->callback_dropped);
+    counter(&o, "ax_events_dropped_total",
+            "Lifecycle events dropped because a worker's event buffer was full.",
+            m->events_dropped);
 
     family(&o, "ax_queue_length", "gauge", "Tasks waiting in each priority bucket.");
     for (unsigned i = 0; i < AX_PRIO_COUNT; i++)

@@ -17,6 +17,7 @@
  * reads it, so it must not change under ax_prom_render. */
 struct ax_metrics_snapshot {
     ax_stats st;                        /* counters and gauges */
+    uint64_t events_dropped;            /* ax_events_dropped */
     struct ax_hist wait[AX_PRIO_COUNT]; /* queue wait, ns, indexed by ax_priority */
     struct ax_hist run[AX_PRIO_COUNT];  /* run time, ns */
 };

@@ -181,8 +181,15 @@ enum dm_series {
     S_FAILED,
     S_TIMED_OUT,
     S_REQUESTS,
+    S_LAT_ALL_P50,
+    S_LAT_ALL_P99, /* every call, a timed-out one counted at its timeout (censored) */
+    S_TIMEOUT_PCT, /* % of the window's calls that timed out */
     DM_NSERIES
 };
+
+/* HTTP statuses counted per class: 100..599 by code, 0 = no answer (the
+ * call timed out, was cancelled, or the connection failed). */
+#define DM_NSTATUS 600
 
 struct dm_dist {
     double p50, p99, max; /* incident ms; -1 if no sample */
@@ -211,8 +218,21 @@ struct dm_result {
     double max_timeout_ms;         /* the longest timeout any task had */
     uint64_t max_in_flight, limit; /* slots in use (sampled), the cap */
     uint64_t max_in_task;          /* task functions executing at once (exact) */
-    uint64_t max_queued;           /* all buckets together */
-    uint64_t queue_bound;          /* 0 = unbounded */
+    uint64_t max_waiting;          /* admitted, not started yet (exact, demo-counted) */
+    uint64_t met_full;             /* tasks that arrived while every slot was busy */
+    uint64_t met_full_by[DM_NPRIO];
+    double max_over_ms;        /* longest a function ran past its deadline */
+    uint64_t overdue;          /* attempts past their deadline + slack: orphans */
+    uint64_t late;             /* attempts back after their deadline at all */
+    double stall_ms;           /* the worst the machine delayed the demo's own wake-up */
+    double slack_ms;           /* goal 3's slack: dm_slack_ms + stall_ms */
+    double max_submit_ms;      /* the longest one submission took (the engine blocked) */
+    double max_sample_ms;      /* the longest one sample took */
+    double cpu_pressure_pct;   /* share of the run some thread waited for a CPU; -1 n/a */
+    uint64_t orphan_allowance; /* ax: max_orphans; the thread pool: 0 */
+    uint64_t status[DM_MAX_CLASSES][DM_NSTATUS]; /* upstream answers per class */
+    uint64_t max_queued;                         /* all buckets together */
+    uint64_t queue_bound;                        /* 0 = unbounded */
     double peak_rss_mb;
     unsigned peak_threads;
     unsigned nsamples;
@@ -260,12 +280,31 @@ enum dm_mark { MARK_PASS, MARK_FAIL, MARK_NA };
 struct dm_verdict {
     const char *goal; /* "1 concurrency cap", ... */
     enum dm_mark mark;
-    char text[256];
+    char text[400];
 };
 #define DM_NGOALS 5
 void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
                  const struct dm_result *r, struct dm_verdict v[DM_NGOALS]);
 const char *dm_mark_name(enum dm_mark m);
+/* How late past its timeout an attempt may end (incident ms): the time a
+ * worker needs to notice the deadline (a run adds the worst stall it saw
+ * the machine inflict on its own thread: dm_result.slack_ms). */
+double dm_slack_ms(const struct dm_scenario *sc);
+/* Requests answered 2xx, and all requests counted per class. */
+uint64_t dm_answered_2xx(const struct dm_result *r);
+uint64_t dm_status_total(const struct dm_result *r);
+/* True when most HTTP answers were not 2xx, or no request got one (calls
+ * that got no answer at all, timeouts, do not count against it): the
+ * upstream is not serving the class paths, and the verdicts would judge
+ * nothing. */
+bool dm_upstream_failing(const struct dm_result *r);
+/* True when the machine held the demo's own thread off the CPU for more than
+ * 100 ms of wall time, or when some thread waited for a CPU more than 80 % of
+ * the run (Linux PSI): the run's timings then say more about the machine. */
+bool dm_machine_stalled(const struct dm_scenario *sc, const struct dm_result *r);
+/* A class's `top` commonest statuses, "200:2650 503:80 none:12 +3" ("none":
+ * no HTTP answer; "+N": the rest). */
+void dm_status_text(const struct dm_result *r, unsigned cls, unsigned top, char *out, size_t len);
 
 /* ---- report (report.c) ------------------------------------------------------ */
 

@@ -66,7 +66,7 @@ static void *worker(void *arg)
             c = curl_easy_perform(e);
             if (c == CURLE_OK) curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &status);
         }
-        dm_attempt_end(t, t0, status);
+        dm_attempt_end(t->cls, t0, status);
         pthread_mutex_lock(&P.mu);
         P.busy--;
         pthread_mutex_unlock(&P.mu);

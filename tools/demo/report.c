@@ -11,6 +11,7 @@
 #include "demo.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -73,7 +74,10 @@ static const char *const series_name[DM_NSERIES] = {"t_s",
                                                     "succeeded",
                                                     "failed",
                                                     "timed_out",
-                                                    "requests"};
+                                                    "requests",
+                                                    "latency_all_p50_ms",
+                                                    "latency_all_p99_ms",
+                                                    "timed_out_calls_pct"};
 
 static const char *const out_name[DM_NOUT] = {"succeeded", "failed", "timed_out",
                                               "cancelled", "shed",   "rejected"};
@@ -159,6 +163,43 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
             "\"peak_rss_mb\":%.1f,\"peak_threads\":%u",
             r->max_attempt_ms, r->max_slot_ms, r->max_timeout_ms, r->peak_rss_mb, r->peak_threads);
     fprintf(f, ",\"upstream_max_in_flight\":%llu", (unsigned long long)r->upstream_max_in_flight);
+    /* The demo's own measurements, from the task functions' side. */
+    fprintf(
+        f,
+        ",\"measured\":{\"max_functions_at_once\":%llu,\"orphan_allowance\":%llu,"
+        "\"max_waiting\":%llu,\"tasks_met_all_slots_busy\":%llu,\"high_met_all_slots_busy\":%llu,"
+        "\"max_past_deadline_ms\":%.1f,\"returned_past_deadline\":%llu,"
+        "\"returned_past_slack\":%llu,\"slack_ms\":%.0f,\"machine_stall_ms\":%.0f,"
+        "\"max_submit_ms\":%.1f,\"max_sample_ms\":%.1f}",
+        (unsigned long long)r->max_in_task, (unsigned long long)r->orphan_allowance,
+        (unsigned long long)r->max_waiting, (unsigned long long)r->met_full,
+        (unsigned long long)r->met_full_by[DM_HIGH], r->max_over_ms, (unsigned long long)r->late,
+        (unsigned long long)r->overdue, r->slack_ms, r->stall_ms, r->max_submit_ms,
+        r->max_sample_ms);
+    /* Upstream answers per class: {"quote":{"200":n,"404":n,"none":n},...}. */
+    fputs(",\"http_status\":{", f);
+    for (unsigned c = 0; c < sc->ncls; c++) {
+        if (c) fputc(',', f);
+        jstr(f, sc->cls[c].name);
+        fputs(":{", f);
+        bool first = true;
+        for (unsigned k = 0; k < DM_NSTATUS; k++) {
+            if (!r->status[c][k]) continue;
+            if (k)
+                fprintf(f, "%s\"%u\":%llu", first ? "" : ",", k,
+                        (unsigned long long)r->status[c][k]);
+            else
+                fprintf(f, "%s\"none\":%llu", first ? "" : ",",
+                        (unsigned long long)r->status[c][k]);
+            first = false;
+        }
+        fputc('}', f);
+    }
+    fprintf(f, "},\"machine_stalled\":%s,\"cpu_pressure_pct\":",
+            dm_machine_stalled(sc, r) ? "true" : "false");
+    jnum(f, r->cpu_pressure_pct >= 0 ? r->cpu_pressure_pct : NAN);
+    fprintf(f, ",\"answered_2xx\":%llu,\"upstream_failing\":%s",
+            (unsigned long long)dm_answered_2xx(r), dm_upstream_failing(r) ? "true" : "false");
     fprintf(f,
             ",\"lifecycle\":{\"on_done\":%llu,\"events_submitted\":%llu,"
             "\"events_terminal\":%llu,\"events_dropped\":%llu,\"lingering\":%llu,"

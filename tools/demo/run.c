@@ -55,6 +55,7 @@ uint64_t dm_attempt_begin(struct dm_task *t)
     struct dm_run *rn = &dm_run_g;
     uint64_t now = now_ns();
     if (!atomic_exchange_explicit(&t->started, true, memory_order_relaxed)) {
+        atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
         dm_hist_add(&rn->wait[t->prio], (now - t->submit_ns) / 1000);
         atomic_fetch_add_explicit(&rn->started[t->prio], 1, memory_order_relaxed);
         if (t->prio == DM_LOW) {
@@ -68,17 +69,35 @@ uint64_t dm_attempt_begin(struct dm_task *t)
     return now;
 }
 
-void dm_attempt_end(struct dm_task *t, uint64_t start_ns, long http_status)
+void dm_attempt_end(unsigned cls, uint64_t start_ns, long http_status)
 {
-    (void)t;
     struct dm_run *rn = &dm_run_g;
     uint64_t us = (now_ns() - start_ns) / 1000;
     atomic_fetch_sub_explicit(&rn->in_fn, 1, memory_order_relaxed);
     dm_hist_add(&rn->attempt, us);
     atomic_max(&rn->max_attempt_us, us);
+    /* The function's own account of its deadline: how long after it the
+     * call came back. Past the slack, the engine had ended the attempt
+     * (and, ax, freed its slot) while the function still ran: an orphan. */
+    uint64_t limit_us = rn->timeout_wall_ms[cls] * 1000;
+    if (us > limit_us) {
+        atomic_max(&rn->max_over_us, us - limit_us);
+        uint32_t i = atomic_fetch_add_explicit(&rn->npast, 1, memory_order_relaxed);
+        if (i < DM_MAX_PAST)
+            rn->past_us[i] = (uint32_t)(us - limit_us < UINT32_MAX ? us - limit_us : UINT32_MAX);
+    }
+    unsigned code = http_status >= 100 && http_status < DM_NSTATUS ? (unsigned)http_status : 0;
+    atomic_fetch_add_explicit(&rn->status[cls][code], 1, memory_order_relaxed);
     if (http_status > 0) {
         atomic_fetch_add_explicit(&rn->answered, 1, memory_order_relaxed);
         dm_hist_add(&rn->latency, us);
+        dm_hist_add(&rn->latency_all, us);
+    } else if (us >= limit_us) {
+        /* Timed out: its latency is at least the timeout. Counted there, so
+         * an upstream that stalls shows in the percentiles, not only in its
+         * mean; the chart says these are censored. */
+        dm_hist_add(&rn->latency_all, limit_us);
+        atomic_fetch_add_explicit(&rn->censored, 1, memory_order_relaxed);
     }
 }
 
@@ -87,8 +106,10 @@ void dm_task_done(struct dm_task *t, enum dm_outcome o)
     struct dm_run *rn = &dm_run_g;
     /* A task that never started waited at least until now: count that, or
      * the wait of a backlog that was never served would vanish. */
-    if (!atomic_load_explicit(&t->started, memory_order_relaxed))
+    if (!atomic_load_explicit(&t->started, memory_order_relaxed)) {
+        atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
         dm_hist_add(&rn->wait[t->prio], (now_ns() - t->submit_ns) / 1000);
+    }
     atomic_fetch_add_explicit(&rn->out[t->prio][o], 1, memory_order_relaxed);
     free(t);
 }
@@ -117,6 +138,8 @@ static void proc_status(double *rss_mb, double *hwm_mb, unsigned *threads)
 struct sampler {
     uint64_t (*wait_snap)[DM_NPRIO][DM_HIST_N]; /* ring of WAIT_WINDOW + 1 */
     uint64_t (*lat_snap)[DM_HIST_N];
+    uint64_t (*all_snap)[DM_HIST_N];
+    uint64_t censored[WAIT_WINDOW + 1];
     unsigned n;
     CURL *stats_easy;
     struct dm_upstream_stats prev_up;
@@ -173,6 +196,17 @@ static void sample(struct sampler *sm, const struct dm_engine_ops *eng, struct d
     double p50 = dm_hist_quantile(diff, 0.5), p99 = dm_hist_quantile(diff, 0.99);
     S[S_LAT_P50][i] = nan_or(p50 < 0 ? -1 : p50 / 1000 * rn->speed);
     S[S_LAT_P99][i] = nan_or(p99 < 0 ? -1 : p99 / 1000 * rn->speed);
+    dm_hist_snapshot(&rn->latency_all, sm->all_snap[slot]);
+    for (unsigned k = 0; k < DM_HIST_N; k++)
+        diff[k] = sm->all_snap[slot][k] - (i >= WAIT_WINDOW ? sm->all_snap[old][k] : 0);
+    p50 = dm_hist_quantile(diff, 0.5);
+    p99 = dm_hist_quantile(diff, 0.99);
+    S[S_LAT_ALL_P50][i] = nan_or(p50 < 0 ? -1 : p50 / 1000 * rn->speed);
+    S[S_LAT_ALL_P99][i] = nan_or(p99 < 0 ? -1 : p99 / 1000 * rn->speed);
+    sm->censored[slot] = atomic_load_explicit(&rn->censored, memory_order_relaxed);
+    uint64_t calls = dm_hist_total(diff);
+    uint64_t cut = sm->censored[slot] - (i >= WAIT_WINDOW ? sm->censored[old] : 0);
+    S[S_TIMEOUT_PCT][i] = calls ? (float)(100.0 * (double)cut / (double)calls) : NAN;
 
     S[S_UP_MEAN][i] = NAN;
     S[S_UP_INFLIGHT][i] = NAN;
@@ -238,6 +272,26 @@ static void progress(const struct dm_result *r, bool tty, bool final)
     fflush(stderr);
 }
 
+/* Linux's CPU pressure (PSI): microseconds in which some runnable thread on
+ * the machine waited for a CPU; 0 where the kernel does not provide it. */
+static uint64_t cpu_pressure_us(void)
+{
+    FILE *f = fopen("/proc/pressure/cpu", "r");
+    if (!f) return 0;
+    unsigned long long total = 0;
+    char line[256];
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "some ", 5) == 0) {
+            const char *t = strstr(line, "total=");
+            if (t) total = strtoull(t + 6, NULL, 10);
+        }
+    fclose(f);
+    return total;
+}
+
+/* Sleep until t, and remember how late the wake-up came: the worst of it
+ * is how long this machine kept a runnable thread off the CPU, which no
+ * engine can be blamed for (goal 3's slack includes it). */
 static void sleep_until(uint64_t t)
 {
     uint64_t now = now_ns();
@@ -245,6 +299,8 @@ static void sleep_until(uint64_t t)
     uint64_t d = t - now;
     struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
     nanosleep(&ts, NULL);
+    uint64_t late = (now_ns() - t) / 1000;
+    if (late > dm_run_g.max_stall_us) dm_run_g.max_stall_us = late;
 }
 
 static struct dm_dist dist_of(const struct dm_hist *h, double speed)
@@ -312,6 +368,7 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
 
     const struct dm_engine_ops *eng = p->engine == ENG_AX ? &dm_engine_ax : &dm_engine_threads;
     if (eng->start(r->error, sizeof r->error) != 0) return;
+    uint64_t psi0 = cpu_pressure_us(), psi_t0 = now_ns();
 
     double length_ms = dm_scenario_length_ms(sc);
     double wall_total_ms = (length_ms + sc->drain_ms) / sc->speed;
@@ -322,6 +379,7 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     struct sampler sm = {0};
     sm.wait_snap = calloc(WAIT_WINDOW + 1, sizeof *sm.wait_snap);
     sm.lat_snap = calloc(WAIT_WINDOW + 1, sizeof *sm.lat_snap);
+    sm.all_snap = calloc(WAIT_WINDOW + 1, sizeof *sm.all_snap);
     if (o->own_upstream) sm.stats_easy = curl_easy_init();
 
     struct dm_traffic tr;
@@ -355,10 +413,22 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
             t->submit_ns = now_ns();
             atomic_fetch_add_explicit(&rn->generated, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&rn->generated_by[a.prio], 1, memory_order_relaxed);
+            /* Counted waiting before the engine can start it (its start
+             * takes it off again); a refusal takes it off at once. */
+            if (atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= p->cap) {
+                atomic_fetch_add_explicit(&rn->met_full, 1, memory_order_relaxed);
+                atomic_fetch_add_explicit(&rn->met_full_by[a.prio], 1, memory_order_relaxed);
+            }
+            atomic_max(&rn->max_waiting,
+                       atomic_fetch_add_explicit(&rn->waiting, 1, memory_order_relaxed) + 1);
+            uint64_t s0 = now_ns();
             int rc = eng->submit(t);
+            uint64_t took = (now_ns() - s0) / 1000;
+            if (took > rn->max_submit_us) rn->max_submit_us = took;
             if (rc == 0) {
                 atomic_fetch_add_explicit(&rn->admitted[a.prio], 1, memory_order_relaxed);
             } else {
+                atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&rn->out[a.prio][rc], 1, memory_order_relaxed);
                 free(t);
             }
@@ -366,7 +436,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
         }
         now = now_ns();
         if (now >= next_sample) {
+            uint64_t s0 = now_ns();
             sample(&sm, eng, r, now);
+            uint64_t took = (now_ns() - s0) / 1000;
+            if (took > rn->max_sample_us) rn->max_sample_us = took;
             next_sample += sample_ns;
             if (next_sample < now) next_sample = now + sample_ns;
         }
@@ -387,6 +460,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     sample(&sm, eng, r, now_ns());
     progress(r, o->tty, true);
     uint64_t t_end = now_ns();
+    uint64_t psi1 = cpu_pressure_us();
+    r->cpu_pressure_pct = psi0 && psi1 > psi0 && t_end > psi_t0
+                              ? 100.0 * (double)(psi1 - psi0) / ((double)(t_end - psi_t0) / 1000)
+                              : -1;
     eng->stop();
 
     /* Figures. */
@@ -415,6 +492,23 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     r->max_attempt_ms = (double)atomic_load(&rn->max_attempt_us) / 1000 * sc->speed;
     if (p->engine == ENG_THREADS) r->max_slot_ms = r->max_attempt_ms; /* a thread is the slot */
     r->max_in_task = atomic_load(&rn->max_in_fn);
+    r->max_waiting = atomic_load(&rn->max_waiting);
+    r->met_full = atomic_load(&rn->met_full);
+    for (unsigned pr = 0; pr < DM_NPRIO; pr++)
+        r->met_full_by[pr] = atomic_load(&rn->met_full_by[pr]);
+    r->max_over_ms = (double)atomic_load(&rn->max_over_us) / 1000 * sc->speed;
+    /* Orphans, as the functions saw them: back later than the slack. */
+    r->stall_ms = (double)rn->max_stall_us / 1000 * sc->speed;
+    r->max_submit_ms = (double)rn->max_submit_us / 1000 * sc->speed;
+    r->max_sample_ms = (double)rn->max_sample_us / 1000 * sc->speed;
+    r->slack_ms = dm_slack_ms(sc) + r->stall_ms;
+    uint32_t npast = atomic_load(&rn->npast);
+    r->late = npast;
+    for (uint32_t i = 0; i < npast && i < DM_MAX_PAST; i++)
+        if ((double)rn->past_us[i] / 1000 * sc->speed > r->slack_ms) r->overdue++;
+    for (unsigned c = 0; c < DM_MAX_CLASSES; c++)
+        for (unsigned k = 0; k < DM_NSTATUS; k++)
+            r->status[c][k] = atomic_load(&rn->status[c][k]);
     if (sm.stats_easy) {
         struct dm_upstream_stats st;
         dm_upstream_stats(sm.stats_easy, o->base_url, 1000, &st);
@@ -426,5 +520,6 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     }
     free(sm.wait_snap);
     free(sm.lat_snap);
+    free(sm.all_snap);
     r->ok = r->error[0] == 0;
 }

@@ -10,6 +10,8 @@
 
 #include "demo.h"
 
+#define DM_MAX_PAST 65536 /* late attempts remembered one by one */
+
 /* One generated task. Its business context (seed §4.3: ~2 KB) follows the
  * struct and lives from submission to the terminal state, as the caller's
  * request would. */
@@ -53,17 +55,35 @@ struct dm_run {
     _Atomic uint64_t generated, requests, answered, low_started_in_peak;
     _Atomic uint64_t in_fn, max_in_fn, max_attempt_us;
     _Atomic uint64_t on_done_calls;
+    /* Measured on the task functions' side, independently of the engine:
+     * tasks admitted and not started yet (exact peak), tasks that arrived
+     * while every slot was busy, how far past its deadline a function
+     * returned, and the attempts that returned later than the slack allows
+     * (orphans: the engine ended them while their function still ran). */
+    _Atomic uint64_t waiting, max_waiting, met_full, met_full_by[DM_NPRIO];
+    _Atomic uint64_t max_over_us;
+    _Atomic uint32_t npast;                /* attempts that came back after their deadline */
+    uint32_t past_us[DM_MAX_PAST];         /* by how much, wall us (one writer per index) */
+    uint64_t max_stall_us;                 /* the sampler's worst oversleep: the machine's stalls */
+    uint64_t max_submit_us, max_sample_us; /* the longest submit call, the longest sample */
+    _Atomic uint64_t status[DM_MAX_CLASSES][DM_NSTATUS];
 
     struct dm_hist wait[DM_NPRIO]; /* wall microseconds */
     struct dm_hist attempt;        /* every attempt */
     struct dm_hist latency;        /* answered requests */
+    struct dm_hist latency_all;    /* and timed-out ones, at their timeout (censored) */
+    _Atomic uint64_t censored;     /* calls counted at their timeout */
 };
 
 extern struct dm_run dm_run_g;
 
-/* Bookkeeping the engines call. begin returns the attempt's start time. */
+/* Bookkeeping the engines call. begin returns the attempt's start time.
+ * end takes the class, not the task: ax runs on_done (which frees the
+ * task) when an attempt's deadline or a cancel ends it, and the function
+ * may still be running then (an orphan), so after its call returns the
+ * function must not touch the task. */
 uint64_t dm_attempt_begin(struct dm_task *t);
-void dm_attempt_end(struct dm_task *t, uint64_t start_ns, long http_status);
+void dm_attempt_end(unsigned cls, uint64_t start_ns, long http_status);
 /* The task's terminal state; frees it. */
 void dm_task_done(struct dm_task *t, enum dm_outcome o);
 

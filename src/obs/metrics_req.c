@@ -1,0 +1,199 @@
+/* metrics_req.c - read the head of an HTTP/1.x request for the /metrics
+ * endpoint and decide the answer (RFC 9112 §2-§5, the strict subset a
+ * scraper needs).
+ *
+ * What it owns: the grammar below and the choice of status. Nothing else:
+ * the endpoint (metrics_serve.c) owns sockets, buffers and deadlines.
+ *
+ *   head         = *( [CR] LF ) request-line *( header-line ) [CR] LF
+ *   request-line = method SP target SP "HTTP/" DIGIT "." DIGIT [CR] LF
+ *   method       = 1*tchar
+ *   target       = "/" *( %x21-7E )        origin-form only
+ *   header-line  = 1*tchar ":" *( %x09 / %x20-7E / %x80-FF ) [CR] LF
+ *
+ * Bare LF ends a line as CRLF does (§2.2 allows it); a CR not followed by LF,
+ * a control byte, white space before a colon or at the start of a header
+ * line (obsolete folding) are 400 at that byte, without reading the rest.
+ * Empty lines before the request line are skipped (§2.2). Header values are
+ * not interpreted: the endpoint answers one request and closes, so neither
+ * Connection nor a body's length changes what it does (an unread body is
+ * drained and discarded before close, see metrics_serve.c).
+ *
+ * Status: a well-formed head with major version other than 1 is 505;
+ * target "/metrics" or "/metrics?..." with GET or HEAD is 200 and with any
+ * other method 405; any other target is 404; no end of head within
+ * METRICS_REQ_MAX bytes is 431.
+ *
+ * Each decision depends only on the bytes up to the one that forced it, so
+ * the result is prefix-stable (metrics_req.h). O(len), one pass, no
+ * allocation; the caller's re-parse on each read makes it O(len^2 / read
+ * size) at worst, bounded by METRICS_REQ_MAX.
+ */
+#include "obs/metrics_req.h"
+
+#include <string.h>
+
+enum st {
+    S_LEAD,    /* empty lines before the request line */
+    S_LEAD_CR, /* CR of such a line */
+    S_METHOD,
+    S_TARGET,
+    S_VERSION, /* "HTTP/d.d" */
+    S_RL_CR,   /* CR ending the request line */
+    S_LINE,    /* start of a header line, or of the empty line */
+    S_NAME,
+    S_VALUE,
+    S_VALUE_CR,
+    S_END_CR,  /* CR of the empty line */
+};
+
+/* RFC 9110 §5.6.2 tchar */
+static int tchar(unsigned char c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return 1;
+    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static int decide(struct metrics_req *out, int status, size_t len, int head)
+{
+    out->status = status;
+    out->head = head;
+    out->len = len;
+    return METRICS_REQ_DONE;
+}
+
+/* What the request line said, as offsets into the buffer. */
+struct rline {
+    const char *buf;
+    size_t mstart, mlen, tstart, tlen;
+    int major;
+};
+
+/* The head ended well at byte len: choose the status. */
+static int answer(const struct rline *rl, size_t len, struct metrics_req *out)
+{
+    const char *m = rl->buf + rl->mstart, *t = rl->buf + rl->tstart;
+    int head = rl->mlen == 4 && memcmp(m, "HEAD", 4) == 0;
+    int get = rl->mlen == 3 && memcmp(m, "GET", 3) == 0;
+    if (rl->major != 1)
+        return decide(out, 505, len, head);
+    if (!(rl->tlen >= 8 && memcmp(t, "/metrics", 8) == 0 && (rl->tlen == 8 || t[8] == '?')))
+        return decide(out, 404, len, head);
+    return decide(out, get || head ? 200 : 405, len, head);
+}
+
+int metrics_req_parse(const char *buf, size_t len, struct metrics_req *out)
+{
+    const unsigned char *b = (const unsigned char *)buf;
+    size_t n = len < METRICS_REQ_MAX ? len : METRICS_REQ_MAX;
+    enum st st = S_LEAD;
+    struct rline rl = {.buf = buf};
+    size_t vpos = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = b[i];
+        switch (st) {
+        case S_LEAD:
+            if (c == '\r') {
+                st = S_LEAD_CR;
+            } else if (c == '\n') {
+                /* skip */
+            } else if (tchar(c)) {
+                st = S_METHOD;
+                rl.mstart = i;
+                rl.mlen = 1;
+            } else {
+                return decide(out, 400, i + 1, 0);
+            }
+            break;
+        case S_LEAD_CR:
+            if (c != '\n')
+                return decide(out, 400, i + 1, 0);
+            st = S_LEAD;
+            break;
+        case S_METHOD:
+            if (c == ' ') {
+                st = S_TARGET;
+                rl.tstart = i + 1;
+            } else if (tchar(c)) {
+                rl.mlen++;
+            } else {
+                return decide(out, 400, i + 1, 0);
+            }
+            break;
+        case S_TARGET:
+            if (i == rl.tstart && c != '/')
+                return decide(out, 400, i + 1, 0);
+            if (c == ' ') {
+                st = S_VERSION;
+                vpos = 0;
+            } else if (c > 0x20 && c < 0x7f) {
+                rl.tlen++;
+            } else {
+                return decide(out, 400, i + 1, 0);
+            }
+            break;
+        case S_VERSION:
+            /* "HTTP/" DIGIT "." DIGIT, then [CR] LF */
+            if (vpos < 5) {
+                if (c != (unsigned char)"HTTP/"[vpos])
+                    return decide(out, 400, i + 1, 0);
+            } else if (vpos == 5 || vpos == 7) {
+                if (c < '0' || c > '9')
+                    return decide(out, 400, i + 1, 0);
+                if (vpos == 5)
+                    rl.major = c - '0';
+            } else if (vpos == 6) {
+                if (c != '.')
+                    return decide(out, 400, i + 1, 0);
+            } else if (c == '\r') {
+                st = S_RL_CR;
+            } else if (c == '\n') {
+                st = S_LINE;
+            } else {
+                return decide(out, 400, i + 1, 0);
+            }
+            vpos++;
+            break;
+        case S_RL_CR:
+        case S_VALUE_CR:
+            if (c != '\n')
+                return decide(out, 400, i + 1, 0);
+            st = S_LINE;
+            break;
+        case S_LINE:
+            if (c == '\r') {
+                st = S_END_CR;
+            } else if (c == '\n') {
+                return answer(&rl, i + 1, out);
+            } else if (tchar(c)) {
+                st = S_NAME;
+            } else {
+                return decide(out, 400, i + 1, 0); /* folding, or junk */
+            }
+            break;
+        case S_NAME:
+            if (c == ':')
+                st = S_VALUE;
+            else if (!tchar(c))
+                return decide(out, 400, i + 1, 0);
+            break;
+        case S_VALUE:
+            if (c == '\r')
+                st = S_VALUE_CR;
+            else if (c == '\n')
+                st = S_LINE;
+            else if ((c < 0x20 && c != '\t') || c == 0x7f)
+                return decide(out, 400, i + 1, 0);
+            break;
+        case S_END_CR:
+            if (c != '\n')
+                return decide(out, 400, i + 1, 0);
+            return answer(&rl, i + 1, out);
+        }
+    }
+    if (n == METRICS_REQ_MAX)
+        return decide(out, 431, n, 0);
+    return METRICS_REQ_MORE;
+}

@@ -1,0 +1,195 @@
+/* symbols.c - backtraces as text: function, offset, and file:line where the
+ * program has debug information (panic and lingering reports).
+ *
+ * Capturing and naming are apart. A backtrace is captured as raw return
+ * addresses with backtrace() -- in ax_panic, in a parked task resumed for
+ * the purpose, or in the SIGURG handler of a worker running a hog -- and is
+ * named here, later, on an ordinary thread (the worker that reports a panic
+ * or a parked task, the watchdog for a hog). Nothing here is called from a
+ * signal handler: libdw allocates and takes locks.
+ *
+ * With libdw (elfutils; Debian libdw-dev) a frame reads
+ *     #0 stubborn_spin_loop+0x1c (test_lingering.c:27)
+ * from the ELF symbol table (static functions too, no -rdynamic needed) and
+ * the DWARF line table. One Dwfl describes the process; it is built on first
+ * use from /proc/self/maps and built again once when an address falls in a
+ * module loaded since (dlopen). It is not thread-safe: one mutex guards it.
+ * Cost: the first report reads the modules' tables (milliseconds); later
+ * frames cost microseconds. Reports are rare (a panic, a lingering task).
+ *
+ * Without libdw, dladdr() names exported functions; any other frame is
+ * written "module+0xoffset", which `addr2line -f -e module 0xoffset` turns
+ * into a name and a line.
+ *
+ * A report shows the task's frames only: the frames below the task's own
+ * function (ax's coroutine entry) say nothing about the task and are cut.
+ */
+#define _GNU_SOURCE
+#include "internal.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef AX_HAVE_LIBDW
+#include <elfutils/libdwfl.h>
+#endif
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+/* One frame's text (no newline). *fn_start gets the address of the function
+ * the frame is in, 0 when unknown. pc is the return address, so the call
+ * instruction (whose line we want) is at pc - 1; the innermost frame of a
+ * signal's backtrace is an exact pc, where pc - 1 still lies in the same
+ * function except at its first byte. */
+#ifdef AX_HAVE_LIBDW
+static pthread_mutex_t dw_lock = PTHREAD_MUTEX_INITIALIZER;
+static Dwfl *dw;
+static char *debuginfo_path;
+static const Dwfl_Callbacks dw_callbacks = {
+    .find_elf = dwfl_linux_proc_find_elf,
+    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .debuginfo_path = &debuginfo_path,
+};
+
+/* dw_lock held. */
+static bool dw_open(void)
+{
+    if (dw)
+        dwfl_end(dw);
+    dw = dwfl_begin(&dw_callbacks);
+    if (!dw)
+        return false;
+    dwfl_report_begin(dw);
+    if (dwfl_linux_proc_report(dw, getpid()) != 0 || dwfl_report_end(dw, NULL, NULL) != 0) {
+        dwfl_end(dw);
+        dw = NULL;
+    }
+    return dw != NULL;
+}
+
+/* The line of `at` found by walking the module's compile units. libdw 0.188
+ * finds a unit through .debug_aranges, which clang does not emit unless
+ * asked (-gdwarf-aranges): without this, clang-built code has no lines. */
+static const char *cu_line(Dwfl_Module *m, Dwarf_Addr at, int *line)
+{
+    Dwarf_Die *cu = NULL;
+    Dwarf_Addr bias;
+    while ((cu = dwfl_module_nextcu(m, cu, &bias))) {
+        if (dwarf_haspc(cu, at - bias) <= 0)
+            continue;
+        Dwarf_Line *l = dwarf_getsrc_die(cu, at - bias);
+        if (!l || dwarf_lineno(l, line) != 0)
+            return NULL;
+        return dwarf_linesrc(l, NULL, NULL);
+    }
+    return NULL;
+}
+
+static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, bool *reopened)
+{
+    Dwarf_Addr at = pc - 1;
+    Dwfl_Module *m = dw || dw_open() ? dwfl_addrmodule(dw, at) : NULL;
+    if (!m && dw && !*reopened) {
+        *reopened = true; /* a module loaded since the Dwfl was built? */
+        m = dw_open() ? dwfl_addrmodule(dw, at) : NULL;
+    }
+    *fn_start = 0;
+    if (!m)
+        return snprintf(out, cap, "%#lx", (unsigned long)pc);
+    GElf_Off off = 0;
+    GElf_Sym sym;
+    const char *name = dwfl_module_addrinfo(m, at, &off, &sym, NULL, NULL, NULL);
+    Dwarf_Addr base = 0;
+    const char *mod = dwfl_module_info(m, NULL, &base, NULL, NULL, NULL, NULL, NULL);
+    int line = 0;
+    const char *file = NULL;
+    Dwfl_Line *l = dwfl_module_getsrc(m, at);
+    if (l)
+        file = dwfl_lineinfo(l, NULL, &line, NULL, NULL, NULL);
+    else
+        file = cu_line(m, at, &line);
+    int n;
+    if (name) {
+        *fn_start = (uintptr_t)(at - off);
+        n = snprintf(out, cap, "%s+%#lx", name, (unsigned long)(off + 1));
+    } else {
+        n = snprintf(out, cap, "%s+%#lx", mod && *mod ? base_name(mod) : "?",
+                     (unsigned long)(pc - base));
+    }
+    if (n >= 0 && (size_t)n < cap && file && line > 0)
+        n += snprintf(out + n, cap - (size_t)n, " (%s:%d)", base_name(file), line);
+    return n;
+}
+#else
+static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, bool *reopened)
+{
+    (void)reopened;
+    Dl_info info;
+    *fn_start = 0;
+    if (!dladdr((void *)(pc - 1), &info) || !info.dli_fname)
+        return snprintf(out, cap, "%#lx", (unsigned long)pc);
+    if (info.dli_sname) {
+        *fn_start = (uintptr_t)info.dli_saddr;
+        return snprintf(out, cap, "%s+%#lx", info.dli_sname,
+                        (unsigned long)(pc - (uintptr_t)info.dli_saddr));
+    }
+    return snprintf(out, cap, "%s+%#lx", base_name(info.dli_fname),
+                    (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+}
+#endif
+
+/* Where the frames of interest begin: after the capture point's own frame
+ * (found by name, so an extra frame -- a sanitizer's interceptor of
+ * backtrace, an uninlined helper -- does not shift it), or after
+ * cut->fallback frames when names are unknown. dw_lock held. */
+static int first_frame(void *const *bt, int n, const struct bt_cut *cut, bool *reopened)
+{
+    char scratch[256];
+    for (int i = 0; cut->through && i < n && i < 6; i++) {
+        uintptr_t fn_start;
+        frame_text(scratch, sizeof scratch, (uintptr_t)bt[i], &fn_start, reopened);
+        if (fn_start && fn_start == (uintptr_t)cut->through)
+            return i + 1 + cut->then;
+    }
+    return cut->fallback;
+}
+
+void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut)
+{
+    size_t len = strlen(out);
+    bool reopened = false;
+#ifdef AX_HAVE_LIBDW
+    pthread_mutex_lock(&dw_lock);
+#endif
+    for (int i = first_frame(bt, n, cut, &reopened), k = 0; i < n && len + 1 < cap; i++, k++) {
+        int w = snprintf(out + len, cap - len, "\n#%d ", k);
+        if (w < 0 || (size_t)w >= cap - len)
+            break;
+        len += (size_t)w;
+        uintptr_t fn_start;
+        w = frame_text(out + len, cap - len, (uintptr_t)bt[i], &fn_start, &reopened);
+        if (w < 0)
+            break;
+        len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
+        if (cut->task_fn && fn_start == (uintptr_t)cut->task_fn)
+            break; /* the task's own function: below it is ax's coroutine entry */
+    }
+#ifdef AX_HAVE_LIBDW
+    pthread_mutex_unlock(&dw_lock);
+#endif
+}
+
+bool bt_symbolised(void)
+{
+#ifdef AX_HAVE_LIBDW
+    return true;
+#else
+    return false;
+#endif
+}

@@ -1,0 +1,242 @@
+#!/usr/bin/env bash
+# test_ax_demo_nginx.sh - ax-demo --url against a real web server (nginx), over
+# loopback, as tools/README.md ("What --url must serve") tells a user to do:
+#   1. nginx serves the demo's class paths (/quote, /search, /report) with
+#      200: a short run of every configuration exits 0, counts every request
+#      it sent in results.json under its class, as a 200 or (an attempt its
+#      timeout ended first, on a busy machine) "none", marks the upstream
+#      "url" with its address, and nginx's own access log holds exactly as
+#      many requests as the demo says it sent (counted by the upstream, not
+#      by the engine under test);
+#   2. the class paths 404 (a scenario whose classes point elsewhere): the
+#      run exits 3, says on stderr that only 0 requests got a 2xx and that
+#      the class paths answered 404, counts them in results.json (404, or
+#      "none" for an attempt ended before an answer), and gives no verdict
+#      (all N/A).
+# nginx runs from a temporary directory with its own configuration (pid, logs
+# and temp paths inside it, on a free loopback port), so this works as root
+# in CI and as a normal user; it is stopped by its pid. A missing nginx is
+# installed through scripts/deps (Debian nginx-light) when that can be done
+# (root or sudo), else the test is SKIPPED, saying so.
+#
+# usage: tests/test_ax_demo_nginx.sh path/to/ax-demo path/to/scripts/deps
+# needs: nginx, curl, python3.
+set -euo pipefail
+
+BIN=${1:?usage: $0 path/to/ax-demo path/to/scripts/deps}
+DEPS=${2:?usage: $0 path/to/ax-demo path/to/scripts/deps}
+
+find_nginx() {
+    command -v nginx 2>/dev/null || { [ -x /usr/sbin/nginx ] && echo /usr/sbin/nginx; } || true
+}
+NGINX=$(find_nginx)
+if [ -z "$NGINX" ]; then
+    if [ "$(id -u)" = 0 ] || sudo -n true 2>/dev/null; then
+        "$DEPS" nginx:nginx-light >&2 || true
+        NGINX=$(find_nginx)
+    fi
+    if [ -z "$NGINX" ]; then
+        echo "SKIPPED: nginx is not installed and cannot be (Debian: apt-get install nginx-light)"
+        exit 0
+    fi
+fi
+for tool in curl python3; do
+    if ! command -v "$tool" >/dev/null 2>&1; then
+        echo "FAIL: $tool not installed (Debian: apt-get install $tool)" >&2
+        exit 1
+    fi
+done
+ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+TMP=$(mktemp -d)
+NGINX_PID=""
+cleanup() {
+    if [ -n "$NGINX_PID" ]; then
+        kill -QUIT "$NGINX_PID" 2>/dev/null || true
+        wait "$NGINX_PID" 2>/dev/null || true
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+pass=0
+fail=0
+ok() { pass=$((pass + 1)); }
+bad() {
+    fail=$((fail + 1))
+    echo "FAIL: $*" >&2
+}
+
+# ---- nginx on a free loopback port -------------------------------------------------
+
+PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+mkdir -p "$TMP/nginx/logs"
+cat >"$TMP/nginx/nginx.conf" <<EOF
+# The upstream ax-demo --url needs: every class path answers GET with a 2xx.
+worker_processes 1;
+daemon off;
+pid $TMP/nginx/nginx.pid;
+error_log $TMP/nginx/logs/error.log warn;
+worker_rlimit_nofile 16384;
+events { worker_connections 8192; }
+http {
+    access_log $TMP/nginx/logs/access.log;
+    client_body_temp_path $TMP/nginx/body;
+    proxy_temp_path $TMP/nginx/proxy;
+    fastcgi_temp_path $TMP/nginx/fastcgi;
+    uwsgi_temp_path $TMP/nginx/uwsgi;
+    scgi_temp_path $TMP/nginx/scgi;
+    keepalive_requests 1000000;
+    keepalive_timeout 60s;
+    server {
+        listen 127.0.0.1:$PORT;
+        default_type application/json;
+        location = /quote  { return 200 '{"ok":true,"class":"quote"}\n'; }
+        location = /search { return 200 '{"ok":true,"class":"search"}\n'; }
+        location = /report { return 200 '{"ok":true,"class":"report"}\n'; }
+        location / { return 404; }
+    }
+}
+EOF
+"$NGINX" -p "$TMP/nginx" -c "$TMP/nginx/nginx.conf" -e "$TMP/nginx/logs/error.log" \
+    >"$TMP/nginx/stdout" 2>&1 &
+NGINX_PID=$!
+URL="http://127.0.0.1:$PORT"
+up=0
+for _ in $(seq 100); do
+    if curl -s -o /dev/null "$URL/quote" 2>/dev/null; then
+        up=1
+        break
+    fi
+    kill -0 "$NGINX_PID" 2>/dev/null || break
+    sleep 0.1
+done
+if [ "$up" -ne 1 ]; then
+    echo "FAIL: nginx did not start: $(cat "$TMP/nginx/stdout" "$TMP/nginx/logs/error.log" 2>/dev/null | head -5)" >&2
+    exit 1
+fi
+echo "nginx $("$NGINX" -v 2>&1 | sed 's/.*\///') on $URL (pid $NGINX_PID)"
+: >"$TMP/nginx/logs/access.log" # the readiness probe's request is not the demo's
+
+# A brief scenario: the built-in classes and configurations, 4 s of traffic.
+printf 'speed 4\ndrain 1s\nphase steady 4s rate=200\n' >"$TMP/brief.conf"
+
+# ---- 1. the class paths are served ---------------------------------------------------
+
+rc=0
+"$BIN" --url "$URL" --config "$TMP/brief.conf" --out "$TMP/ok" >"$TMP/ok.out" 2>"$TMP/ok.err" || rc=$?
+if [ "$rc" -eq 0 ]; then ok; else
+    bad "ax-demo --url (paths served): exit $rc: $(tail -3 "$TMP/ok.err")"
+fi
+for want in "upstream  $URL" 'HTTP quote' 'HTTP search' 'HTTP report'; do
+    if grep -qF -- "$want" "$TMP/ok.out"; then ok; else bad "stdout lacks '$want'"; fi
+done
+# nginx writes its access log line when a request ends: give the last ones a moment.
+sleep 0.5
+# Only the class paths: ax-demo also checks once that the base URL answers.
+logged=$(grep -cE '"GET /(quote|search|report) ' "$TMP/nginx/logs/access.log" || true)
+if [ -s "$TMP/ok/results.json" ]; then
+    python3 - "$TMP/ok/results.json" "$URL" "$logged" >"$TMP/py.out" 2>&1 <<'EOF' || true
+import json, sys
+
+doc = json.load(open(sys.argv[1]))
+url, logged = sys.argv[2], int(sys.argv[3])
+checks = []
+
+def check(what, cond):
+    checks.append((what, bool(cond)))
+
+check("upstream is the URL", doc["upstream"] == {"kind": "url", "url": url})
+classes = [c["name"] for c in doc["scenario"]["classes"]]
+sent = 0
+for c in doc["configs"]:
+    name = c["name"]
+    check(f"{name}: ran", c.get("ok") is True)
+    if not c.get("ok"):
+        continue
+    st = c["http_status"]
+    check(f"{name}: statuses for every class ({sorted(st)})", sorted(st) == sorted(classes))
+    n = sum(sum(v.values()) for v in st.values())
+    ok200 = sum(v.get("200", 0) for v in st.values())
+    check(f"{name}: every request counted once ({n} statuses, {c['upstream_requests']} sent)",
+          n == c["upstream_requests"] and n > 0)
+    # "none": an attempt its timeout ended before nginx's answer came (a
+    # busy machine); every answer that came is a 200, and most did come.
+    other = {k for v in st.values() for k in v} - {"200", "none"}
+    check(f"{name}: every answer a 200 ({ok200} of {n}; {st})", not other)
+    check(f"{name}: most requests answered ({ok200} of {n})", ok200 >= 0.9 * n)
+    check(f"{name}: answered_2xx {c['answered_2xx']} == {ok200}", c["answered_2xx"] == ok200)
+    check(f"{name}: not failing", c["upstream_failing"] is False)
+    t = c["tasks"]
+    check(f"{name}: tasks accounted for and most succeeded ({t['succeeded']} of {t['generated']})",
+          t["admitted"] == t["generated"] == t["succeeded"] + t["failed"] + t["timed_out"]
+          + t["cancelled"] and t["succeeded"] >= 0.9 * t["generated"])
+    check(f"{name}: verdicts given", all(v["result"] != "N/A" or "no verdict" not in v["text"]
+                                         for v in c["verdicts"]))
+    sent += c["upstream_requests"]
+check(f"nginx's access log counts what the demo sent ({logged} vs {sent})", logged == sent)
+for what, good in checks:
+    print(("ok   " if good else "FAIL ") + what)
+EOF
+    while IFS= read -r line; do
+        case $line in
+        "ok   "*) ok ;;
+        "FAIL "*) bad "results.json (served): ${line#FAIL }" ;;
+        *) bad "results.json check: $line" ;;
+        esac
+    done <"$TMP/py.out"
+    echo "paths served: $logged requests in nginx's log; $(grep -F 'HTTP quote' "$TMP/ok.out" | tr -s ' ')"
+else
+    bad "no results.json in $TMP/ok"
+fi
+
+# ---- 2. the class paths 404 ----------------------------------------------------------
+
+"$BIN" --print-config | sed -E 's#^(class +[a-z]+ +path=)/#\1/missing/#' >"$TMP/missing.conf"
+cat "$TMP/brief.conf" >>"$TMP/missing.conf"
+if grep -q 'path=/missing/quote' "$TMP/missing.conf"; then ok; else bad "could not rewrite the class paths"; fi
+rc=0
+"$BIN" --url "$URL" --config "$TMP/missing.conf" --only seed-tuned --out "$TMP/missing" \
+    >"$TMP/missing.out" 2>"$TMP/missing.err" || rc=$?
+if [ "$rc" -eq 3 ]; then ok; else bad "ax-demo --url (paths 404): exit $rc, want 3"; fi
+for want in 'seed-tuned: only 0 of' 'upstream requests got a 2xx answer' \
+    "GET $URL/missing/quote: 404:" 'the upstream failed most requests, so no verdict was given'; do
+    if grep -qF -- "$want" "$TMP/missing.err"; then ok; else
+        bad "stderr (paths 404) lacks '$want': $(head -3 "$TMP/missing.err")"
+    fi
+done
+if [ -s "$TMP/missing/results.json" ]; then
+    python3 - "$TMP/missing/results.json" >"$TMP/py.out" 2>&1 <<'EOF' || true
+import json, sys
+
+c = json.load(open(sys.argv[1]))["configs"][0]
+checks = []
+st = c["http_status"]
+n404 = sum(v.get("404", 0) for v in st.values())
+other = {k for v in st.values() for k in v} - {"404", "none"}
+checks.append((f"all {c['upstream_requests']} requests counted, none with a 2xx ({st})",
+               sum(sum(v.values()) for v in st.values()) == c["upstream_requests"] > 0
+               and not other))
+checks.append((f"most answers are 404 ({n404} of {c['upstream_requests']})",
+               2 * n404 > c["upstream_requests"]))
+checks.append(("answered_2xx is 0", c["answered_2xx"] == 0))
+checks.append(("upstream_failing", c["upstream_failing"] is True))
+checks.append(("no verdict: all five N/A",
+               [v["result"] for v in c["verdicts"]] == ["N/A"] * 5))
+for what, good in checks:
+    print(("ok   " if good else "FAIL ") + what)
+EOF
+    while IFS= read -r line; do
+        case $line in
+        "ok   "*) ok ;;
+        "FAIL "*) bad "results.json (404): ${line#FAIL }" ;;
+        *) bad "results.json check: $line" ;;
+        esac
+    done <"$TMP/py.out"
+    echo "paths 404: $(grep -F 'only 0 of' "$TMP/missing.err" | head -1)"
+else
+    bad "no results.json in $TMP/missing"
+fi
+
+echo "ax-demo --url with nginx: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

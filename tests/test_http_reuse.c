@@ -1,0 +1,292 @@
+/* HTTP keep-alive through libax_http (issue 11): R requests with at most K
+ * in flight on a worker open at most K connections; the connection limits
+ * of ax_http_config hold; bad settings are refused with the field named.
+ * The upstream is a keep-alive HTTP/1.1 server written with ax, in this
+ * process on its own scheduler, that counts the connections it accepts. */
+#include "util.h"
+
+#include "ax_http.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+/* ---- the upstream: counts connections and requests ------------------------ */
+
+static atomic_int accepted, served, open_now, open_peak, posts, typed;
+static int lfd;
+static uint16_t port;
+
+static int conn(ax_task *t, void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    int now = atomic_fetch_add(&open_now, 1) + 1;
+    for (int peak = atomic_load(&open_peak); now > peak;)
+        if (atomic_compare_exchange_weak(&open_peak, &peak, now))
+            break;
+    char req[4096];
+    size_t n = 0;
+    for (;;) {
+        ssize_t r = ax_read(t, fd, req + n, sizeof req - 1 - n, -1);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+        req[n] = 0;
+        char *end;
+        while ((end = strstr(req, "\r\n\r\n"))) { /* every complete request */
+            size_t used = (size_t)(end + 4 - req), body = 0;
+            char *cl = strstr(req, "Content-Length: ");
+            if (cl && cl < end)
+                body = (size_t)atol(cl + 16);
+            if (strncmp(req, "POST ", 5) == 0)
+                atomic_fetch_add(&posts, 1);
+            char *ct = strstr(req, "Content-Type: text/x-ax");
+            if (ct && ct < end)
+                atomic_fetch_add(&typed, 1);
+            while (n < used + body && n < sizeof req - 1) { /* the body: small here */
+                r = ax_read(t, fd, req + n, sizeof req - 1 - n, -1);
+                if (r <= 0)
+                    goto out;
+                n += (size_t)r;
+            }
+            used += body;
+            memmove(req, req + used, n - used);
+            n -= used;
+            req[n] = 0;
+            const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
+            if (ax_write(t, fd, resp, strlen(resp), 2000) < 0)
+                goto out;
+            atomic_fetch_add(&served, 1);
+        }
+    }
+out:
+    atomic_fetch_sub(&open_now, 1);
+    close(fd);
+    return 0;
+}
+
+static int server(ax_task *t, void *arg)
+{
+    (void)arg;
+    for (;;) {
+        int fd = ax_accept(t, lfd, NULL, NULL, -1);
+        if (fd < 0)
+            return 0;
+        atomic_fetch_add(&accepted, 1);
+        ax_spec sp = {.fn = conn, .arg = (void *)(intptr_t)fd, .timeout_ms = 600000};
+        if (ax_submit(ax_task_sched(t), &sp, NULL) != 0)
+            close(fd);
+    }
+}
+
+/* ---- clients ---------------------------------------------------------------- */
+
+static char url[64];
+static atomic_int ok, bad;
+
+/* arg: how many GETs, one after another. */
+static int getter(ax_task *t, void *arg)
+{
+    int n = (int)(intptr_t)arg;
+    for (int i = 0; i < n; i++) {
+        ax_http_response r;
+        int rc = ax_http_get(t, url, 10000, &r);
+        if (rc == 0 && r.status == 200 && strcmp(r.body, "hello") == 0)
+            atomic_fetch_add(&ok, 1);
+        else
+            atomic_fetch_add(&bad, 1);
+        ax_http_response_free(&r);
+        if (rc == AX_ETIMEDOUT || rc == AX_ECANCELED)
+            return rc;
+    }
+    return 0;
+}
+
+/* POST, GET, GET, POST, GET on one task: pooled easy handles carry
+ * nothing of the previous request (method, body, headers). */
+static int mixed(ax_task *t, void *arg)
+{
+    (void)arg;
+    const bool post[] = {true, false, false, true, false};
+    for (int i = 0; i < 5; i++) {
+        ax_http_response r;
+        int rc = post[i] ? ax_http_post(t, url, "text/x-ax", "abc", 3, 10000, &r)
+                         : ax_http_get(t, url, 10000, &r);
+        if (rc == 0 && r.status == 200 && strcmp(r.body, "hello") == 0)
+            atomic_fetch_add(&ok, 1);
+        else
+            atomic_fetch_add(&bad, 1);
+        ax_http_response_free(&r);
+    }
+    return 0;
+}
+
+/* k tasks of `each` GETs on a fresh one-worker scheduler (a fresh
+ * connection cache), configured with *hc unless NULL. Returns the
+ * connections the server accepted meanwhile. */
+static int run(int k, int each, const ax_http_config *hc)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 1;
+    c.max_concurrency = (unsigned)k;
+    ax_sched *s;
+    CHECK_EQ(ax_new(&c, &s), 0);
+    if (hc)
+        CHECK_EQ(ax_http_configure(s, hc), 0);
+    atomic_store(&ok, 0);
+    atomic_store(&bad, 0);
+    int acc0 = atomic_load(&accepted);
+    for (int i = 0; i < k; i++) {
+        ax_spec sp = {.fn = getter, .arg = (void *)(intptr_t)each, .timeout_ms = 120000};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    }
+    /* Liveness only: a few thousand loopback requests take well under 1 s. */
+    CHECK(WAIT_UNTIL(atomic_load(&ok) + atomic_load(&bad) == k * each, 120000));
+    CHECK_EQ(atomic_load(&bad), 0);
+    CHECK_EQ(atomic_load(&ok), k * each);
+    int opened = atomic_load(&accepted) - acc0;
+    CHECK_EQ(ax_shutdown(s, 5000), 0);
+    ax_free(s); /* closes its cached connections */
+    CHECK(WAIT_UNTIL(atomic_load(&open_now) == 0, 10000));
+    fprintf(stderr, "%d tasks x %d GETs: %d connection(s)\n", k, each, opened);
+    return opened;
+}
+
+static void bad_configs(void)
+{
+    ax_sched *s = test_sched(1, 10);
+    ax_http_config hc;
+    ax_http_config_default(&hc);
+    CHECK_EQ(hc.max_connects, 0);
+    CHECK_EQ(hc.http_version, (long)CURL_HTTP_VERSION_2TLS);
+    CHECK(hc.multiplex);
+    CHECK_EQ(hc.easy_pool, 64u);
+    CHECK_EQ(ax_http_configure(NULL, &hc), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "scheduler is NULL") != NULL);
+    CHECK_EQ(ax_http_configure(s, NULL), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "config is NULL") != NULL);
+    hc.max_connects = -1;
+    CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "max_connects: -1 is negative") != NULL);
+    ax_http_config_default(&hc);
+    hc.max_host_connections = 2000000;
+    CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "max_host_connections: 2000000 is more than") != NULL);
+    ax_http_config_default(&hc);
+    hc.max_total_connections = -5;
+    CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "max_total_connections") != NULL);
+    ax_http_config_default(&hc);
+    hc.http_version = 77;
+    CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "http_version: 77") != NULL);
+    ax_http_config_default(&hc);
+    hc.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
+    const curl_version_info_data *cv = curl_version_info(CURLVERSION_NOW);
+    if (!(cv->features & CURL_VERSION_HTTP2)) {
+        CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+        CHECK(strstr(ax_error_detail(), "lacks") != NULL);
+    } else if (cv->version_num >= 0x075800 && cv->version_num < 0x080000) {
+        CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL); /* curl issue 10634 */
+        CHECK(strstr(ax_error_detail(), "10634") != NULL);
+    } else {
+        CHECK_EQ(ax_http_configure(s, &hc), 0);
+    }
+    ax_http_config_default(&hc);
+    hc.easy_pool = 100000;
+    CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "easy_pool: 100000") != NULL);
+    ax_http_config_default(&hc);
+    hc.easy_pool = 0;
+    hc.http_version = CURL_HTTP_VERSION_1_1;
+    CHECK_EQ(ax_http_configure(s, &hc), 0);
+    ax_free(s);
+}
+
+int main(void)
+{
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+
+    lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    CHECK_EQ(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    CHECK_EQ(listen(lfd, 4096), 0);
+    socklen_t al = sizeof a;
+    getsockname(lfd, (struct sockaddr *)&a, &al);
+    port = ntohs(a.sin_port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/", port);
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 1;
+    c.max_concurrency = 1000;
+    ax_sched *up;
+    CHECK_EQ(ax_new(&c, &up), 0);
+    ax_spec srv = {.fn = server, .priority = AX_PRIO_HIGH, .timeout_ms = 600000};
+    CHECK_EQ(ax_submit(up, &srv, NULL), 0);
+
+    bad_configs();
+
+    /* Reused easy handles start clean: 2 POSTs with their Content-Type,
+     * 3 plain GETs, in that order on one connection. */
+    ax_sched *m = test_sched(1, 10);
+    ax_spec ms = {.fn = mixed, .timeout_ms = 60000};
+    int acc0 = atomic_load(&accepted);
+    CHECK_EQ(ax_submit(m, &ms, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&ok) + atomic_load(&bad) == 5, 60000));
+    CHECK_EQ(atomic_load(&ok), 5);
+    CHECK_EQ(atomic_load(&posts), 2);
+    CHECK_EQ(atomic_load(&typed), 2);
+    CHECK_EQ(atomic_load(&accepted) - acc0, 1);
+    ax_free(m);
+
+    /* One after another: one connection for all of them. */
+    CHECK_EQ(run(1, 300, NULL), 1);
+
+    /* K in flight, R = 40 K: at most K connections. curl's default cache
+     * (4 x the transfers added at the moment one ends) shrank whenever a
+     * burst of transfers had ended before their tasks added the next ones
+     * and closed connections about to be reused: hundreds were opened. */
+    int k = 50;
+    CHECK_LE(run(k, 40, NULL), k);
+    k = 200;
+    CHECK_LE(run(k, 10, NULL), k);
+
+    /* The same with the easy-handle pool off and HTTP/1.1 asked for. */
+    ax_http_config hc;
+    ax_http_config_default(&hc);
+    hc.easy_pool = 0;
+    hc.http_version = CURL_HTTP_VERSION_1_1;
+    CHECK_LE(run(50, 20, &hc), 50);
+
+    /* max_host_connections: 50 in flight share 4 connections. */
+    ax_http_config_default(&hc);
+    hc.max_host_connections = 4;
+    atomic_store(&open_peak, 0);
+    CHECK_LE(run(50, 20, &hc), 4);
+    CHECK_LE(atomic_load(&open_peak), 4);
+
+    /* max_total_connections likewise. */
+    ax_http_config_default(&hc);
+    hc.max_total_connections = 3;
+    atomic_store(&open_peak, 0);
+    CHECK_LE(run(30, 20, &hc), 3);
+    CHECK_LE(atomic_load(&open_peak), 3);
+
+    /* A cache fixed below the requests in flight is obeyed: curl closes
+     * the oldest idle connection as each transfer ends, so 20 in flight
+     * with room for 2 reconnect for most requests. */
+    ax_http_config_default(&hc);
+    hc.max_connects = 2;
+    CHECK(run(20, 20, &hc) > 100);
+
+    CHECK_EQ(ax_shutdown(up, 1000), 0);
+    ax_free(up);
+    close(lfd);
+    return 0;
+}
