@@ -498,7 +498,12 @@ snap='r = d["requests"]; b = r["by_status"]; print(r["total"], b.get("200", 0), 
 counts() { curl -s --max-time 5 "$URL/stats" | python3 -c "import json, sys; d = json.load(sys.stdin); $snap"; }
 read -r t0 s0 u0 o0 _ < <(counts)
 wrk -t2 -c1000 -d3s --latency "$URL/fast" >"$TMP/wrk.txt" 2>&1 || true
-sleep 0.3
+# The requests cut off when wrk stopped settle (answered or unanswered) once
+# the server gets to them: on a busy machine that can take a while.
+for i in $(seq 200); do
+    [ "$(stats_get "$MAIN" 'd["requests"]["in_flight"]')" -eq 0 ] && break
+    sleep 0.05
+done
 read -r t1 s1 u1 o1 maxopen < <(counts)
 wrk_n=$(sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' "$TMP/wrk.txt")
 wrk_n=${wrk_n:-0}
