@@ -388,6 +388,10 @@ struct ax_sched {
      * wakes a sleeping worker). */
     _Atomic unsigned hint_queued;   /* jobs in the three buckets */
     _Atomic int hint_blocked;       /* paused or closing */
+    /* The last dispatch found orphans at max_orphans: no worker may start
+     * an attempt, so none spins waiting for one, and the run that returns
+     * (run_recycle) wakes a sleeping worker to dispatch. */
+    _Atomic bool hint_orphans_full;
     /* Slots released without the lock (a completion, a timeout): folded
      * into `running` by the next lock holder (running_locked), so a slot is
      * free for admission and dispatch the moment its task ends, even while

@@ -111,8 +111,15 @@ static void run_recycle(struct worker *w, struct ax_task *t)
     t->next = w->run_free;
     w->run_free = t;
     w->live_runs--;
-    /* release: ax_shutdown reads 0 here as "every coroutine and its fds are done" */
-    atomic_fetch_sub_explicit(&w->s->total_live_runs, 1, memory_order_release);
+    /* release: ax_shutdown reads 0 here as "every coroutine and its fds are
+     * done"; seq_cst against a worker going to sleep at max_orphans, which
+     * sets `sleeping` and then reads this count (worker.c: work_available). */
+    atomic_fetch_sub_explicit(&w->s->total_live_runs, 1, memory_order_seq_cst);
+    /* At max_orphans the other workers sleep rather than spin: this return
+     * may be the one that lets them start attempts again. */
+    if (AX_UNLIKELY(atomic_load_explicit(&w->s->hint_orphans_full, memory_order_seq_cst)) &&
+        atomic_load_explicit(&w->s->hint_queued, memory_order_relaxed))
+        sched_wake_workers(w->s, 1);
 }
 
 void run_pool_destroy(struct worker *w)

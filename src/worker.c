@@ -101,11 +101,24 @@ void worker_post_wake(struct worker *w, const struct wake_msg *m)
 
 /* ---- dispatch -------------------------------------------------------------- */
 
-/* Orphans: coroutines alive beyond those whose attempt holds a slot. */
+/* Orphans: coroutines alive beyond those whose attempt holds a slot.
+ * seq_cst: a worker going to sleep reads this after setting `sleeping`,
+ * and run_recycle decrements it before reading `nsleeping` (no lost
+ * wake-up when the bound is released). */
 static unsigned orphans_locked(struct ax_sched *s)
 {
-    uint64_t live = atomic_load_explicit(&s->total_live_runs, memory_order_relaxed);
+    uint64_t live = atomic_load_explicit(&s->total_live_runs, memory_order_seq_cst);
     return live > s->running ? (unsigned)(live - s->running) : 0;
+}
+
+/* At max_orphans no attempt starts (run.c's run_recycle wakes a worker when
+ * one returns). Under s->lock, with running_locked already folded in. */
+static bool orphans_full_locked(struct ax_sched *s)
+{
+    bool full = orphans_locked(s) >= s->max_orphans;
+    if (full != atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed))
+        atomic_store_explicit(&s->hint_orphans_full, full, memory_order_seq_cst);
+    return full;
 }
 
 static bool jwheel_due(struct ax_sched *s, uint64_t now)
@@ -146,7 +159,7 @@ static void dispatch(struct worker *w)
     /* Take new work even while runs are ready (a task yielding in a loop
      * must not keep queued tasks out), but no more than a batch in all. */
     unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
-    if (!s->paused && !s->closing && orphans_locked(s) < s->max_orphans) {
+    if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
         while (n < want && s->running < s->cap && (j = sched_pick_locked(s))) {
             js_dispatch(&j->sw); /* QUEUED, under the lock */
@@ -216,7 +229,7 @@ static bool work_available(struct worker *w)
         return true;
     pthread_mutex_lock(&s->lock);
     yes = !s->paused && !s->closing && running_locked(s) < s->cap &&
-          (s->b[0].head || s->b[1].head || s->b[2].head);
+          (s->b[0].head || s->b[1].head || s->b[2].head) && !orphans_full_locked(s);
     pthread_mutex_unlock(&s->lock);
     return yes;
 }
@@ -253,7 +266,8 @@ static void worker_sleep(struct worker *w)
         if (atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
             atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
             (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
-             !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)))
+             !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) &&
+             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed)))
             return;
         if ((i & 63) == 0) {
             uint64_t now = now_ns();

@@ -25,6 +25,16 @@
  *     max_orphans no new attempt starts. max_orphans 1: while X spins past
  *     its timeout ax_stats.orphans == 1, and a task Y submitted after X
  *     timed out starts only after X's coroutine returned.
+ *  7. At max_orphans the workers that cannot start anything sleep instead
+ *     of spinning, and the orphan's return wakes them. workers 2,
+ *     max_orphans 1: G blocks its worker thread in usleep (no ax call, no
+ *     CPU) past its 50 ms timeout; the watchdog ends its attempt, so G is
+ *     the one orphan. Q, submitted then, must not start, and the other
+ *     worker must use at most 5 clock ticks of CPU over one second (it
+ *     used to busy-loop through dispatch the whole time: on a loaded
+ *     machine that CPU is what the held worker needs to return its
+ *     orphans). The probe is first shown able to see a busy thread. When G
+ *     returns, Q starts (after G's return) and succeeds.
  *
  *  5, 6. A retry whose back-off ended while its previous attempt's coroutine
  *     still ran waits for that coroutine, and is queued the moment it
@@ -57,7 +67,9 @@
 #ifdef AX_HAVE_V2
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #endif
 
@@ -406,6 +418,152 @@ static void test_max_orphans(void)
     ax_free(s);
 }
 
+/* ---- 7. at max_orphans the other workers sleep ----------------------------- */
+
+#define GATE_WINDOW_MS 1000 /* the other worker's CPU is measured this long */
+#define GATE_MAX_TICKS 5    /* as test_idle: 50 ms at 100 Hz */
+#define GATE_CAP_MS 20000   /* liveness bound of G's block */
+
+static atomic_int g_tid, g_release, g_done_calls, g_done_state = -1, q_done_calls,
+    q_done_state = -1;
+static _Atomic uint64_t g_end_ns, q_start_ns;
+
+/* utime + stime of one thread of this process, in clock ticks; -1 if the
+ * thread is gone. */
+static long thread_ticks(int tid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return -1;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')');
+    CHECK(p != NULL);
+    unsigned long utime = 0, stime = 0;
+    int got = sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime);
+    CHECK_EQ(got, 2);
+    return (long)(utime + stime);
+}
+
+/* The ids of this process's threads named ax-worker-N; returns how many. */
+static int worker_tids(int *tids, int max)
+{
+    DIR *d = opendir("/proc/self/task");
+    CHECK(d != NULL);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) && n < max) {
+        if (e->d_name[0] == '.')
+            continue;
+        char path[300], comm[32] = "";
+        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
+        FILE *f = fopen(path, "r");
+        if (!f)
+            continue;
+        if (fgets(comm, sizeof comm, f) && strncmp(comm, "ax-worker-", 10) == 0)
+            tids[n++] = atoi(e->d_name);
+        fclose(f);
+    }
+    closedir(d);
+    return n;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int g_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&g_tid, (int)syscall(SYS_gettid));
+    uint64_t end = mono_ns() + GATE_CAP_MS * 1000000ull;
+    while (!atomic_load(&g_release) && mono_ns() < end)
+        usleep(1000); /* holds the worker thread, ignoring its deadline */
+    atomic_store(&g_end_ns, mono_ns());
+    return 0;
+}
+
+static void g_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&g_done_state, (int)r->state);
+    atomic_fetch_add(&g_done_calls, 1);
+}
+
+static int q_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&q_start_ns, mono_ns());
+    return 0;
+}
+
+static void q_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&q_done_state, (int)r->state);
+    atomic_fetch_add(&q_done_calls, 1);
+}
+
+static void test_orphan_bound_sleeps(void)
+{
+    /* The probe sees a busy thread: this one, for 200 ms of its own CPU. */
+    int self = (int)syscall(SYS_gettid);
+    long p0 = thread_ticks(self);
+    uint64_t c0 = thread_cpu_ns();
+    while (thread_cpu_ns() - c0 < 200000000u)
+        ;
+    CHECK(thread_ticks(self) - p0 >= 10);
+
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 2;
+    c.max_concurrency = 8;
+    c.max_orphans = 1;
+    c.grace_ms = 60000; /* no lingering report (and its backtrace) meanwhile */
+    ax_sched *s = test_sched_cfg(&c);
+
+    ax_spec gs = {.fn = g_fn, .timeout_ms = 50, .on_done = g_done};
+    CHECK_EQ(ax_submit(s, &gs, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&g_done_calls) == 1, 5000)); /* the watchdog ended it */
+    CHECK_EQ(atomic_load(&g_done_state), AX_STATE_TIMED_OUT);
+    CHECK_EQ(test_stats(s).orphans, 1);
+
+    ax_spec qs = {.fn = q_fn, .timeout_ms = 30000, .on_done = q_done};
+    CHECK_EQ(ax_submit(s, &qs, NULL), 0);
+    usleep(100 * 1000); /* Q's wake-up: a worker looks, finds the bound, sleeps */
+
+    int tids[8], n = worker_tids(tids, 8);
+    CHECK_EQ(n, 2);
+    int other = tids[0] == atomic_load(&g_tid) ? tids[1] : tids[0];
+    CHECK(other != atomic_load(&g_tid));
+    long t0 = thread_ticks(other);
+    usleep(GATE_WINDOW_MS * 1000);
+    long used = thread_ticks(other) - t0;
+    fprintf(stderr, "orphan bound: the worker with nothing it may start used %ld ticks in %d ms\n",
+            used, GATE_WINDOW_MS);
+    CHECK(used <= GATE_MAX_TICKS);
+    CHECK_EQ(atomic_load(&q_start_ns), 0); /* still at the bound */
+    CHECK_EQ(atomic_load(&g_end_ns), 0);
+
+    atomic_store(&g_release, 1);
+    CHECK(WAIT_UNTIL(atomic_load(&q_done_calls) == 1, 10000));
+    CHECK_EQ(atomic_load(&q_done_state), AX_STATE_SUCCEEDED);
+    uint64_t ge = atomic_load(&g_end_ns), qs0 = atomic_load(&q_start_ns);
+    CHECK(ge != 0);
+    CHECK(qs0 >= ge);
+    CHECK(WAIT_UNTIL(test_stats(s).orphans == 0, 5000));
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
 #endif /* AX_HAVE_V2 */
 
 /* ---- 5, 6. retries waiting for their orphan's return ------------------------ */
@@ -733,5 +891,8 @@ int main(void)
 #endif
     test_waiting_retry_cancel_reuse();
     test_waiting_retries_several();
+#ifdef AX_HAVE_V2
+    test_orphan_bound_sleeps();
+#endif
     return 0;
 }
