@@ -67,12 +67,20 @@ int main(void)
     long hz = sysconf(_SC_CLK_TCK);
     CHECK(hz > 0);
 
-    /* The probe can fail: half a second of spinning shows up. */
+    /* The probe can fail: 150 ms of this thread's own CPU time spent
+     * spinning shows up as >= 100 ms. Spun by CPU time, not wall time, so a busy machine
+     * that gives this thread a small share still fills it (the wall bound
+     * is liveness only). */
     long t0 = cpu_ticks();
-    for (uint64_t end = test_now_ms() + 500; test_now_ms() < end;)
-        ;
+    struct timespec c0, c1;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
+    for (uint64_t end = test_now_ms() + 60000; test_now_ms() < end;) {
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c1);
+        if ((c1.tv_sec - c0.tv_sec) * 1000000000L + (c1.tv_nsec - c0.tv_nsec) >= 150000000L)
+            break;
+    }
     long busy = cpu_ticks() - t0;
-    fprintf(stderr, "busy phase: %ld ticks in 500 ms\n", busy);
+    fprintf(stderr, "busy phase: %ld ticks for 150 ms of CPU time\n", busy);
     CHECK(busy >= hz / 10); /* >= 100 ms of CPU */
 
     ax_sched *s = test_sched(2, 500);
