@@ -23,6 +23,8 @@
 #define CAP 200
 
 static atomic_uchar *seen;
+static atomic_uchar *began;      /* the i-th task entered its function */
+static atomic_int low_unstarted; /* LOW tasks ended before they began */
 static uint8_t *start_prio; /* priority of the i-th start */
 static atomic_int nstart;
 static atomic_long done_count;
@@ -30,6 +32,7 @@ static atomic_long done_count;
 static int work(ax_task *t, void *arg)
 {
     uintptr_t i = (uintptr_t)arg;
+    atomic_store(&began[i], 1);
     int k = atomic_fetch_add(&nstart, 1);
     if (k < TOTAL * 2)
         start_prio[k] = (uint8_t)ax_task_priority(t);
@@ -46,8 +49,10 @@ static int work(ax_task *t, void *arg)
 
 static void on_done(const ax_result *r, void *arg)
 {
-    (void)r;
     uintptr_t i = (uintptr_t)arg;
+    if (i % 3 == AX_PRIO_LOW && !atomic_load(&began[i]))
+        atomic_fetch_add(&low_unstarted, 1); /* see LOW's bound below */
+    (void)r;
     CHECK_EQ(atomic_fetch_add(&seen[i], 1), 0);
     atomic_fetch_add(&done_count, 1);
 }
@@ -81,6 +86,8 @@ static void *live_submitter(void *arg)
 static void scenario(unsigned workers)
 {
     memset(seen, 0, TOTAL);
+    memset(began, 0, TOTAL);
+    atomic_store(&low_unstarted, 0);
     memset(start_prio, 0, TOTAL * 2);
     atomic_store(&nstart, 0);
     atomic_store(&done_count, 0);
@@ -127,7 +134,11 @@ static void scenario(unsigned workers)
      * starts at most quota_high + quota_normal others may start. With one
      * worker the recorded start order is exactly the dispatch order; with
      * two, a worker preempted by the OS while holding a batch skews the
-     * record, so the bound is checked on the one-worker run. */
+     * record, so the bound is checked on the one-worker run. A LOW task
+     * dispatched but ended by its deadline before it began (its worker kept
+     * off the CPU past the 30 ms: a busy machine) leaves no start: each one
+     * can merge two gaps, so the bound grows by one quota round per such
+     * task; on a quiet machine there are none and the bound is exact. */
     int last_low = -1, gap = 0, worst = 0, lows = 0;
     for (int k = 0; k < atomic_load(&nstart) && lows < BURST / 3; k++) {
         if (start_prio[k] == AX_PRIO_LOW) {
@@ -140,22 +151,27 @@ static void scenario(unsigned workers)
             gap++;
         }
     }
-    fprintf(stderr, "stress, %u workers: %lld ok, %lld failed, %lld timed out, LOW worst gap %d\n",
+    int unstarted = atomic_load(&low_unstarted);
+    fprintf(stderr,
+            "stress, %u workers: %lld ok, %lld failed, %lld timed out, LOW worst gap %d "
+            "(%d LOW ended before they began)\n",
             workers, (long long)st.succeeded, (long long)st.failed, (long long)st.timed_out,
-            worst);
+            worst, unstarted);
     CHECK(lows > 1000 / SCALE);
     if (workers == 1)
-        CHECK_LE(worst, 100 + 66);
+        CHECK_LE(worst, (100 + 66) * (1 + unstarted));
     ax_free(s);
 }
 
 int main(void)
 {
     seen = calloc(TOTAL, 1);
+    began = calloc(TOTAL, 1);
     start_prio = calloc(TOTAL * 2, 1);
     scenario(2);
     scenario(1);
     free(seen);
+    free(began);
     free(start_prio);
     return 0;
 }
