@@ -115,7 +115,13 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
     EV(s, w, j, terminal_event(state), code, err);
     if (j->on_done) {
         result_fill(j, attempt, state, code, err, &r);
+        /* On any thread, the caller of ax_cancel or ax_shutdown included,
+         * on_done counts as the scheduler's callback: ax_free and
+         * ax_shutdown refuse to run inside it (they would wait for it). */
+        struct ax_sched *outer = ax_current_cb_sched;
+        ax_current_cb_sched = s;
         j->on_done(&r, j->cb_arg);
+        ax_current_cb_sched = outer;
     }
     /* Out of the load only now: ax_shutdown waits for the load to reach 0,
      * and promises that every on_done has run when it returns. A task

@@ -196,6 +196,45 @@ static void test_free_from_callbacks(void)
     }
 }
 
+/* The same from an on_done that runs on the caller's own thread: ax_cancel
+ * of a queued task, and ax_shutdown cancelling a queued task, run its
+ * on_done there. ax_free used to free the scheduler under the terminal path
+ * (use after free), and a nested ax_shutdown waited for itself (~1 s per
+ * queued task) instead of refusing. */
+static atomic_int caller_calls, caller_rc;
+static void caller_free_self(const ax_result *r, void *arg)
+{
+    (void)r, (void)arg;
+    atomic_store(&caller_rc, ax_shutdown(cb_s, 100));
+    ax_free(cb_s); /* refused, with a message */
+    atomic_fetch_add(&caller_calls, 1);
+}
+
+static void test_free_from_on_done_on_caller(void)
+{
+    for (int via_shutdown = 0; via_shutdown < 2; via_shutdown++) {
+        atomic_store(&caller_calls, 0);
+        atomic_store(&caller_rc, 0);
+        cb_s = test_sched(1, 8);
+        CHECK_EQ(ax_pause(cb_s), 0); /* stays queued: ended on this thread */
+        enum { N = 20 };
+        uint64_t ids[N];
+        for (int i = 0; i < N; i++) {
+            ax_spec sp = {.fn = cb_ok, .timeout_ms = 60000, .on_done = caller_free_self};
+            CHECK_EQ(ax_submit(cb_s, &sp, &ids[i]), 0);
+        }
+        if (via_shutdown) {
+            CHECK_EQ(ax_shutdown(cb_s, 1000), 0);
+            CHECK_EQ(atomic_load(&caller_calls), N);
+        } else {
+            CHECK_EQ(ax_cancel(cb_s, ids[0]), 0);
+            CHECK_EQ(atomic_load(&caller_calls), 1);
+        }
+        CHECK_EQ(atomic_load(&caller_rc), AX_ESTATE);
+        ax_free(cb_s);
+    }
+}
+
 /* ax_shutdown returns only once every on_done has run, including one still
  * running when shutdown starts: (a) of a task that returned on its worker,
  * (b) of a task whose deadline passed while it was queued (ended by the
@@ -240,6 +279,7 @@ int main(void)
     test_shutdown_waits_for_on_done(false);
     test_shutdown_waits_for_on_done(true);
     test_free_from_callbacks();
+    test_free_from_on_done_on_caller();
     seen = calloc(QUEUED + RUNNING + DELAYED, 1);
     ax_config c;
     ax_config_default(&c);
