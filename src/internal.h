@@ -218,6 +218,7 @@ struct ax_task {
     char trace[AX_TRACE_ID_MAX]; /* formatted on first ax_task_trace_id */
     uint8_t bt_req;              /* resumed only to record where it is parked */
     uint8_t overflowed;          /* ran into its guard page (obs/crash.c) */
+    uint8_t detached_calls;      /* blocking calls made after its attempt ended */
     int bt_n;
     void *bt[AX_BT_MAX];
 };
@@ -575,6 +576,7 @@ static inline void worker_publish(struct worker *w, struct ax_task *t)
 }
 
 int run_detached_slow(const struct ax_task *t);
+int run_detached_block(struct ax_task *t);
 /* AX_ETIMEDOUT / AX_ECANCELED if the run's attempt has ended without it. */
 static inline int run_detached_rc(const struct ax_task *t)
 {
@@ -582,6 +584,17 @@ static inline int run_detached_rc(const struct ax_task *t)
     if (AX_LIKELY((sw & ~(JH_ALL | JF_WAIT | JF_RETRY_ARMED)) == t->expect_sw))
         return 0;
     return run_detached_slow(t);
+}
+
+/* At the entry of a blocking call (sleep, yield, fd and I/O waits, HTTP,
+ * join): 0 while the attempt is the run's own; else its AX_ETIMEDOUT /
+ * AX_ECANCELED, after a pause that grows with each such call, so a task
+ * that loops on a blocking call without checking its code waits instead of
+ * spinning on its worker (run.c: run_detached_block). */
+static inline int run_blocking_entry(struct ax_task *t)
+{
+    int rc = run_detached_rc(t);
+    return AX_UNLIKELY(rc) ? run_detached_block(t) : 0;
 }
 
 /* ax_yield's fast path: from the running task straight to the next ready

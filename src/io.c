@@ -61,7 +61,7 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
         return rc;
     uint64_t start = now_ns();
     for (;;) {
-        if ((rc = run_detached_rc(t)))
+        if ((rc = run_blocking_entry(t)))
             return rc;
         ssize_t n = read(fd, buf, len);
         if (n >= 0)
@@ -85,7 +85,7 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
     uint64_t start = now_ns();
     size_t done = 0;
     while (done < len) {
-        if ((rc = run_detached_rc(t)))
+        if ((rc = run_blocking_entry(t)))
             return rc;
         ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
         if (n < 0 && errno == ENOTSOCK)
@@ -111,7 +111,7 @@ int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, in
         return rc;
     uint64_t start = now_ns();
     for (;;) {
-        if ((rc = run_detached_rc(t)))
+        if ((rc = run_blocking_entry(t)))
             return rc;
         int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0)
@@ -133,7 +133,7 @@ int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrle
     int rc = io_enter(t, fd, "ax_connect");
     if (rc)
         return rc;
-    if ((rc = run_detached_rc(t)))
+    if ((rc = run_blocking_entry(t)))
         return rc;
     if (connect(fd, addr, addrlen) == 0)
         return AX_OK;

@@ -173,6 +173,29 @@ int run_detached_slow(const struct ax_task *t)
     return ax_fail_static(AX_ECANCELED, "the task's attempt was cancelled");
 }
 
+/* A blocking call of a run whose attempt has ended returns at once the
+ * first time: a task that checks the code unwinds without delay. A task
+ * that calls again (a retry loop ignoring the code: `while (!ready)
+ * ax_sleep(t, 10);`) would otherwise spin on its worker, starving the
+ * other runs there and every attempt it could start. From the second call
+ * on, each one parks 1, 2, 4 ... up to 100 ms before returning the code:
+ * the orphan costs a timer, not a CPU, and still returns as soon as its
+ * loop ends. */
+int run_detached_block(struct ax_task *t)
+{
+    if (t->detached_calls < UINT8_MAX)
+        t->detached_calls++;
+    if (t->detached_calls > 1) {
+        unsigned k = t->detached_calls - 2u;
+        uint64_t ms = k >= 7 ? 100 : (uint64_t)1 << k;
+        worker_timer_add(t->w, &t->wait_timer.node, now_ns() + ms * 1000000u);
+        t->rs = RS_PARK_SLEEP;
+        run_park(t);
+        t->rs = RS_ACTIVE;
+    }
+    return run_detached_slow(t);
+}
+
 int run_park(struct ax_task *t)
 {
     t->park_gen++;
@@ -396,7 +419,7 @@ struct ax_task *run_start(struct worker *w, struct job *j)
         t->deadline_ns = j->deadline_ns;
     t->expect_sw = js_make(gen, attempt, JS_RUNNING, 0);
     t->rs = RS_NEW;
-    t->panicked = t->began = t->bt_req = t->overflowed = 0;
+    t->panicked = t->began = t->bt_req = t->overflowed = t->detached_calls = 0;
     t->bt_n = 0;
     t->code = 0;
     t->err[0] = 0;

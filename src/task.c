@@ -74,7 +74,7 @@ int ax_cancelled(const ax_task *t)
 int ax_yield(ax_task *t)
 {
     int rc = check_current(t, "ax_yield");
-    if (AX_UNLIKELY(rc || (rc = run_detached_rc(t))))
+    if (AX_UNLIKELY(rc || (rc = run_blocking_entry(t))))
         return rc;
     struct worker *w = t->w;
     t->rs = RS_PARK_YIELD;
@@ -106,7 +106,7 @@ static int wait_result(ax_task *t, const char *fn, int rc)
 int ax_sleep(ax_task *t, uint64_t ms)
 {
     int rc = check_current(t, "ax_sleep");
-    if (rc || (rc = run_detached_rc(t)))
+    if (rc || (rc = run_blocking_entry(t)))
         return rc;
     if (ms == 0)
         return ax_yield(t);
@@ -127,7 +127,7 @@ int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
         return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d is negative", fd);
     if (events == 0 || (events & ~(AX_READ | AX_WRITE)))
         return ax_fail(AX_EINVAL, "ax_wait_fd: events must be AX_READ and/or AX_WRITE");
-    if ((rc = run_detached_rc(t)))
+    if ((rc = run_blocking_entry(t)))
         return rc;
     struct worker *w = t->w;
     struct epoll_event ev = {.events = 0, .data.ptr = t};

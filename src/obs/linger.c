@@ -152,8 +152,15 @@ void linger_check(struct worker *w)
             continue;
         }
         char text[AX_EVENT_MESSAGE_MAX];
-        snprintf(text, sizeof text, "still running %.1f s after its timeout, parked in %s:",
-                 (double)(w->now_ns - e->since_ns) / 1e9, park_name(t->rs));
+        if (t->detached_calls > 1)
+            snprintf(text, sizeof text,
+                     "still running %.1f s after its timeout, calling blocking functions "
+                     "that return AX_ETIMEDOUT without returning itself (each call pauses "
+                     "up to 100 ms):",
+                     (double)(w->now_ns - e->since_ns) / 1e9);
+        else
+            snprintf(text, sizeof text, "still running %.1f s after its timeout, parked in %s:",
+                     (double)(w->now_ns - e->since_ns) / 1e9, park_name(t->rs));
         if (t->bt_n == 0 && t->began && t->rs != RS_EXITED) {
             /* Resume it just to record where it is; run_park switches back. */
             t->bt_req = 1;
