@@ -114,6 +114,10 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
     }
     EV(s, w, j, terminal_event(state), code, err);
     if (j->on_done) {
+        /* Counted before it leaves the load, so that ax_shutdown, which
+         * reads the load and then this, always sees one or the other. */
+        atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_seq_cst);
         result_fill(j, attempt, state, code, err, &r);
         /* On any thread, the caller of ax_cancel or ax_shutdown included,
          * on_done counts as the scheduler's callback: ax_free and
@@ -122,12 +126,13 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         ax_current_cb_sched = s;
         j->on_done(&r, j->cb_arg);
         ax_current_cb_sched = outer;
+        /* ax_shutdown promises every on_done has run when it returns, and
+         * a task ended in its bucket (queued deadline, shutdown) has no
+         * coroutine that would make it wait instead. */
+        atomic_fetch_sub_explicit(&s->in_on_done, 1, memory_order_release);
+    } else {
+        atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
     }
-    /* Out of the load only now: ax_shutdown waits for the load to reach 0,
-     * and promises that every on_done has run when it returns. A task
-     * ended in its bucket (queued deadline, shutdown) has no coroutine
-     * that would make it wait instead. */
-    atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
     job_release(s, w, j, JH_END | give); /* one atomic step for all the holds */
 }
 

@@ -564,8 +564,8 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
         }
     }
     uint64_t bound = t && t == ax_current_run ? t->deadline_ns : 0;
-    if (timeout_ms >= 0 && bound && now_ns() + (uint64_t)timeout_ms * 1000000u < bound)
-        bound = now_ns() + (uint64_t)timeout_ms * 1000000u;
+    if (timeout_ms >= 0 && bound && now_ns() + ms_to_ns_capped(timeout_ms) < bound)
+        bound = now_ns() + ms_to_ns_capped(timeout_ms);
     int rc = perform(t, easy, NULL, bound);
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &out->status);
     if (hw)

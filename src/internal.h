@@ -399,6 +399,10 @@ struct ax_sched {
      * that worker runs another long slice. */
     _Atomic unsigned freed;
     _Atomic unsigned unloaded; /* likewise for `load`: tasks ended without the lock */
+    /* Tasks out of the load whose on_done has not returned yet: ax_shutdown
+     * waits for them too (the load itself drops before on_done, so that an
+     * on_done submitting the next task is not shed by its own task). */
+    _Atomic unsigned in_on_done;
     struct worker_counts shared_counts; /* outcomes ended on other threads (atomic adds) */
     /* --- workers --- */
     struct worker *workers;
@@ -430,6 +434,14 @@ static inline uint64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+/* A caller's timeout in ms as nanoseconds, at most a year (ax_sleep's
+ * bound): INT64_MAX means "no bound of its own" and must not wrap around to
+ * a time already past. ms must be >= 0. */
+#define AX_MS_MAX (365ull * 24 * 3600 * 1000)
+static inline uint64_t ms_to_ns_capped(int64_t ms)
+{
+    return ((uint64_t)ms > AX_MS_MAX ? AX_MS_MAX : (uint64_t)ms) * 1000000u;
 }
 /* Wheel ticks are milliseconds; round deadlines up so nothing fires early. */
 static inline uint64_t ns_to_tick_ceil(uint64_t ns)

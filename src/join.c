@@ -82,7 +82,7 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     if (!done) {
         if (timeout_ms >= 0)
             worker_timer_add(t->w, &t->wait_timer.node,
-                             now_ns() + (uint64_t)timeout_ms * 1000000u);
+                             now_ns() + ms_to_ns_capped(timeout_ms));
         t->join_child = c;
         t->rs = RS_PARK_JOIN;
         rc = run_park(t);

@@ -198,7 +198,8 @@ static int wait_idle_until(struct ax_sched *s, uint64_t deadline)
     }
     int left = (int)(running_locked(s) + load_locked(s));
     pthread_mutex_unlock(&s->lock);
-    return left;
+    /* After the load: a task leaves it only once counted here. */
+    return left + (int)atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
 }
 
 /* Cancel every STARTING/RUNNING attempt. */
@@ -228,7 +229,7 @@ static bool own_thread(struct ax_sched *s)
 /* grace_ns: how long cancelled coroutines get to return at the end. */
 static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns)
 {
-    uint64_t deadline = now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
+    uint64_t deadline = now_ns() + (timeout_ms > 0 ? ms_to_ns_capped(timeout_ms) : 0);
     struct job *q = NULL;
     pthread_mutex_lock(&s->lock);
     atomic_store(&s->closing, true);
@@ -278,7 +279,7 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
     /* Cancelled coroutines get as long again as the caller granted running
      * tasks to return, and at least a second (10 000 parked connections
      * take ~200 ms to wake and return on 2 cores). */
-    uint64_t grace = timeout_ms > 1000 ? (uint64_t)timeout_ms * 1000000u : 1000000000u;
+    uint64_t grace = timeout_ms > 1000 ? ms_to_ns_capped(timeout_ms) : 1000000000u;
     return shutdown_within(s, timeout_ms, grace);
 }
 

@@ -148,7 +148,7 @@ int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
     w->nfd_waits++;
     t->wait_fd = fd;
     if (timeout_ms >= 0)
-        worker_timer_add(w, &t->wait_timer.node, now_ns() + (uint64_t)timeout_ms * 1000000u);
+        worker_timer_add(w, &t->wait_timer.node, now_ns() + ms_to_ns_capped(timeout_ms));
     t->rs = RS_PARK_FD;
     return wait_result(t, "ax_wait_fd", run_park(t));
 }

@@ -116,8 +116,15 @@ static unsigned orphans_locked(struct ax_sched *s)
 static bool orphans_full_locked(struct ax_sched *s)
 {
     bool full = orphans_locked(s) >= s->max_orphans;
-    if (full != atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed))
-        atomic_store_explicit(&s->hint_orphans_full, full, memory_order_seq_cst);
+    if (full) {
+        /* The hint first, then the count again: run_recycle decrements the
+         * count, then reads the hint, so either it sees the hint and wakes
+         * a worker, or we see its return here (both seq_cst). */
+        atomic_store_explicit(&s->hint_orphans_full, true, memory_order_seq_cst);
+        full = orphans_locked(s) >= s->max_orphans;
+    }
+    if (!full && atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed))
+        atomic_store_explicit(&s->hint_orphans_full, false, memory_order_relaxed);
     return full;
 }
 

@@ -43,7 +43,7 @@ static struct sigaction old_action;
 /* Ours if this thread is a worker asked for a backtrace; anything else goes
  * to the handler the host had (SIGURG is rarely used, but it is not ours
  * alone: it is installed only when a hog first lingers, and chains). */
-static void on_signal(int sig)
+static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
     struct worker *w = ax_current_worker;
     int want = 1;
@@ -61,9 +61,13 @@ static void on_signal(int sig)
         atomic_compare_exchange_strong(&w->bt_state, &want, on_task ? 2 : 3);
         return;
     }
-    if (!(old_action.sa_flags & SA_SIGINFO) && old_action.sa_handler != SIG_DFL &&
-        old_action.sa_handler != SIG_IGN)
+    /* The host's handler, in the form it was installed with. */
+    if (old_action.sa_flags & SA_SIGINFO) {
+        if (old_action.sa_sigaction)
+            old_action.sa_sigaction(sig, info, ctx);
+    } else if (old_action.sa_handler != SIG_DFL && old_action.sa_handler != SIG_IGN) {
         old_action.sa_handler(sig);
+    }
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -79,8 +83,8 @@ static void install_signal(void)
 {
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sa.sa_flags = SA_RESTART;
+    sa.sa_sigaction = on_signal;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO;
     sigemptyset(&sa.sa_mask);
     sigaction(LINGER_SIGNAL, &sa, &old_action);
 }
