@@ -150,7 +150,7 @@ typedef struct ax_config {
                                          index 0): [AX_PRIO_HIGH] 10000, [AX_PRIO_NORMAL]
                                          30000, [AX_PRIO_LOW] 10000 */
     double shed_ratio;         /* shed NORMAL/LOW above this share of total capacity (0.8) */
-    double rate_limit;         /* admitted submissions per second; 0 = off (default 0) */
+    double rate_limit;         /* admitted submissions per second, at most 1e12; 0 = off */
     unsigned rate_burst;       /* token-bucket depth (default 0 = rate_limit, min 1) */
     size_t stack_size;         /* coroutine stack bytes (default 64 KiB, min 16 KiB) */
     unsigned max_retry_cap;    /* largest spec.max_retry accepted (default 16) */

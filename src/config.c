@@ -76,8 +76,11 @@ int config_validate(const ax_config *c, ax_config *r)
                        (unsigned long long)total, AX_MAX_JOBS / 2);
     if (!(r->shed_ratio > 0.0 && r->shed_ratio <= 1.0))
         return ax_fail(AX_EINVAL, "config.shed_ratio must be in (0, 1] (got %g)", r->shed_ratio);
-    if (!(r->rate_limit >= 0.0) || isinf(r->rate_limit))
-        return ax_fail(AX_EINVAL, "config.rate_limit must be >= 0 and finite");
+    /* The bound ax_set_rate_limit applies: a rate set at creation must be one
+     * the run-time setter would accept too. */
+    if (!(r->rate_limit >= 0.0) || r->rate_limit > 1e12)
+        return ax_fail(AX_EINVAL, "config.rate_limit must be in [0, 1e12] per second (got %g)",
+                       r->rate_limit);
     if (r->stack_size < AX_MIN_STACK || r->stack_size > AX_MAX_STACK)
         return ax_fail(AX_EINVAL, "config.stack_size must be in [16 KiB, 256 MiB] (got %zu)",
                        r->stack_size);

@@ -129,6 +129,18 @@ static void e_ratenan(ax_config *c)
 {
     c->rate_limit = NAN;
 }
+static void e_ratebig(ax_config *c)
+{
+    c->rate_limit = 1e300; /* ax_set_rate_limit refuses it: so must ax_new */
+}
+static void e_rateinf(ax_config *c)
+{
+    c->rate_limit = INFINITY;
+}
+static void e_ratemax(ax_config *c)
+{
+    c->rate_limit = 1e12; /* the bound itself is accepted */
+}
 static void e_none(ax_config *c)
 {
     (void)c;
@@ -160,6 +172,9 @@ static void test_new(void)
     EXPECT_ERR(new_with(e_cbt), AX_EINVAL, "callback_threads");
     EXPECT_ERR(new_with(e_rate), AX_EINVAL, "rate_limit");
     EXPECT_ERR(new_with(e_ratenan), AX_EINVAL, "rate_limit");
+    EXPECT_ERR(new_with(e_ratebig), AX_EINVAL, "config.rate_limit must be in [0, 1e12]");
+    EXPECT_ERR(new_with(e_rateinf), AX_EINVAL, "rate_limit");
+    CHECK_EQ(new_with(e_ratemax), 0);
     CHECK_EQ(new_with(e_none), 0); /* the defaults themselves are valid */
 }
 
@@ -254,6 +269,7 @@ static void test_control(ax_sched *s)
     EXPECT_ERR(ax_set_retry_enabled(NULL, AX_PRIO_LOW, true), AX_EINVAL, "sched");
     EXPECT_ERR(ax_set_rate_limit(s, -1, 0), AX_EINVAL, "rate");
     EXPECT_ERR(ax_set_rate_limit(s, NAN, 0), AX_EINVAL, "rate");
+    EXPECT_ERR(ax_set_rate_limit(s, 1e300, 0), AX_EINVAL, "[0, 1e12]");
     EXPECT_ERR(ax_set_rate_limit(NULL, 10, 0), AX_EINVAL, "sched");
     EXPECT_ERR(ax_pause(NULL), AX_EINVAL, "sched");
     EXPECT_ERR(ax_resume(NULL), AX_EINVAL, "sched");
