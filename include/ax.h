@@ -363,7 +363,9 @@ long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len);
 /* Serve GET and HEAD /metrics over HTTP/1.x on addr ("127.0.0.1:9464" if
  * NULL; "host:port" where host is "localhost", a numeric IPv4 address or a
  * numeric IPv6 one in brackets ("[::1]:9464"), the rule of ax-upstream
- * --bind; port 0 picks a free one, returned in *port_out if not NULL) from a
+ * --bind; an IPv6 host without brackets is refused, "::1:0" being
+ * ambiguous; the port is decimal digits only, no sign or space; port 0
+ * picks a free one, returned in *port_out if not NULL) from a
  * thread of its own, `ax-metrics`, outside the task slots: it answers while
  * every slot is busy and every bucket full, and a scrape changes no counter,
  * histogram or event of the scheduler. One request per connection; other paths get 404,

@@ -72,6 +72,20 @@ int main(void)
     CHECK_EQ(ax_new(&cfg, &s), AX_OK);
     CHECK_EQ(ax_metrics_serve(s, "nowhere:80", NULL), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "ax_metrics_serve: 'nowhere' is not localhost") != NULL);
+    /* An IPv6 host without brackets is ambiguous ("::1:0": host ::1, port 0,
+     * or address ::1:0 and no port) and refused; the port is digits only. */
+    CHECK_EQ(ax_metrics_serve(s, "::1:0", NULL), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "'::1:0': an IPv6 host must be in brackets") != NULL);
+    CHECK_EQ(ax_metrics_serve(s, "::1", NULL), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "must be in brackets") != NULL);
+    const char *bad_ports[] = {"127.0.0.1:+5", "127.0.0.1:-0", "127.0.0.1: 5", "127.0.0.1:5 ",
+                               "127.0.0.1:",   "127.0.0.1:0x10", "127.0.0.1:65536",
+                               "127.0.0.1:99999999999999999999", "[::1]:+5"};
+    for (size_t i = 0; i < sizeof bad_ports / sizeof bad_ports[0]; i++) {
+        CHECK_EQ(ax_metrics_serve(s, bad_ports[i], NULL), AX_EINVAL);
+        CHECK(strstr(ax_error_detail(), "ax_metrics_serve: bad port in '") != NULL);
+        CHECK(strstr(ax_error_detail(), "digits only") != NULL);
+    }
     uint16_t port = 0;
     CHECK_EQ(ax_metrics_serve(s, "localhost:0", &port), AX_OK);
     CHECK(port != 0);

@@ -373,7 +373,11 @@ void metrics_serve_stop(struct ax_sched *s)
 }
 
 /* "host:port"; the host by the rule ax-upstream --bind follows too
- * (listen_addr.c): localhost, numeric IPv4, numeric IPv6 in brackets. */
+ * (listen_addr.c): localhost, numeric IPv4, numeric IPv6 in brackets.
+ * Here an IPv6 host must be in brackets: "::1:0" could be the host "::1"
+ * with port 0 or the address "::1:0" with no port, so it is refused rather
+ * than guessed. The port is decimal digits only: strtol would also take
+ * "+5", " 5" or "-0". */
 static int parse_addr(const char *addr, struct sockaddr_storage *sa, socklen_t *salen)
 {
     const char *colon = strrchr(addr, ':');
@@ -382,11 +386,17 @@ static int parse_addr(const char *addr, struct sockaddr_storage *sa, socklen_t *
     char host[64];
     memcpy(host, addr, (size_t)(colon - addr));
     host[colon - addr] = 0;
-    char *end;
-    errno = 0;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || end == colon + 1 || errno || port < 0 || port > 65535)
-        return ax_fail(AX_EINVAL, "ax_metrics_serve: bad port in '%s'", addr);
+    if (host[0] != '[' && strchr(host, ':'))
+        return ax_fail(AX_EINVAL,
+                       "ax_metrics_serve: address '%s': an IPv6 host must be in brackets "
+                       "('[::1]:9464')",
+                       addr);
+    const char *digits = colon + 1;
+    size_t ndig = strspn(digits, "0123456789");
+    if (ndig == 0 || digits[ndig] || ndig > 5 || atol(digits) > 65535)
+        return ax_fail(AX_EINVAL, "ax_metrics_serve: bad port in '%s' (want 0-65535, digits only)",
+                       addr);
+    long port = atol(digits);
     return listen_addr_parse("ax_metrics_serve", host, (uint16_t)port, sa, salen);
 }
 
