@@ -47,6 +47,11 @@ typedef struct ax_http_response {
 } ax_http_response;
 
 /* GET / POST url, at most timeout_ms (< 0: the task's deadline only).
+ * Either bound ending the request returns AX_ETIMEDOUT; when it was
+ * timeout_ms, the task's deadline still ahead, ax_error_detail() says so
+ * ("ax_http_get: no answer within timeout_ms 300 (...)"). The task may go
+ * on; if it returns the code, pass the detail to ax_task_set_error first,
+ * or its result reads only "task returned -7".
  * *out must be released with ax_http_response_free, also on error. */
 int ax_http_get(ax_task *t, const char *url, int64_t timeout_ms, ax_http_response *out);
 int ax_http_post(ax_task *t, const char *url, const char *content_type, const void *body,

@@ -563,10 +563,21 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
             curl_easy_setopt(easy, CURLOPT_HTTPHEADER, hdrs);
         }
     }
-    uint64_t bound = t && t == ax_current_run ? t->deadline_ns : 0;
+    uint64_t deadline = t && t == ax_current_run ? t->deadline_ns : 0;
+    uint64_t bound = deadline;
     if (timeout_ms >= 0 && bound && now_ns() + ms_to_ns_capped(timeout_ms) < bound)
         bound = now_ns() + ms_to_ns_capped(timeout_ms);
     int rc = perform(t, easy, NULL, bound);
+    /* curl says "Operation timed out" for either bound and AX_ETIMEDOUT reads
+     * "deadline passed": when it was the request's own timeout_ms that
+     * expired, with the task's deadline still ahead, the detail says so. */
+    if (rc == AX_ETIMEDOUT && bound < deadline && now_ns() < deadline) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", ax_error_detail());
+        ax_fail(AX_ETIMEDOUT,
+                "%s: no answer within timeout_ms %lld (the task's deadline has not passed; %s)",
+                post ? "ax_http_post" : "ax_http_get", (long long)timeout_ms, why);
+    }
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &out->status);
     if (hw)
         easy_give(hw, easy);

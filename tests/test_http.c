@@ -138,6 +138,9 @@ static int errors(ax_task *t, void *arg)
     uint64_t t0 = ax_now_ns();
     CHECK_EQ(ax_http_get(t, url("/hang"), 200, &r), AX_ETIMEDOUT);
     CHECK(ax_now_ns() - t0 < 1500000000ull);
+    /* ...says it was the call's timeout, not the task's deadline (5 s). */
+    CHECK(strstr(ax_error_detail(), "ax_http_get: no answer within timeout_ms 200 (") ==
+          ax_error_detail());
     ax_http_response_free(&r);
     atomic_fetch_add(&ok_count, 1);
     return 0;
