@@ -368,16 +368,31 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
         cell(res[i]->ok ? b : "-");
     }
     putchar('\n');
+    /* Every status with its code. When one configuration's answers do not
+     * fit a column (a 503 beside the 200s and the unanswered), each
+     * configuration gets a line of its own rather than a cell that runs into
+     * the next. */
     for (unsigned c = 0; c < sc->ncls; c++) {
-        char label[64];
+        char label[64], b[DM_MAX_PROFILES][256];
         snprintf(label, sizeof label, "HTTP %s", sc->cls[c].name);
-        row_start(label);
+        bool fits = true;
         for (unsigned i = 0; i < n; i++) {
-            char b[64];
-            dm_status_text(res[i], c, 2, b, sizeof b);
-            cell(res[i]->ok ? b : "-");
+            if (res[i]->ok)
+                dm_status_text(res[i], c, DM_NSTATUS, b[i], sizeof b[i]);
+            else
+                snprintf(b[i], sizeof b[i], "-");
+            if (strlen(b[i]) >= COLW) fits = false;
         }
-        putchar('\n');
+        if (fits) {
+            row_start(label);
+            for (unsigned i = 0; i < n; i++)
+                cell(b[i]);
+            putchar('\n');
+        } else {
+            printf("  %s\n", label);
+            for (unsigned i = 0; i < n; i++)
+                printf("    %-24s %s\n", res[i]->name, b[i]);
+        }
     }
     row_start("peak RSS");
     for (unsigned i = 0; i < n; i++) {
@@ -607,8 +622,8 @@ int main(int argc, char **argv)
                 res[i]->name, (unsigned long long)dm_answered_2xx(res[i]),
                 (unsigned long long)dm_status_total(res[i]));
         for (unsigned c = 0; c < sc.ncls; c++) {
-            char b[64];
-            dm_status_text(res[i], c, 3, b, sizeof b);
+            char b[256];
+            dm_status_text(res[i], c, DM_NSTATUS, b, sizeof b);
             fprintf(stderr, "%s GET %s%s: %s", c ? "," : "", o.url ? o.url : "<ax-upstream>",
                     sc.cls[c].path, b);
         }

@@ -302,8 +302,8 @@ bool dm_upstream_failing(const struct dm_result *r);
  * 100 ms of wall time, or when some thread waited for a CPU more than 80 % of
  * the run (Linux PSI): the run's timings then say more about the machine. */
 bool dm_machine_stalled(const struct dm_scenario *sc, const struct dm_result *r);
-/* A class's `top` commonest statuses, "200:2650 503:80 none:12 +3" ("none":
- * no HTTP answer; "+N": the rest). */
+/* A class's `top` commonest statuses, "200:2650 503:80 none:12 other:3"
+ * ("none": no HTTP answer; "other:N": the rest). DM_NSTATUS shows them all. */
 void dm_status_text(const struct dm_result *r, unsigned cls, unsigned top, char *out, size_t len);
 
 /* ---- report (report.c) ------------------------------------------------------ */

@@ -378,7 +378,7 @@ static void summary_row(FILE *f, const char *label, struct dm_result *const *res
 static void summary(FILE *f, const struct dm_scenario *sc, struct dm_result *const *res, unsigned n,
                     bool own_upstream)
 {
-    char buf[DM_MAX_PROFILES][96];
+    char buf[DM_MAX_PROFILES][256];
     const char *cells[DM_MAX_PROFILES];
     for (unsigned i = 0; i < n; i++)
         cells[i] = buf[i];
@@ -449,7 +449,7 @@ static void summary(FILE *f, const struct dm_scenario *sc, struct dm_result *con
         char label[64];
         snprintf(label, sizeof label, "HTTP answers, %s (none: no answer)", sc->cls[c].name);
         for (unsigned i = 0; i < n; i++)
-            dm_status_text(res[i], c, 4, buf[i], sizeof buf[i]);
+            dm_status_text(res[i], c, DM_NSTATUS, buf[i], sizeof buf[i]);
         summary_row(f, label, res, n, cells, c == 0);
     }
     ROW("peak RSS", true, "%.0f MB", r->peak_rss_mb);

@@ -340,6 +340,7 @@ void dm_status_text(const struct dm_result *r, unsigned cls, unsigned top, char 
         n += (size_t)snprintf(out + n, n < len ? len - n : 0, "%s%s:%llu", n ? " " : "", code,
                               ull(st[best]));
     }
-    if (all > shown) snprintf(out + n, n < len ? len - n : 0, " +%llu", ull(all - shown));
+    if (all > shown)
+        snprintf(out + n, n < len ? len - n : 0, "%sother:%llu", n ? " " : "", ull(all - shown));
     if (!all) snprintf(out, len, "-");
 }
