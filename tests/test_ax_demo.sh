@@ -233,6 +233,10 @@ for name, c in cfg.items():
     check(f"{name}: goal 3 is FAIL exactly when a function ran 3 s (+ the machine's stall) past "
           f"its deadline ({m['max_past_deadline_ms']} ms vs {grace:.0f})",
           (v[name]["3 timeouts free slots"] == "FAIL") == (m["max_past_deadline_ms"] > grace))
+    none_late = m["returned_past_deadline"] == 0
+    check(f"{name}: goal 3 is N/A exactly when no function returned past its deadline "
+          f"({m['returned_past_deadline']} late returns)",
+          (v[name]["3 timeouts free slots"] == "N/A") == none_late)
     fail_lines = [x["text"] for x in c["verdicts"] if x["result"] == "FAIL"]
     check(f"{name}: no FAIL line opens with a '<=' comparison ({fail_lines})",
           all("<=" not in x.split(";")[0] for x in fail_lines))

@@ -236,7 +236,15 @@ void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
     bool linger_ok = r->max_over_ms <= grace;
     v[2].mark = linger_ok ? MARK_PASS : MARK_FAIL;
     fmt_ms(a, sizeof a, r->max_over_ms);
-    if (!linger_ok)
+    if (r->late == 0) {
+        /* No function was still running at its deadline (a fast upstream,
+         * --url): no slot had to be freed, so there is nothing to judge, as
+         * goal 4 with no queue to jump. */
+        v[2].mark = MARK_NA;
+        snprintf(v[2].text, sizeof v[2].text,
+                 "no task function was still running at its deadline (0 late returns), so no "
+                 "slot had to be freed: nothing to judge");
+    } else if (!linger_ok)
         snprintf(v[2].text, sizeof v[2].text,
                  "a task function ran %s past its deadline > the %.0f ms grace (lingering); %llu "
                  "of %llu late returns came back later than the %.0f ms slack",
@@ -247,7 +255,7 @@ void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
                  "%s past it); %llu of %llu late returns came back later than the %.0f ms slack "
                  "(orphans)",
                  grace, r->max_over_ms > 0 ? a : "0 ms", ull(r->overdue), ull(r->late), slack);
-    if (r->stall_ms > 0) {
+    if (r->stall_ms > 0 && v[2].mark != MARK_NA) {
         size_t n = strlen(v[2].text);
         snprintf(v[2].text + n, sizeof v[2].text - n,
                  "; grace 3 s and slack %.0f ms, each plus the %.0f ms the machine kept the "
