@@ -59,7 +59,8 @@ static const char *const usage_text =
     "\n"
     "Exit status: 0 the runs completed (verdicts may FAIL: that is the demo),\n"
     "1 a run could not be carried out, 2 bad arguments, config file or --url,\n"
-    "3 most upstream answers were not 2xx, or none was (no verdict given).\n";
+    "3 a class path of --url did not answer a GET with a 2xx before the runs (nothing\n"
+    "is run), or most upstream answers were not 2xx, or none was (no verdict given).\n";
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)
@@ -429,6 +430,45 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
     }
 }
 
+/* GET each class path once before anything runs: a path that 404s (or any
+ * other non-2xx, or no answer) would only make every run fail, after tens
+ * of thousands of requests. Exits 3, naming each path and its answer, in the
+ * words of the end-of-run check. */
+static void check_class_paths(const struct dm_scenario *sc, const char *url)
+{
+    char base[DM_URL_MAX];
+    snprintf(base, sizeof base, "%s", url);
+    size_t l = strlen(base);
+    if (l && base[l - 1] == '/') base[l - 1] = 0;
+    char said[DM_MAX_CLASSES][CURL_ERROR_SIZE + 64];
+    char full[DM_MAX_CLASSES][DM_URL_MAX];
+    bool bad = false;
+    for (unsigned c = 0; c < sc->ncls; c++) {
+        snprintf(full[c], sizeof full[c], "%s%s", base, sc->cls[c].path);
+        /* The class's own timeout at full scale, at least 3 s. */
+        long tmo = sc->cls[c].timeout_ms > 3000 ? (long)sc->cls[c].timeout_ms : 3000;
+        long status = 0;
+        char err[CURL_ERROR_SIZE + 32];
+        if (dm_url_check(full[c], tmo, &status, err, sizeof err) != 0) {
+            snprintf(said[c], sizeof said[c], "no answer (%s)", err);
+            bad = true;
+        } else {
+            snprintf(said[c], sizeof said[c], "%ld", status);
+            if (status < 200 || status > 299) bad = true;
+        }
+    }
+    if (!bad) return;
+    fflush(stdout);
+    fprintf(stderr, "ax-demo: --url %s: a class path did not answer GET with a 2xx when checked "
+                    "once before the run;", url);
+    for (unsigned c = 0; c < sc->ncls; c++)
+        fprintf(stderr, "%s GET %s: %s", c ? "," : "", full[c], said[c]);
+    fputc('\n', stderr);
+    fprintf(stderr, "ax-demo: nothing was run: every class path must answer GET with a 2xx "
+                    "(tools/README.md, \"What --url must serve\")\n");
+    exit(3);
+}
+
 static void print_header(const struct dm_scenario *sc, const char *url, const bool *run)
 {
     struct dm_traffic tr;
@@ -533,8 +573,9 @@ int main(int argc, char **argv)
         if (strncmp(o.url, "http://", 7) != 0 && strncmp(o.url, "https://", 8) != 0)
             usage_error("--url: '%s' is not an http:// or https:// URL", o.url);
         char err[CURL_ERROR_SIZE + 64];
-        if (dm_url_check(o.url, 3000, err, sizeof err) != 0)
+        if (dm_url_check(o.url, 3000, NULL, err, sizeof err) != 0)
             die(2, "--url %s: cannot reach it: %s", o.url, err);
+        check_class_paths(&sc, o.url);
     } else {
         if (!find_upstream(o.upstream, up_exe, sizeof up_exe))
             die(o.upstream ? 2 : 1,
@@ -611,6 +652,7 @@ int main(int argc, char **argv)
     }
 
     print_summary(&sc, res, nres, !o.url);
+    fflush(stdout); /* the table first, so what follows on stderr does not land mid-line */
     /* An upstream that answers most requests with anything but a 2xx (the
      * class paths 404, a proxy error page) makes every figure meaningless:
      * say so and fail, once the files are written. */

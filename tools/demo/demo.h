@@ -271,8 +271,9 @@ struct dm_upstream_stats {
 };
 void dm_upstream_stats(void *curl_easy, const char *base, long timeout_ms,
                        struct dm_upstream_stats *st);
-/* 0 if url answers HTTP within timeout_ms, else -1 with curl's reason. */
-int dm_url_check(const char *url, long timeout_ms, char *err, size_t errlen);
+/* 0 if url answers a GET within timeout_ms (its HTTP status in *status if
+ * not NULL), else -1 with curl's reason. */
+int dm_url_check(const char *url, long timeout_ms, long *status, char *err, size_t errlen);
 
 /* ---- verdicts (verdict.c) --------------------------------------------------- */
 
