@@ -158,7 +158,7 @@ for name, c in cfg.items():
         check(f"{name}: events submitted/terminal == admitted",
               lc["events_submitted"] == t["admitted"] == lc["events_terminal"])
         check(f"{name}: no event dropped", lc["events_dropped"] == 0)
-        check(f"{name}: a handful of threads ({c['peak_threads']})", c["peak_threads"] < 32)
+        check(f"{name}: a handful of threads ({c['peak_threads']}, want < 32)", c["peak_threads"] < 32)
     else:
         check(f"{name}: a thread per pool slot ({c['peak_threads']})",
               c["peak_threads"] >= c["settings"]["cap"])
@@ -178,9 +178,10 @@ if b and t and b.get("ok") and t.get("ok"):
     # Amplification: upstream requests per task that reached the upstream.
     # Both send every task once; what differs is how many retries follow.
     check(f"seed-tuned sends fewer upstream requests per task than seed-before "
-          f"({t['requests_per_task']:.3f} < {b['requests_per_task']:.3f})",
+          f"(seed-tuned {t['requests_per_task']:.3f}, seed-before {b['requests_per_task']:.3f})",
           t["requests_per_task"] < b["requests_per_task"])
-    check(f"seed-before's retries amplify (requests per task {b['requests_per_task']:.3f} > 1.1)",
+    check(f"seed-before's retries amplify (requests per task {b['requests_per_task']:.3f}, "
+          f"want > 1.1)",
           b["requests_per_task"] > 1.1)
     bw = b["by_priority"]["NORMAL"]["wait"]["p99_ms"]
     tw = t["by_priority"]["NORMAL"]["wait"]["p99_ms"]
@@ -198,9 +199,10 @@ if b and t and b.get("ok") and t.get("ok"):
               f"{tw} ms)")
     else:
         check(f"seed-before's peak RSS exceeds seed-tuned's "
-              f"({b['peak_rss_mb']:.1f} MB > {t['peak_rss_mb']:.1f} MB)",
+              f"(seed-before {b['peak_rss_mb']:.1f} MB, seed-tuned {t['peak_rss_mb']:.1f} MB)",
               b["peak_rss_mb"] > t["peak_rss_mb"])
-        check(f"seed-before's NORMAL tasks wait longer than seed-tuned's (p99 {bw} > {tw} ms)",
+        check(f"seed-before's NORMAL tasks wait longer than seed-tuned's "
+              f"(p99 seed-before {bw} ms, seed-tuned {tw} ms)",
               bw > tw)
     check("seed-before refused none (unbounded queues)",
           b["tasks"]["shed"] + b["tasks"]["rejected"] == 0)
