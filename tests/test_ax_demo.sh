@@ -164,9 +164,16 @@ for name, c in cfg.items():
               c["peak_threads"] >= c["settings"]["cap"])
     check(f"{name}: slots in use never above the limit",
           c["max_in_flight"] <= c["limit"] == c["settings"]["cap"])
+    # ax-upstream counts a request when it has read it. Every answered one it
+    # read; one the engine abandoned at its deadline it read or not, as its
+    # bytes got there (not while the connection was still being set up on a
+    # busy machine). The demo reads the count once the upstream has settled
+    # (nothing in flight, two reads agreeing), so: answered <= counted <= sent.
     sent, counted = c["upstream_requests"], c["upstream_requests_counted_by_upstream"]
-    check(f"{name}: ax-upstream counted the requests sent ({counted} vs {sent})",
-          counted is not None and abs(counted - sent) <= max(50, 0.02 * sent))
+    answered = c["answered"]
+    check(f"{name}: ax-upstream counted every answered request and none the demo did not send "
+          f"(answered {answered}, counted {counted}, sent {sent})",
+          counted is not None and answered <= counted <= sent)
     s = c["series"]
     n = len(s["t_s"])
     check(f"{name}: time series ({n} samples, all the same length)",

@@ -510,8 +510,21 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
         for (unsigned k = 0; k < DM_NSTATUS; k++)
             r->status[c][k] = atomic_load(&rn->status[c][k]);
     if (sm.stats_easy) {
-        struct dm_upstream_stats st;
-        dm_upstream_stats(sm.stats_easy, o->base_url, 1000, &st);
+        /* The upstream's count once it has settled: the engine has stopped,
+         * but on a busy machine ax-upstream may still hold requests the
+         * engine abandoned at their deadlines, unread in its sockets or its
+         * accept queue; read now, they would be missing from its count. So
+         * wait (3 s at most) until nothing is in flight there and two reads
+         * 100 ms apart agree. */
+        struct dm_upstream_stats st, prev = {0};
+        uint64_t give_up = now_ns() + 3000000000ull;
+        for (;;) {
+            dm_upstream_stats(sm.stats_easy, o->base_url, 1000, &st);
+            bool settled = st.ok && prev.ok && st.in_flight == 0 && st.requests == prev.requests;
+            if (settled || now_ns() >= give_up) break;
+            prev = st;
+            sleep_until(now_ns() + 100000000ull);
+        }
         if (st.ok) {
             r->upstream_requests = st.requests;
             r->upstream_max_in_flight = st.max_in_flight;
