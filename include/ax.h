@@ -250,7 +250,18 @@ ax_sched *ax_task_sched(const ax_task *t);
 /* Each blocking call parks the coroutine (never the thread) and returns 0,
  * or AX_ETIMEDOUT once the task's deadline passed, or AX_ECANCELED once the
  * task was cancelled, or AX_ESTATE when called outside the task's own
- * coroutine. */
+ * coroutine. After the deadline (or a cancel) every blocking call -- these,
+ * ax_wait_fd, ax_read/ax_write/ax_accept/ax_connect, ax_join, ax_http_* --
+ * returns AX_ETIMEDOUT / AX_ECANCELED instead of doing its work, and so does
+ * every later one in that attempt: the slot is already free. Check each
+ * return code and return (ax_defer does the cleanup); a task that goes on
+ * lives as an orphan.
+ *
+ * A coroutine never moves to another worker. A task that runs without
+ * yielding holds its worker, and the tasks parked on that worker cannot
+ * resume until it yields: the watchdog ends their attempts at their
+ * deadlines ("timed out after N ms (its worker was held)") and hands the
+ * worker's not-yet-started jobs to the other workers. */
 int ax_sleep(ax_task *t, uint64_t ms);
 int ax_yield(ax_task *t);
 #define AX_READ 1u
