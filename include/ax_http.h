@@ -12,14 +12,19 @@
  * Connections are kept alive as a curl user expects: a worker's connection
  * cache holds as many as it has had requests in flight (ax_http_config), so
  * R requests with at most K in flight on a worker open at most K
- * connections to an HTTP/1.1 server that keeps them open. ax_http_get/post
+ * connections from that worker to an HTTP/1.1 server that keeps them open.
+ * The cache is per worker, never shared: the process may hold up to
+ * workers x K. ax_http_get/post
  * take their easy handles from a bounded per-worker pool and ask for HTTP/2
  * over TLS (ALPN); when the server offers it, the tasks of a worker share
  * one multiplexed connection per host. Plain http:// stays HTTP/1.1 unless
  * http_version asks for prior knowledge (h2c).
  *
- * Link with libax_http and libcurl: pkg-config ax_http, or CMake
- * find_package(ax) and ax::ax_http (static) / ax::ax_http_shared.
+ * Link with libax_http and libcurl: pkg-config ax_http (shared: the lib
+ * directory must be on the run-time path, e.g. -Wl,-rpath), or CMake
+ * find_package(ax) and ax::ax_http (static) / ax::ax_http_shared. Static ax
+ * on Debian, where pkg-config --static fails on libcurl.pc's static deps:
+ *   -Wl,-Bstatic -lax_http -lax -Wl,-Bdynamic -lcurl -ldw -lpthread -lm
  */
 #ifndef AX_HTTP_H
 #define AX_HTTP_H
