@@ -187,7 +187,12 @@ typedef struct ax_config {
 void ax_config_default(ax_config *cfg);
 
 /* Create a scheduler and start its threads. Refuses an inconsistent config
- * with AX_EINVAL and a detail naming the field. */
+ * with AX_EINVAL and a detail naming the field. The first call in the
+ * process installs handlers for SIGSEGV and SIGBUS (overflow and crash
+ * reports; a fault ax cannot contain repeats under the handler installed
+ * before); SIGURG is taken when a hog first lingers (the watchdog samples
+ * its stack with it; a host SIGURG handler set with sa_handler is chained,
+ * one set with SA_SIGINFO is not). README.md, "Signals ax handles". */
 int ax_new(const ax_config *cfg, ax_sched **out);
 
 /* Stop admitting (ax_submit returns AX_ESHUTDOWN), cancel every queued and
