@@ -226,7 +226,8 @@ typedef struct ax_spec {
     const ax_retry_policy *retry; /* NULL = the scheduler's default */
     const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes of valid UTF-8 (else
                                  AX_EINVAL, the detail gives the first bad byte's
-                                 offset); NULL = generated */
+                                 offset); NULL or "" = generated
+                                 ("ax-" and the id in 16 hex digits) */
     ax_callback on_done;      /* exactly once per admitted task; may be NULL */
     ax_callback on_timeout;   /* each timed-out attempt, on the callback pool; may be NULL */
     void *cb_arg;
