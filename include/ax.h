@@ -330,7 +330,10 @@ int ax_resume(ax_sched *s);
 /* ---- statistics --------------------------------------------------------- */
 
 typedef struct ax_stats {
-    uint64_t queued[AX_PRIO_COUNT]; /* waiting in each bucket */
+    uint64_t queued[AX_PRIO_COUNT]; /* waiting in each bucket; may briefly exceed
+                                       capacity[p], which bounds new submissions
+                                       only: retries and jobs the watchdog hands
+                                       back from a held worker are never refused */
     uint64_t delayed;     /* waiting out a delay or a retry back-off */
     uint64_t running;     /* holding a concurrency slot */
     uint64_t limit;       /* max_concurrency */
