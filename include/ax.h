@@ -191,8 +191,8 @@ void ax_config_default(ax_config *cfg);
  * process installs handlers for SIGSEGV and SIGBUS (overflow and crash
  * reports; a fault ax cannot contain repeats under the handler installed
  * before); SIGURG is taken when a hog first lingers (the watchdog samples
- * its stack with it; a host SIGURG handler set with sa_handler is chained,
- * one set with SA_SIGINFO is not). README.md, "Signals ax handles". */
+ * its stack with it; any SIGURG handler the host had is chained, in
+ * either form). README.md, "Signals ax handles". */
 int ax_new(const ax_config *cfg, ax_sched **out);
 
 /* Stop admitting (ax_submit returns AX_ESHUTDOWN), cancel every queued and
@@ -259,7 +259,8 @@ ax_sched *ax_task_sched(const ax_task *t);
  * coroutine. After the deadline (or a cancel) every blocking call -- these,
  * ax_wait_fd, ax_read/ax_write/ax_accept/ax_connect, ax_join, ax_http_* --
  * returns AX_ETIMEDOUT / AX_ECANCELED instead of doing its work, and so does
- * every later one in that attempt: the slot is already free. Check each
+ * every later one in that attempt (after a pause of up to 100 ms, so a loop
+ * does not spin): the slot is already free. Check each
  * return code and return (ax_defer does the cleanup); a task that goes on
  * lives as an orphan.
  *
