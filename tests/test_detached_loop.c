@@ -22,22 +22,6 @@
 
 static atomic_int stop, timed_out, good_done, saw_timeout, loop_calls;
 
-static long cpu_ticks(void)
-{
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    CHECK(f != NULL);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')');
-    CHECK(p != NULL);
-    unsigned long utime = 0, stime = 0;
-    CHECK(sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime,
-                 &stime) == 2);
-    return (long)(utime + stime);
-}
-
 static int looper(ax_task *t, void *arg)
 {
     (void)arg;
@@ -90,9 +74,9 @@ int main(void)
     /* And the loopers wait rather than spin: 2 s of the process's CPU. */
     long hz = sysconf(_SC_CLK_TCK);
     int calls0 = atomic_load(&loop_calls);
-    long t0 = cpu_ticks();
+    long t0 = test_cpu_ticks();
     usleep(2000000);
-    long used = cpu_ticks() - t0;
+    long used = test_cpu_ticks() - t0;
     int calls = atomic_load(&loop_calls) - calls0;
     fprintf(stderr, "detached loopers: %d calls and %ld ticks of CPU (hz %ld) in 2 s\n", calls,
             used, hz);

@@ -21,24 +21,6 @@
 #define NTASK 10000
 #endif
 
-static long cpu_ticks(void)
-{
-    char buf[1024];
-    FILE *f = fopen("/proc/self/stat", "r");
-    CHECK(f != NULL);
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = 0;
-    char *p = strrchr(buf, ')'); /* the command name may contain spaces */
-    CHECK(p != NULL);
-    unsigned long utime = 0, stime = 0;
-    /* After ")": state ppid pgrp session tty_nr tpgid flags minflt cminflt
-     * majflt cmajflt utime stime (fields 3..15 of proc(5)). */
-    int got = sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime);
-    CHECK_EQ(got, 2);
-    return (long)(utime + stime);
-}
-
 static atomic_int entered, sleep_cancelled, sleep_other, done_cancelled, done_other;
 
 static int sleeper(ax_task *t, void *arg)
@@ -71,7 +53,7 @@ int main(void)
      * spinning shows up as >= 100 ms. Spun by CPU time, not wall time, so a busy machine
      * that gives this thread a small share still fills it (the wall bound
      * is liveness only). */
-    long t0 = cpu_ticks();
+    long t0 = test_cpu_ticks();
     struct timespec c0, c1;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &c0);
     for (uint64_t end = test_now_ms() + 60000; test_now_ms() < end;) {
@@ -79,7 +61,7 @@ int main(void)
         if ((c1.tv_sec - c0.tv_sec) * 1000000000L + (c1.tv_nsec - c0.tv_nsec) >= 150000000L)
             break;
     }
-    long busy = cpu_ticks() - t0;
+    long busy = test_cpu_ticks() - t0;
     fprintf(stderr, "busy phase: %ld ticks for 150 ms of CPU time\n", busy);
     CHECK(busy >= hz / 10); /* >= 100 ms of CPU */
 
@@ -99,9 +81,9 @@ int main(void)
      * one-second windows is what must be idle. */
     long idle = -1;
     for (int win = 0; win < 5 && (idle < 0 || idle * 100 / hz > 5); win++) {
-        long i0 = cpu_ticks();
+        long i0 = test_cpu_ticks();
         usleep(1000 * 1000);
-        long d = cpu_ticks() - i0;
+        long d = test_cpu_ticks() - i0;
         fprintf(stderr, "idle phase: %ld ticks in 1 s with %d parked tasks\n", d, NTASK);
         if (idle < 0 || d < idle)
             idle = d;

@@ -10,6 +10,8 @@
 #include "check.h"
 
 #include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,6 +59,27 @@ static inline uint64_t xorshift(uint64_t *s)
     x ^= x >> 7;
     x ^= x << 17;
     return *s = x;
+}
+
+/* This process's CPU time so far (all threads, user + system), in clock
+ * ticks (sysconf(_SC_CLK_TCK)), from /proc/self/stat: what "idle" and "does
+ * not spin" tests measure instead of wall time. */
+static inline long test_cpu_ticks(void)
+{
+    char buf[1024];
+    FILE *f = fopen("/proc/self/stat", "r");
+    CHECK(f != NULL);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    char *p = strrchr(buf, ')'); /* the command name may contain spaces */
+    CHECK(p != NULL);
+    unsigned long utime = 0, stime = 0;
+    /* After ")": state ppid pgrp session tty_nr tpgid flags minflt cminflt
+     * majflt cmajflt utime stime (fields 3..15 of proc(5)). */
+    int got = sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &utime, &stime);
+    CHECK_EQ(got, 2);
+    return (long)(utime + stime);
 }
 
 static inline ax_stats test_stats(ax_sched *s)
