@@ -224,9 +224,10 @@ typedef struct ax_spec {
     uint64_t delay_ms;        /* start no earlier than this from now; 0 = now */
     unsigned max_retry;       /* retries after the first attempt (0 = none) */
     const ax_retry_policy *retry; /* NULL = the scheduler's default */
-    const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes of valid UTF-8 (else
-                                 AX_EINVAL, the detail gives the first bad byte's
-                                 offset); NULL or "" = generated
+    const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes of valid UTF-8, no
+                                 control character (else AX_EINVAL, the detail
+                                 gives the first bad byte's offset); NULL or "" =
+                                 generated
                                  ("ax-" and the id in 16 hex digits) */
     ax_callback on_done;      /* exactly once per admitted task; may be NULL */
     ax_callback on_timeout;   /* each timed-out attempt, on the callback pool; may be NULL */

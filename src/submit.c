@@ -70,6 +70,14 @@ static int validate(const ax_sched *s, const ax_spec *sp, uint64_t now)
         if (bad < n)
             return ax_fail(AX_EINVAL, "spec.trace_id is not valid UTF-8 (byte %zu: 0x%02x)", bad,
                            (unsigned char)sp->trace_id[bad]);
+        /* No control characters either: the stderr reports print it as it
+         * is, and a newline or an escape sequence there could forge a line. */
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)sp->trace_id[i];
+            if (c < 0x20 || c == 0x7f)
+                return ax_fail(AX_EINVAL,
+                               "spec.trace_id has a control character (byte %zu: 0x%02x)", i, c);
+        }
     }
     return AX_OK;
 }

@@ -225,6 +225,12 @@ static void test_submit(ax_sched *s)
     sp.trace_id = "01234567890123456789012345678901"; /* 32 chars: no room for the NUL */
     EXPECT_ERR(ax_submit(s, &sp, &id), AX_EINVAL, "trace_id");
     rejected++;
+    sp.trace_id = "id\nax: FAKE REPORT"; /* would forge a line of the stderr reports */
+    EXPECT_ERR(ax_submit(s, &sp, &id), AX_EINVAL, "control character (byte 2: 0x0a)");
+    rejected++;
+    sp.trace_id = "id\x1b[2J";
+    EXPECT_ERR(ax_submit(s, &sp, &id), AX_EINVAL, "control character (byte 2: 0x1b)");
+    rejected++;
     ax_retry_policy bad = {.mode = AX_BACKOFF_EXPONENTIAL, .base_ms = 0, .max_ms = 100};
     sp = good_spec();
     sp.retry = &bad;

@@ -185,6 +185,14 @@ void crash_report(struct worker *w, struct ax_task *t)
 {
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text, "%s", t->err);
+    if (!ev_on(w->s, AX_EV_PANIC)) {
+        /* To stderr as it is: the task's own text must not start lines of
+         * its own or move the terminal (ax_dump prints them as '?' too;
+         * the JSON writer escapes them). */
+        for (char *c = text; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                *c = '?';
+    }
     struct bt_cut cut = {t->overflowed ? (const void *)on_fault : (const void *)ax_panic,
                          t->overflowed ? 1 : 0, t->overflowed ? 2 : 1, (const void *)t->job->fn};
     bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
