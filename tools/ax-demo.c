@@ -441,7 +441,7 @@ static void check_class_paths(const struct dm_scenario *sc, const char *url)
     size_t l = strlen(base);
     if (l && base[l - 1] == '/') base[l - 1] = 0;
     char said[DM_MAX_CLASSES][CURL_ERROR_SIZE + 64];
-    char full[DM_MAX_CLASSES][DM_URL_MAX];
+    char full[DM_MAX_CLASSES][DM_URL_MAX + DM_PATH_MAX]; /* never truncated */
     bool bad = false;
     for (unsigned c = 0; c < sc->ncls; c++) {
         snprintf(full[c], sizeof full[c], "%s%s", base, sc->cls[c].path);
