@@ -32,6 +32,7 @@
 #define CB_EXTRA_MAX 16
 
 _Thread_local struct ax_sched *ax_current_cb_sched;
+_Thread_local struct on_done_frame *ax_on_done_frames;
 
 struct cb_item {
     ax_callback fn;

@@ -122,10 +122,10 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         /* On any thread, the caller of ax_cancel or ax_shutdown included,
          * on_done counts as the scheduler's callback: ax_free and
          * ax_shutdown refuse to run inside it (they would wait for it). */
-        struct ax_sched *outer = ax_current_cb_sched;
-        ax_current_cb_sched = s;
+        struct on_done_frame frame = {s, ax_on_done_frames};
+        ax_on_done_frames = &frame;
         j->on_done(&r, j->cb_arg);
-        ax_current_cb_sched = outer;
+        ax_on_done_frames = frame.up;
         /* ax_shutdown promises every on_done has run when it returns, and
          * a task ended in its bucket (queued deadline, shutdown) has no
          * coroutine that would make it wait instead. */

@@ -538,6 +538,15 @@ extern _Thread_local struct ax_task *ax_current_run;
 extern _Thread_local struct worker *ax_current_worker;
 /* The scheduler whose callback pool this thread serves, or NULL. */
 extern _Thread_local struct ax_sched *ax_current_cb_sched;
+/* The on_done calls in progress on this thread, innermost first: an on_done
+ * of one scheduler may end a task of another inline (ax_cancel), and
+ * ax_free / ax_shutdown must be refused for every scheduler on the chain,
+ * not only the innermost (finish.c, lifecycle.c: own_thread). */
+struct on_done_frame {
+    struct ax_sched *s;
+    struct on_done_frame *up;
+};
+extern _Thread_local struct on_done_frame *ax_on_done_frames;
 
 /* run.c (and, inline below, the few lines of the yield path) */
 /* Park the current run (its t->rs already set); returns its wake_rc. */

@@ -220,10 +220,19 @@ static void cancel_running(struct ax_sched *s)
 
 /* True on a thread of s itself: a task, a worker running on_done, or a
  * callback-pool thread running on_timeout or on_done. */
+static bool in_on_done_of(struct ax_sched *s)
+{
+    for (const struct on_done_frame *f = ax_on_done_frames; f; f = f->up)
+        if (f->s == s)
+            return true;
+    return false;
+}
+
 static bool own_thread(struct ax_sched *s)
 {
     return (ax_current_run && ax_current_run->s == s) ||
-           (ax_current_worker && ax_current_worker->s == s) || ax_current_cb_sched == s;
+           (ax_current_worker && ax_current_worker->s == s) || ax_current_cb_sched == s ||
+           in_on_done_of(s);
 }
 
 /* grace_ns: how long cancelled coroutines get to return at the end. */

@@ -70,11 +70,13 @@ static int validate(const ax_sched *s, const ax_spec *sp, uint64_t now)
         if (bad < n)
             return ax_fail(AX_EINVAL, "spec.trace_id is not valid UTF-8 (byte %zu: 0x%02x)", bad,
                            (unsigned char)sp->trace_id[bad]);
-        /* No control characters either: the stderr reports print it as it
-         * is, and a newline or an escape sequence there could forge a line. */
+        /* No control characters either (C0, DEL, and C1: U+0080..U+009F,
+         * 0xc2 0x80..0x9f in UTF-8): the stderr reports print it as it is,
+         * and a newline or an escape sequence there could forge a line. */
         for (size_t i = 0; i < n; i++) {
             unsigned char c = (unsigned char)sp->trace_id[i];
-            if (c < 0x20 || c == 0x7f)
+            if (c < 0x20 || c == 0x7f ||
+                (c == 0xc2 && (unsigned char)sp->trace_id[i + 1] < 0xa0))
                 return ax_fail(AX_EINVAL,
                                "spec.trace_id has a control character (byte %zu: 0x%02x)", i, c);
         }

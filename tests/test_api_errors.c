@@ -231,6 +231,9 @@ static void test_submit(ax_sched *s)
     sp.trace_id = "id\x1b[2J";
     EXPECT_ERR(ax_submit(s, &sp, &id), AX_EINVAL, "control character (byte 2: 0x1b)");
     rejected++;
+    sp.trace_id = "id\xc2\x9b" "2J"; /* U+009B, the C1 CSI */
+    EXPECT_ERR(ax_submit(s, &sp, &id), AX_EINVAL, "control character (byte 2: 0xc2)");
+    rejected++;
     ax_retry_policy bad = {.mode = AX_BACKOFF_EXPONENTIAL, .base_ms = 0, .max_ms = 100};
     sp = good_spec();
     sp.retry = &bad;

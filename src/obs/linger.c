@@ -61,13 +61,15 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
         atomic_compare_exchange_strong(&w->bt_state, &want, on_task ? 2 : 3);
         return;
     }
-    /* The host's handler, in the form it was installed with. */
-    if (old_action.sa_flags & SA_SIGINFO) {
-        if (old_action.sa_sigaction)
-            old_action.sa_sigaction(sig, info, ctx);
-    } else if (old_action.sa_handler != SIG_DFL && old_action.sa_handler != SIG_IGN) {
+    /* The host's handler, in the form it was installed with. SIG_IGN and
+     * SIG_DFL (SIGURG's default is to ignore it) may come back with
+     * SA_SIGINFO set too: they are not functions. */
+    if (old_action.sa_handler == SIG_DFL || old_action.sa_handler == SIG_IGN)
+        return;
+    if (old_action.sa_flags & SA_SIGINFO)
+        old_action.sa_sigaction(sig, info, ctx);
+    else
         old_action.sa_handler(sig);
-    }
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
