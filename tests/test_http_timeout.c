@@ -43,8 +43,8 @@ static void *upstream(void *arg)
     }
 }
 
-static int rc_seen = -1;
-static long status_seen = -1;
+static atomic_int rc_seen = -1;
+static _Atomic long status_seen = -1;
 static char detail[256];
 
 static int get_task(ax_task *t, void *arg)
@@ -53,10 +53,11 @@ static int get_task(ax_task *t, void *arg)
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%u/", port);
     ax_http_response r;
-    rc_seen = ax_http_get(t, url, timeout_ms, &r);
+    int rc = ax_http_get(t, url, timeout_ms, &r);
     snprintf(detail, sizeof detail, "%s", ax_error_detail());
     status_seen = r.status;
     ax_http_response_free(&r);
+    rc_seen = rc; /* last: the main thread reads the others once it is set */
     return 0;
 }
 
