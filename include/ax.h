@@ -55,6 +55,8 @@ enum {
     AX_EPANIC = -12,    /* the task called ax_panic */
     AX_EBUSY = -13,     /* resource already in use (e.g. another task waits on this fd) */
     AX_ENET = -14,      /* a network transfer failed: refused, reset, DNS, TLS (detail says) */
+    AX_EOPEN = -15,     /* the task's class has its circuit breaker open: failing fast */
+    AX_EEXPIRED = -16,  /* waited in its bucket past its class's queue-time budget */
 };
 
 /* Short English name of a code ("deadline passed"); never NULL. */
@@ -103,6 +105,7 @@ typedef struct ax_result {
     uint64_t wait_ns;      /* queue wait of the last attempt */
     uint64_t run_ns;       /* run time of the last attempt (0 if it never ran) */
     char error[AX_ERROR_MAX]; /* human-readable reason, "" on success */
+    unsigned class_id;     /* the task's class, 0 if none */
 } ax_result;
 
 typedef struct ax_sched ax_sched; /* a scheduler: buckets, workers, timers */
@@ -232,7 +235,16 @@ typedef struct ax_spec {
     ax_callback on_done;      /* exactly once per admitted task; may be NULL */
     ax_callback on_timeout;   /* each timed-out attempt, on the callback pool; may be NULL */
     void *cb_arg;
+    /* A task class (ax_class_register; 0 = none). With a class, timeout_ms 0
+     * and retry NULL take the class's (its timeout as it is at submit time);
+     * priority and max_retry are the class's unless `overrides` has
+     * AX_SPEC_PRIORITY / AX_SPEC_MAX_RETRY, which keep the spec's. */
+    unsigned class_id;
+    unsigned overrides;
 } ax_spec;
+
+#define AX_SPEC_PRIORITY 1u  /* ax_spec.overrides: keep spec.priority over the class's */
+#define AX_SPEC_MAX_RETRY 2u /* ax_spec.overrides: keep spec.max_retry over the class's */
 
 /* Validate, assign an id, apply admission, queue. From any thread, including
  * from inside a task. On success *id_out (if not NULL) gets the task id,
@@ -328,6 +340,94 @@ int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst);
 /* Hold and release dispatch: submissions queue, nothing new starts. */
 int ax_pause(ax_sched *s);
 int ax_resume(ax_sched *s);
+
+/* ---- task classes and overload control (DESIGN.md §11) ------------------ */
+
+/* A class names a kind of work (an upstream endpoint: "quote", "search") and
+ * carries its defaults and its overload controls, each off-switchable:
+ *  - adaptive concurrency: attempts of the class in flight at most `limit`,
+ *    which follows the class's measured latency between limit_min and
+ *    limit_max (Gradient2: when the latency rises over its baseline the
+ *    limit falls, so waiting moves out of the upstream into ax's buckets,
+ *    where priority, shedding and the queue-time budget act);
+ *  - retry budget: a retry goes only while the class's retries in the last
+ *    retry_budget_window_ms stay under retry_budget_ratio x its first
+ *    attempts + retry_budget_min_per_s per second; otherwise the attempt's
+ *    failure is final and its error says "retry budget exhausted";
+ *  - circuit breaker: opens when at least breaker_failure_rate of the
+ *    class's attempts over breaker_window_ms failed or timed out (with at
+ *    least breaker_min_calls); while open, submissions get AX_EOPEN and
+ *    queued tasks of the class end FAILED with AX_EOPEN at dispatch; after
+ *    breaker_open_ms it lets breaker_half_open_calls probes through, whose
+ *    outcomes close it or open it again;
+ *  - queue-time budget: a task that waited in its bucket longer than
+ *    queue_budget_ms (0 = its timeout) ends FAILED with AX_EEXPIRED at
+ *    dispatch instead of starting late. Never retried.
+ * Classes are per scheduler, up to AX_CLASS_MAX, never removed; ids are 1,
+ * 2, ... in registration order. */
+#define AX_CLASS_MAX 64
+#define AX_CLASS_NAME_MAX 32
+
+typedef struct ax_class_config {
+    const char *name;          /* required: 1-31 bytes of [A-Za-z0-9_.-]; the metrics
+                                  label and the "class" of events */
+    ax_priority priority;      /* default NORMAL */
+    uint64_t timeout_ms;       /* per attempt (default 1000) */
+    unsigned max_retry;        /* default 0; <= config.max_retry_cap */
+    ax_retry_policy retry;     /* default: exponential 1 s .. 30 s, jitter 1 s */
+    bool queue_budget;         /* default true */
+    uint64_t queue_budget_ms;  /* 0 = the task's timeout (default 0) */
+    bool adaptive;             /* default true; false: limit_max is a fixed limit */
+    unsigned limit_min;        /* default 1 */
+    unsigned limit_max;        /* 0 = max_concurrency (default 0) */
+    unsigned limit_initial;    /* 0 = limit_max (default 0) */
+    bool retry_budget;         /* default true */
+    double retry_budget_ratio; /* default 0.2 (Finagle) */
+    double retry_budget_min_per_s; /* default 10 */
+    uint32_t retry_budget_window_ms; /* default 10000 */
+    bool breaker;              /* default true */
+    double breaker_failure_rate;   /* default 0.5 (resilience4j) */
+    unsigned breaker_min_calls;    /* default 20 */
+    uint32_t breaker_window_ms;    /* default 10000 */
+    uint32_t breaker_open_ms;      /* default 5000 */
+    unsigned breaker_half_open_calls; /* default 5 */
+} ax_class_config;
+
+void ax_class_config_default(ax_class_config *c);
+/* Register a class; *id_out gets its id. AX_EINVAL naming the bad field,
+ * AX_EBUSY if the name is taken, AX_ENOMEM past AX_CLASS_MAX. */
+int ax_class_register(ax_sched *s, const ax_class_config *c, unsigned *id_out);
+/* The id of a class by name; AX_ENOTFOUND if none. */
+int ax_class_find(ax_sched *s, const char *name, unsigned *id_out);
+/* Change a class's timeout at run time (seed §4.2 "raise the task timeout"):
+ * submissions from now on that take the class's timeout get this one. */
+int ax_class_set_timeout(ax_sched *s, unsigned id, uint64_t timeout_ms);
+
+typedef enum { AX_BREAKER_CLOSED = 0, AX_BREAKER_OPEN = 1, AX_BREAKER_HALF_OPEN = 2 } ax_breaker_state;
+const char *ax_breaker_state_name(ax_breaker_state b); /* "closed", "open", "half-open" */
+
+typedef struct ax_class_stats {
+    char name[AX_CLASS_NAME_MAX];
+    ax_priority priority;
+    uint64_t timeout_ms;
+    unsigned limit;         /* attempts in flight allowed now (max_concurrency if no limit) */
+    unsigned in_flight;     /* attempts holding a slot now */
+    uint64_t queued;        /* waiting in a bucket now */
+    uint64_t rtt_short_ns;  /* the limiter's recent latency (last window) */
+    uint64_t rtt_long_ns;   /* ... and its baseline */
+    ax_breaker_state breaker;
+    double failure_rate;    /* over the breaker's window */
+    uint64_t breaker_opened;   /* times it opened */
+    uint64_t breaker_rejected; /* submissions refused and queued tasks failed: AX_EOPEN */
+    double retry_budget_left;  /* retries the budget allows now */
+    uint64_t retries_allowed, retries_denied;
+    uint64_t expired;       /* failed at dispatch past the queue-time budget */
+    uint64_t submitted, started, succeeded, failed, timed_out, cancelled;
+} ax_class_stats;
+
+int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out);
+/* Classes registered (ids 1 .. this). */
+unsigned ax_class_count(ax_sched *s);
 
 /* ---- statistics --------------------------------------------------------- */
 
@@ -451,6 +551,7 @@ typedef struct ax_event {
     uint64_t run_ns;        /* run time of this attempt (terminal, retry, panic) */
     int code;               /* AX_E* or the function's return; 0 if none */
     char message[AX_EVENT_MESSAGE_MAX]; /* error text, retry delay, backtrace; "" if none */
+    char class_name[32];    /* the task's class (AX_CLASS_NAME_MAX), "" if none */
 } ax_event;
 
 typedef void (*ax_event_fn)(const ax_event *ev, void *arg);

@@ -1,0 +1,129 @@
+/* overload.h - the three controllers of overload control (DESIGN.md §11),
+ * as pure state machines: no lock, no clock, no allocation. The caller
+ * passes the time (CLOCK_MONOTONIC ns) and serialises calls on one object
+ * (class.c holds the class's lock around them). Unit tests drive them with
+ * synthetic series (tests/test_limit.c, test_budget.c, test_breaker.c).
+ *
+ *  - limit.c   adaptive concurrency: the limit follows measured latency
+ *              (Netflix concurrency-limits Gradient2; Envoy's adaptive
+ *              concurrency filter);
+ *  - budget.c  retry budget: retries stay under a share of first attempts
+ *              over a sliding window, plus a floor per second (Finagle's
+ *              RetryBudget, gRPC retry throttling);
+ *  - breaker.c circuit breaker: closed -> open on a failure rate over a
+ *              window with a minimum of calls, half-open probes
+ *              (resilience4j's CircuitBreaker).
+ */
+#ifndef AX_OVERLOAD_H
+#define AX_OVERLOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* ---- adaptive concurrency limit (limit.c) ------------------------------- */
+
+struct ax_limit_cfg {
+    unsigned min;       /* >= 1 */
+    unsigned max;       /* >= min */
+    unsigned initial;   /* in [min, max] */
+    double smoothing;   /* (0, 1]: weight of a new estimate (Gradient2: 0.2) */
+    double tolerance;   /* >= 1: long/short latency ratio tolerated before the
+                           limit drops (Gradient2's rttTolerance 1.5) */
+    uint64_t window_ns; /* a short-latency window closes after this long ... */
+    unsigned window_samples; /* ... and at least this many samples */
+    unsigned long_window; /* samples the long (baseline) average spans (600) */
+};
+
+struct ax_limit {
+    struct ax_limit_cfg cfg;
+    double limit;          /* current, in [min, max] */
+    double long_rtt;       /* baseline latency, exponential average (ns) */
+    double short_sum;      /* latency sum of the open window (ns) */
+    unsigned short_n;      /* samples in the open window */
+    unsigned max_inflight; /* most in flight seen in the open window */
+    uint64_t window_start; /* ns */
+    bool has_long;
+    uint64_t updates;      /* windows closed */
+};
+
+void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
+/* One finished attempt: its latency, the attempts in flight when it ended,
+ * and whether it was dropped (timed out: its latency is a lower bound). May
+ * close the window and move the limit. */
+void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
+                     bool dropped);
+unsigned ax_limit_get(const struct ax_limit *l);
+
+/* ---- retry budget (budget.c) --------------------------------------------- */
+
+#define AX_BUDGET_SLOTS 10 /* the window is kept as this many sub-windows */
+
+struct ax_budget_cfg {
+    double ratio;          /* retries per first attempt allowed, in [0, 10] (0.2) */
+    double min_per_s;      /* retries per second allowed whatever the ratio (10) */
+    uint64_t window_ns;    /* sliding window (10 s) */
+};
+
+struct ax_budget {
+    struct ax_budget_cfg cfg;
+    uint64_t slot_ns;      /* window_ns / AX_BUDGET_SLOTS */
+    uint64_t epoch;        /* index of the newest sub-window */
+    uint32_t firsts[AX_BUDGET_SLOTS], retries[AX_BUDGET_SLOTS];
+    uint64_t allowed, denied; /* totals since init */
+};
+
+void ax_budget_init(struct ax_budget *b, const struct ax_budget_cfg *cfg, uint64_t now);
+/* A first attempt started. */
+void ax_budget_first(struct ax_budget *b, uint64_t now);
+/* May this retry go? true: counted as a retry in the window; false: denied
+ * (counted in `denied`). Allowed while retries in the window + 1 <=
+ * ratio x first attempts in the window + min_per_s x window seconds. */
+bool ax_budget_try_retry(struct ax_budget *b, uint64_t now);
+/* Retries still allowed in the window now (>= 0), for stats and messages. */
+double ax_budget_left(struct ax_budget *b, uint64_t now);
+
+/* ---- circuit breaker (breaker.c) ------------------------------------------ */
+
+enum { AX_BRK_CLOSED = 0, AX_BRK_OPEN = 1, AX_BRK_HALF_OPEN = 2 };
+
+struct ax_breaker_cfg {
+    double failure_rate;   /* opens at >= this share of failed calls, (0, 1] (0.5) */
+    unsigned min_calls;    /* ... over at least this many calls in the window (20) */
+    uint64_t window_ns;    /* time-based sliding window (10 s), kept in 10 slots */
+    uint64_t open_ns;      /* open this long, then half-open (5 s) */
+    unsigned half_open_calls; /* probes let through half-open (5); all must end,
+                                 then the breaker closes if their failure rate is
+                                 below failure_rate, else opens again */
+};
+
+struct ax_breaker {
+    struct ax_breaker_cfg cfg;
+    int state;
+    uint64_t slot_ns, epoch;
+    uint32_t calls[10], fails[10];
+    uint64_t opened_at;    /* ns, when it last opened */
+    unsigned probes_out;   /* half-open: permits handed out */
+    unsigned probes_done, probes_failed;
+    uint64_t opened, rejected; /* times opened; calls refused */
+};
+
+void ax_breaker_init(struct ax_breaker *b, const struct ax_breaker_cfg *cfg, uint64_t now);
+/* Advance time-driven transitions (open -> half-open) and return the state. */
+int ax_breaker_state(struct ax_breaker *b, uint64_t now);
+/* May a call start now? Closed: yes. Open: no (counted in `rejected`).
+ * Half-open: yes while permits remain (a permit is taken), else no (not
+ * counted: it may wait). */
+bool ax_breaker_allow(struct ax_breaker *b, uint64_t now);
+/* The outcome of a call. Closed: counted in the window (may open it).
+ * Open: ignored (the call began before it opened). Half-open: counted as a
+ * probe's outcome whether or not this call took a permit (a call that began
+ * while closed and ends now is evidence too); once half_open_calls outcomes
+ * are in, it closes or opens again. */
+void ax_breaker_record(struct ax_breaker *b, uint64_t now, bool failed);
+/* A call that was allowed but ended with no outcome (cancelled): gives its
+ * half-open permit back. */
+void ax_breaker_release(struct ax_breaker *b, uint64_t now);
+/* Failure rate over the window now (0 if no call), for stats. */
+double ax_breaker_failure_rate(struct ax_breaker *b, uint64_t now, unsigned *calls);
+
+#endif
