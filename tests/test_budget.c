@@ -114,26 +114,26 @@ static void test_slide(void)
     struct ax_budget_cfg c = cfg(0.2, 0);
     uint64_t t0 = 1000 * S; /* not at 0: the epoch arithmetic is absolute */
     ax_budget_init(&b, &c, t0);
-    firsts(&b, t0 + 999 * MS, 50);   /* sub-window 0 */
-    firsts(&b, t0 + 5500 * MS, 50);  /* sub-window 5 */
+    firsts(&b, t0 + 999 * MS, 50);                   /* sub-window 0 */
+    firsts(&b, t0 + 5500 * MS, 50);                  /* sub-window 5 */
     CHECK(ax_budget_left(&b, t0 + 9999 * MS) == 20); /* both still in */
     CHECK(ax_budget_left(&b, t0 + 10 * S) == 10);    /* sub-window 0 left */
     CHECK(ax_budget_left(&b, t0 + 14999 * MS) == 10);
-    CHECK(ax_budget_left(&b, t0 + 15 * S) == 0);     /* sub-window 5 left */
+    CHECK(ax_budget_left(&b, t0 + 15 * S) == 0); /* sub-window 5 left */
 
     /* Spent retries free their budget when they leave. */
     struct ax_budget r;
     ax_budget_init(&r, &c, t0);
-    firsts(&r, t0, 100);                  /* sub-window 0: 20 retries */
-    CHECK_EQ(drain(&r, t0 + 2 * S), 20);  /* spent in sub-window 2 */
-    firsts(&r, t0 + 3 * S, 100);          /* sub-window 3: 20 more */
-    CHECK_EQ(drain(&r, t0 + 4 * S), 20);  /* spent in sub-window 4 */
+    firsts(&r, t0, 100);                 /* sub-window 0: 20 retries */
+    CHECK_EQ(drain(&r, t0 + 2 * S), 20); /* spent in sub-window 2 */
+    firsts(&r, t0 + 3 * S, 100);         /* sub-window 3: 20 more */
+    CHECK_EQ(drain(&r, t0 + 4 * S), 20); /* spent in sub-window 4 */
     /* At 10 s: sub-window 0's firsts leave (budget 20), 40 retries still in. */
     CHECK(ax_budget_left(&r, t0 + 10 * S) == 0);
     CHECK(!ax_budget_try_retry(&r, t0 + 10 * S));
     /* At 12 s sub-window 2's retries leave too: 20 - 20 = 0. */
     CHECK(ax_budget_left(&r, t0 + 12 * S) == 0);
-    firsts(&r, t0 + 12 * S, 10);          /* +2 */
+    firsts(&r, t0 + 12 * S, 10); /* +2 */
     CHECK(ax_budget_left(&r, t0 + 12 * S) == 2);
     /* At 13 s sub-window 3's firsts leave: 2 - 20 < 0. */
     CHECK(ax_budget_left(&r, t0 + 13 * S) == 0);

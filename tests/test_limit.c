@@ -102,8 +102,7 @@ static void test_steady_climb(void)
         unsigned v = window(&l, 100 * MS, 0, 0);
         CHECK(v >= prev); /* never a step down at a steady latency */
         prev = v;
-        if (v == 500 && !at_max)
-            at_max = w;
+        if (v == 500 && !at_max) at_max = w;
     }
     /* sqrt headroom x smoothing per window: 50 -> 500 is slow by design
      * (limit.c: no evidence of a faster upstream, only of no queue). */
@@ -154,10 +153,8 @@ static void test_step_and_recovery(void)
         unsigned v = window(&l, 1000 * MS, 0, 0);
         CHECK(v <= prev);
         prev = v;
-        if (v < 250 && !below)
-            below = w;
-        if (w <= 90)
-            CHECK(l.last_gradient == 0.5); /* the floor: never more than half */
+        if (v < 250 && !below) below = w;
+        if (w <= 90) CHECK(l.last_gradient == 0.5); /* the floor: never more than half */
     }
     CHECK_EQ(below, 8); /* 0.8 s at the default window */
     CHECK_LE(prev, 10);
@@ -172,8 +169,7 @@ static void test_step_and_recovery(void)
     unsigned back = 0;
     for (unsigned w = 2; w <= 100; w++) {
         unsigned v = window(&l, 100 * MS, 0, 0);
-        if (v >= 450 && !back)
-            back = w;
+        if (v >= 450 && !back) back = w;
     }
     CHECK_EQ(back, 23); /* 2.3 s at the default 100 ms window */
     CHECK_EQ(ax_limit_get(&l), 500);
@@ -191,7 +187,7 @@ static void test_app_limited(void)
     ax_limit_init(&l, &c, now_ns);
     for (int i = 0; i < 300; i++)
         CHECK_EQ(window(&l, 100 * MS, 49, 0), 100); /* 49 < 100/2 */
-    window(&l, 100 * MS, 50, 0); /* 50: not app-limited */
+    window(&l, 100 * MS, 50, 0);                    /* 50: not app-limited */
     CHECK_EQ(ax_limit_get(&l), 102);
     /* A latency rise while app-limited still brings it down. */
     unsigned v = ax_limit_get(&l);
@@ -256,8 +252,11 @@ static void test_bounds(void)
     ax_limit_init(&l, &c, now_ns);
     unsigned seen_min = 0, seen_max = 0;
     for (int w = 0; w < 20000; w++) {
-        uint64_t rtt = rnd() % 8 == 0 ? rnd() % (30000 * MS) : rnd() % 8 == 0 ? 0 : 1 + rnd() % (200 * MS);
-        unsigned v = window(&l, rtt, (unsigned)(rnd() % 40), (unsigned)(rnd() % 4 == 0 ? rnd() % 11 : 0));
+        uint64_t rtt = rnd() % 8 == 0   ? rnd() % (30000 * MS)
+                       : rnd() % 8 == 0 ? 0
+                                        : 1 + rnd() % (200 * MS);
+        unsigned v =
+            window(&l, rtt, (unsigned)(rnd() % 40), (unsigned)(rnd() % 4 == 0 ? rnd() % 11 : 0));
         seen_min += v == 10;
         seen_max += v == 20;
     }

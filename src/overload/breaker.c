@@ -52,11 +52,9 @@ void ax_breaker_init(struct ax_breaker *b, const struct ax_breaker_cfg *cfg, uin
 {
     memset(b, 0, sizeof *b);
     b->cfg = *cfg;
-    if (b->cfg.half_open_calls < 1)
-        b->cfg.half_open_calls = 1;
+    if (b->cfg.half_open_calls < 1) b->cfg.half_open_calls = 1;
     b->slot_ns = cfg->window_ns / AX_BREAKER_SLOTS;
-    if (b->slot_ns == 0)
-        b->slot_ns = 1;
+    if (b->slot_ns == 0) b->slot_ns = 1;
     b->epoch = now / b->slot_ns;
     b->state = AX_BRK_CLOSED;
 }
@@ -66,8 +64,7 @@ void ax_breaker_init(struct ax_breaker *b, const struct ax_breaker_cfg *cfg, uin
 static void window_advance(struct ax_breaker *b, uint64_t now)
 {
     uint64_t e = now / b->slot_ns;
-    if (e <= b->epoch)
-        return;
+    if (e <= b->epoch) return;
     if (e - b->epoch >= AX_BREAKER_SLOTS) {
         window_clear(b);
     } else {
@@ -99,8 +96,7 @@ static void to_open(struct ax_breaker *b, uint64_t now)
 static void breaker_tick(struct ax_breaker *b, uint64_t now)
 {
     window_advance(b, now);
-    if (b->state == AX_BRK_OPEN && now >= b->opened_at &&
-        now - b->opened_at >= b->cfg.open_ns) {
+    if (b->state == AX_BRK_OPEN && now >= b->opened_at && now - b->opened_at >= b->cfg.open_ns) {
         b->state = AX_BRK_HALF_OPEN;
         b->probes_out = b->probes_done = b->probes_failed = 0;
     }
@@ -122,8 +118,7 @@ bool ax_breaker_allow(struct ax_breaker *b, uint64_t now)
         b->rejected++;
         return false;
     default: /* AX_BRK_HALF_OPEN */
-        if (b->probes_out >= b->cfg.half_open_calls)
-            return false;
+        if (b->probes_out >= b->cfg.half_open_calls) return false;
         b->probes_out++;
         return true;
     }
@@ -135,8 +130,7 @@ void ax_breaker_record(struct ax_breaker *b, uint64_t now, bool failed)
     if (b->state == AX_BRK_CLOSED) {
         uint32_t *c = &b->calls[b->epoch % AX_BREAKER_SLOTS];
         uint32_t *f = &b->fails[b->epoch % AX_BREAKER_SLOTS];
-        if (*c == UINT32_MAX)
-            return; /* 4 G calls in one slot: the rate is known well enough */
+        if (*c == UINT32_MAX) return; /* 4 G calls in one slot: the rate is known well enough */
         (*c)++;
         *f += failed;
         uint64_t calls, fails;
@@ -147,8 +141,7 @@ void ax_breaker_record(struct ax_breaker *b, uint64_t now, bool failed)
     } else if (b->state == AX_BRK_HALF_OPEN) {
         b->probes_done++;
         b->probes_failed += failed;
-        if (b->probes_done < b->cfg.half_open_calls)
-            return;
+        if (b->probes_done < b->cfg.half_open_calls) return;
         if ((double)b->probes_failed < b->cfg.failure_rate * (double)b->probes_done) {
             b->state = AX_BRK_CLOSED;
             window_clear(b);
@@ -162,8 +155,7 @@ void ax_breaker_record(struct ax_breaker *b, uint64_t now, bool failed)
 void ax_breaker_release(struct ax_breaker *b, uint64_t now)
 {
     breaker_tick(b, now);
-    if (b->state == AX_BRK_HALF_OPEN && b->probes_out > 0)
-        b->probes_out--;
+    if (b->state == AX_BRK_HALF_OPEN && b->probes_out > 0) b->probes_out--;
 }
 
 double ax_breaker_failure_rate(struct ax_breaker *b, uint64_t now, unsigned *calls)
@@ -171,7 +163,6 @@ double ax_breaker_failure_rate(struct ax_breaker *b, uint64_t now, unsigned *cal
     breaker_tick(b, now);
     uint64_t c, f;
     window_sum(b, &c, &f);
-    if (calls)
-        *calls = c > UINT32_MAX ? UINT32_MAX : (unsigned)c;
+    if (calls) *calls = c > UINT32_MAX ? UINT32_MAX : (unsigned)c;
     return c ? (double)f / (double)c : 0;
 }

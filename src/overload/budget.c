@@ -41,8 +41,7 @@ void ax_budget_init(struct ax_budget *b, const struct ax_budget_cfg *cfg, uint64
     memset(b, 0, sizeof *b);
     b->cfg = *cfg;
     b->slot_ns = cfg->window_ns / AX_BUDGET_SLOTS;
-    if (b->slot_ns == 0)
-        b->slot_ns = 1;
+    if (b->slot_ns == 0) b->slot_ns = 1;
     b->epoch = now / b->slot_ns;
 }
 
@@ -50,8 +49,7 @@ void ax_budget_init(struct ax_budget *b, const struct ax_budget_cfg *cfg, uint64
 static void budget_advance(struct ax_budget *b, uint64_t now)
 {
     uint64_t e = now / b->slot_ns;
-    if (e <= b->epoch)
-        return;
+    if (e <= b->epoch) return;
     if (e - b->epoch >= AX_BUDGET_SLOTS) {
         memset(b->firsts, 0, sizeof b->firsts);
         memset(b->retries, 0, sizeof b->retries);
@@ -72,8 +70,8 @@ static double budget_room(const struct ax_budget *b)
         firsts += b->firsts[i];
         retries += b->retries[i];
     }
-    double cap = b->cfg.ratio * (double)firsts +
-                 b->cfg.min_per_s * ((double)b->cfg.window_ns / 1e9);
+    double cap =
+        b->cfg.ratio * (double)firsts + b->cfg.min_per_s * ((double)b->cfg.window_ns / 1e9);
     return cap - (double)retries;
 }
 
@@ -81,8 +79,7 @@ void ax_budget_first(struct ax_budget *b, uint64_t now)
 {
     budget_advance(b, now);
     uint32_t *c = &b->firsts[b->epoch % AX_BUDGET_SLOTS];
-    if (*c < UINT32_MAX)
-        (*c)++;
+    if (*c < UINT32_MAX) (*c)++;
 }
 
 bool ax_budget_try_retry(struct ax_budget *b, uint64_t now)
@@ -93,8 +90,7 @@ bool ax_budget_try_retry(struct ax_budget *b, uint64_t now)
         return false;
     }
     uint32_t *c = &b->retries[b->epoch % AX_BUDGET_SLOTS];
-    if (*c < UINT32_MAX)
-        (*c)++;
+    if (*c < UINT32_MAX) (*c)++;
     b->allowed++;
     return true;
 }

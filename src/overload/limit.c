@@ -82,18 +82,13 @@ static double clampd(double v, double lo, double hi)
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now)
 {
     *l = (struct ax_limit){.cfg = *cfg, .window_start = now};
-    if (l->cfg.min < 1)
-        l->cfg.min = 1;
-    if (l->cfg.max < l->cfg.min)
-        l->cfg.max = l->cfg.min;
-    if (l->cfg.window_samples < 1)
-        l->cfg.window_samples = 1;
-    if (l->cfg.long_window < 1)
-        l->cfg.long_window = 1;
+    if (l->cfg.min < 1) l->cfg.min = 1;
+    if (l->cfg.max < l->cfg.min) l->cfg.max = l->cfg.min;
+    if (l->cfg.window_samples < 1) l->cfg.window_samples = 1;
+    if (l->cfg.long_window < 1) l->cfg.long_window = 1;
     if (!(l->cfg.smoothing > 0 && l->cfg.smoothing <= 1))
         l->cfg.smoothing = AX_LIMIT_DEFAULT_SMOOTHING;
-    if (!(l->cfg.tolerance >= 1))
-        l->cfg.tolerance = 1;
+    if (!(l->cfg.tolerance >= 1)) l->cfg.tolerance = 1;
     l->limit = clampd(cfg->initial, l->cfg.min, l->cfg.max);
     l->last_gradient = 1;
 }
@@ -102,8 +97,7 @@ void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t 
 static void limit_update(struct ax_limit *l)
 {
     double shortr = l->short_sum / l->short_n;
-    if (shortr < 1)
-        shortr = 1; /* a 0 ns sample must not divide by zero */
+    if (shortr < 1) shortr = 1; /* a 0 ns sample must not divide by zero */
 
     if (!l->has_long) {
         l->long_rtt = shortr;
@@ -112,8 +106,7 @@ static void limit_update(struct ax_limit *l)
         double a = 2.0 / ((double)l->cfg.long_window + 1);
         l->long_rtt += a * (shortr - l->long_rtt);
     }
-    if (l->long_rtt > 2 * shortr)
-        l->long_rtt *= 0.95;
+    if (l->long_rtt > 2 * shortr) l->long_rtt *= 0.95;
 
     double lim = l->limit, ratio = l->long_rtt / shortr;
     double g = clampd(l->cfg.tolerance * ratio, AX_LIMIT_MIN_GRADIENT, 1.0);
@@ -143,8 +136,7 @@ void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned
     l->short_sum += (double)rtt_ns;
     l->short_n++;
     l->short_dropped += dropped;
-    if (inflight > l->max_inflight)
-        l->max_inflight = inflight;
+    if (inflight > l->max_inflight) l->max_inflight = inflight;
     /* now < window_start: a caller's clock went back; wait for it. */
     if (now < l->window_start || now - l->window_start < l->cfg.window_ns ||
         l->short_n < l->cfg.window_samples)
