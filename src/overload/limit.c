@@ -30,14 +30,20 @@
  * Headroom sqrt(L): the queue Gradient2's authors and Envoy allow at the
  * upstream, small against L when L is large, so at a steady baseline the
  * limit creeps up by smoothing x sqrt(L) per window until the latency
- * answers (or max). It alone climbs far too slowly after a collapse (from 4
- * to 450 takes ~190 windows, 19 s at 100 ms), so a window whose latency is
- * *below* its baseline - the upstream serves faster than we remember: no
- * queue there at all - also earns L x (long/short - 1), at most L (Envoy's
- * gradient cap of 2). With smoothing 0.2 that is at most x1.2 per window:
- * from 4 to 450 in ~26 windows (2.6 s). At a steady latency short ~ long,
- * so this term is noise-sized and the set-point (short = tolerance x long)
- * is Gradient2's; it is only reached faster.
+ * answers (or max). It alone climbs far too slowly after a collapse: after
+ * 10 s of a 10x step (L down to 5), back to 450 of 500 takes 192 windows,
+ * 19 s at 100 ms. So a window whose latency is *below* its baseline - the
+ * upstream serves faster than we remember: no queue there at all - also
+ * earns L x (long/short - 1), at most L (Envoy's gradient cap of 2). With
+ * smoothing 0.2 that is at most x1.2 per window: the same climb takes 23
+ * windows, 2.3 s (test_limit.c). At a steady latency short ~ long, so this
+ * term is noise-sized and the set-point (short = tolerance x long) is
+ * Gradient2's; it is only reached faster.
+ *
+ * Known trade-off (Gradient2's too): the x0.95 decay stops once the
+ * baseline is within 2x the latency, and the average takes its time from
+ * there, so for tens of seconds after a recovery the limit tolerates up to
+ * tolerance x 2 = 3x the new latency before it falls.
  *
  * App-limited: if fewer than L/2 attempts were ever in flight in the
  * window, the latency says nothing about L, so the estimate may lower L but
