@@ -31,8 +31,9 @@
 #define AX_LIMIT_DEFAULT_WINDOW_NS 100000000ull /* 100 ms */
 #define AX_LIMIT_DEFAULT_WINDOW_SAMPLES 10u
 #define AX_LIMIT_DEFAULT_LONG_WINDOW 600u
-/* A window with dropped samples never grows the limit and its gradient is at
- * most 1 - dropped/samples, but never below this (the gradient's floor). */
+/* The gradient's floor: one window never cuts the estimate by more than half
+ * (Gradient2's 0.5); a window with dropped samples has a gradient of at most
+ * 1 - dropped/samples, never below this floor. */
 #define AX_LIMIT_MIN_GRADIENT 0.5
 /* Growth beyond the queue headroom while the window's latency is below its
  * baseline: the gradient may reach long/short, at most this (Envoy's 2). */
@@ -69,7 +70,9 @@ struct ax_limit {
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
 /* One finished attempt: its latency, the attempts in flight when it ended,
  * and whether it was dropped (timed out: its latency is a lower bound). May
- * close the window and move the limit. */
+ * close the window and move the limit. A dropped sample counts at rtt_ns in
+ * the window's mean; a window with drops never grows the limit and its
+ * gradient is at most 1 - dropped/samples (limit.c says why). */
 void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                      bool dropped);
 unsigned ax_limit_get(const struct ax_limit *l);
