@@ -127,7 +127,28 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     if (AX_UNLIKELY(!s))
         return ax_fail_static(AX_EINVAL, "scheduler is NULL");
     uint64_t now = now_ns();
-    int rc = validate(s, sp, now);
+    /* A class fills what the spec leaves to it (class.c). */
+    ax_spec eff;
+    struct ax_class_rt *cls = NULL;
+    int rc = sp ? class_resolve_spec(s, sp, &eff, &cls) : AX_OK;
+    if (cls)
+        sp = &eff;
+    /* A child's deadline is at most its parent's attempt's (DESIGN.md §11):
+     * work the parent can no longer use is not started on its behalf. */
+    if (!rc && parent && sp && (!sp->deadline_ns || sp->deadline_ns > parent->deadline_ns)) {
+        if (sp != &eff) {
+            eff = *sp;
+            sp = &eff;
+        }
+        if (parent->deadline_ns <= now)
+            rc = ax_fail_static(AX_ETIMEDOUT, "ax_spawn: the parent's deadline has passed");
+        else
+            eff.deadline_ns = parent->deadline_ns;
+    }
+    if (!rc)
+        rc = validate(s, sp, now);
+    if (AX_UNLIKELY(!rc && cls && class_open_now(cls, now)))
+        rc = class_refuse_open(cls, now);
     if (AX_UNLIKELY(rc)) {
         pthread_mutex_lock(&s->lock);
         s->st.rejected++;
@@ -171,6 +192,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     j->retry = sp->retry ? *sp->retry : s->cfg.retry;
     j->max_retry = (uint16_t)sp->max_retry;
     j->prio = (uint8_t)p;
+    j->cls = cls ? (uint8_t)cls->id : 0;
+    j->end_why = 0;
     j->is_child = parent != NULL;
     j->joiner = NULL;
     j->code = 0;
@@ -182,6 +205,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
                           memory_order_release);
     s->load++;
     s->st.submitted++;
+    if (cls)
+        atomic_fetch_add_explicit(&cls->submitted, 1, memory_order_relaxed);
     j->submit_ns = now;
     sched_enqueue_new_locked(s, j, now, sp->delay_ms * 1000000u);
     bool wake = !sp->delay_ms && !s->paused && running_locked(s) < s->cap;
