@@ -1,22 +1,25 @@
 /* test_review_classes_cap.c - a class with limit_max 0 ("= max_concurrency",
- * ax.h) keeps the cap of the moment it was registered: class.c copies
- * s->cfg.max_concurrency into c->limit (fixed) or the limiter's max
- * (adaptive) once, and ax_set_max_concurrency never updates it. Raising the
- * cap at run time (DESIGN.md §1, §10; the seed's 200 -> 600) does nothing
- * for class tasks.
+ * ax.h) is limited by the max_concurrency given to ax_new, forever:
+ * class.c:112/157 read s->cfg.max_concurrency (never updated;
+ * ax_set_max_concurrency changes s->cap) into c->limit (fixed) or the
+ * limiter's max (adaptive), once. Raising the cap at run time (DESIGN.md
+ * §1, §10; the seed's 200 -> 600) does nothing for class tasks -- even for
+ * a class registered after the change (and check_config validates
+ * limit_min / limit_initial against the stale cap too).
  *
- * Here: cap 2, a class with limit_max 0, then cap 6; 6 blocking tasks of
- * the class. Expected: 6 run at once and stats.limit says 6.
+ * Here: ax_new with cap 2, cap raised to 6, then a class with limit_max 0
+ * registered; 6 blocking tasks of the class. Expected: 6 run at once and
+ * stats.limit says 6.
  */
 #include "review_classes_common.h"
 
 int main(void)
 {
     ax_sched *s = test_sched(2, 2);
+    CHECK_EQ(ax_set_max_concurrency(s, 6), AX_OK);
     ax_class_config c = rc_plain("capped"); /* adaptive off, limit_max 0 */
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
-    CHECK_EQ(ax_set_max_concurrency(s, 6), AX_OK);
 
     static atomic_int release;
     for (int i = 0; i < 6; i++) {
