@@ -1,4 +1,4 @@
-/* test_review_classes_handback_probe.c - a half-open probe handed back by
+/* test_class_handback_probe.c - a half-open probe handed back by
  * the watchdog keeps its breaker permit.
  *
  * class_dispatch_locked takes a half-open permit (ax_breaker_allow ->
@@ -13,7 +13,7 @@
  *
  * Expected: all three tasks end (the third succeeds) within a few seconds.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static int hog(ax_task *t, void *arg)
 {

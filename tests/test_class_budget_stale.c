@@ -1,4 +1,4 @@
-/* test_review_classes_budget_stale.c - a losing retry decision leaves
+/* test_class_budget_stale.c - a losing retry decision leaves
  * j->end_why = END_BUDGET on the job, and a later, unrelated end reports
  * "retry budget exhausted".
  *
@@ -17,7 +17,7 @@
  * Expected: SUCCEEDED with error "", and the class counts 1 allowed, 0
  * denied.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static atomic_int calls;
 

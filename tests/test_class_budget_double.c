@@ -1,4 +1,4 @@
-/* test_review_classes_budget_double.c - one timed-out attempt spends the
+/* test_class_budget_double.c - one timed-out attempt spends the
  * retry budget twice.
  *
  * finish_running always calls finish_decide before its CAS, and
@@ -14,7 +14,7 @@
  * Expected: 1 retry happened (ax_stats.retried == 1), so the class counts 1
  * allowed, 0 denied.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static atomic_int calls;
 

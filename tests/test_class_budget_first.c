@@ -1,4 +1,4 @@
-/* test_review_classes_budget_first.c - the retry budget counts a first
+/* test_class_budget_first.c - the retry budget counts a first
  * attempt only after the retry decision of that same attempt.
  *
  * finish_running decides (finish_decide -> class_retry_allowed ->
@@ -12,7 +12,7 @@
  * Here: ratio 2.0 (two retries per first attempt), no floor, one task that
  * fails once. 1 retry <= 2.0 x 1 first attempt: it must be allowed.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static atomic_int calls;
 

@@ -1,4 +1,4 @@
-/* test_review_classes_scan_join.c - CLASS_SCAN head-of-line blocking turns
+/* test_class_scan_join.c - CLASS_SCAN head-of-line blocking turns
  * fan-out / fan-in into a deadlock that only the parent's timeout breaks.
  *
  * A task of class A (limit 1) spawns a child of no class and joins it. 16
@@ -10,7 +10,7 @@
  *
  * Expected: the child runs at once; the parent succeeds well within 2 s.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static atomic_int spawned;
 

@@ -1,4 +1,4 @@
-/* test_review_classes_cap.c - a class with limit_max 0 ("= max_concurrency",
+/* test_class_cap.c - a class with limit_max 0 ("= max_concurrency",
  * ax.h) is limited by the max_concurrency given to ax_new, forever:
  * class.c:112/157 read s->cfg.max_concurrency (never updated;
  * ax_set_max_concurrency changes s->cap) into c->limit (fixed) or the
@@ -11,7 +11,7 @@
  * registered; 6 blocking tasks of the class. Expected: 6 run at once and
  * stats.limit says 6.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 int main(void)
 {

@@ -1,4 +1,4 @@
-/* test_review_classes_budget_cancel.c - cancelling a running task spends
+/* test_class_budget_cancel.c - cancelling a running task spends
  * its class's retry budget.
  *
  * ax_cancel wins the CAS (CANCELLED); the woken coroutine returns the
@@ -10,7 +10,7 @@
  *
  * Expected: no retry happened, so retries_allowed == retries_denied == 0.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 int main(void)
 {

@@ -1,7 +1,7 @@
-/* review_classes_common.h - shared helpers of the test_review_classes_*
- * tests (review of d6c7f43, task classes wired into the scheduler). */
-#ifndef REVIEW_CLASSES_COMMON_H
-#define REVIEW_CLASSES_COMMON_H
+/* class_common.h - shared helpers of the test_class_*
+ * tests (written by the review of d6c7f43, task classes wired into the scheduler; each test's header describes the defect as it was, fixed since). */
+#ifndef CLASS_COMMON_H
+#define CLASS_COMMON_H
 
 #include "util.h"
 

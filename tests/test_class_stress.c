@@ -1,11 +1,11 @@
-/* test_review_classes_stress.c - classes under churn: 3 classes (fixed
+/* test_class_stress.c - classes under churn: 3 classes (fixed
  * limit 2, adaptive, breaker + budget) plus classless tasks, random
  * run times, failures, timeouts, retries and cancels from another thread.
  * Checks exactly-once (one on_done per admitted task), liveness (all end
  * within a generous bound), and that each class's in_flight and queued go
  * back to 0 and its terminal counts add up to its submissions.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 #define N 3000
 

@@ -1,5 +1,5 @@
-/* test_review_classes_stale_open.c - the stale END_BUDGET of a losing
- * retry decision (see test_review_classes_budget_stale.c) turns a back-off
+/* test_class_stale_open.c - the stale END_BUDGET of a losing
+ * retry decision (see test_class_budget_stale.c) turns a back-off
  * that reaches the task's deadline into "FAILED, AX_EOPEN, circuit breaker
  * open" -- for a class whose breaker is switched off.
  *
@@ -15,7 +15,7 @@
  * Expected: TIMED_OUT, AX_ETIMEDOUT, breaker_rejected 0, and no "retry
  * budget" in the error (the one retry it had was allowed and ran).
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static int slow(ax_task *t, void *arg)
 {

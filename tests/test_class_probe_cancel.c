@@ -1,4 +1,4 @@
-/* test_review_classes_probe_cancel.c - a half-open probe that is cancelled
+/* test_class_probe_cancel.c - a half-open probe that is cancelled
  * never gives its permit back (class.c: class_attempt_done returns early for
  * JS_CANCELLED, and nothing calls ax_breaker_release), so with
  * breaker_half_open_calls = 1 the breaker stays HALF_OPEN with its only
@@ -8,7 +8,7 @@
  * Expected: after the probe is cancelled, a new task of the class runs
  * (either as a fresh probe, or because the cancel gave the permit back).
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 int main(void)
 {

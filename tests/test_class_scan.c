@@ -1,4 +1,4 @@
-/* test_review_classes_scan.c - head-of-line blocking across classes.
+/* test_class_scan.c - head-of-line blocking across classes.
  *
  * bucket_first_startable_locked (sched.c) looks at most CLASS_SCAN (16)
  * blocked jobs past a bucket's head; then the bucket "passes its turn", and
@@ -14,7 +14,7 @@
  * queued in NORMAL; then one NORMAL task of no class. Cap 8, 6 places free.
  * Expected: the classless task runs at once (well within 2 s).
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 int main(void)
 {

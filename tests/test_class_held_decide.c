@@ -1,4 +1,4 @@
-/* test_review_classes_held_decide.c - an attempt the watchdog ends while
+/* test_class_held_decide.c - an attempt the watchdog ends while
  * its worker is held is decided twice, on two threads.
  *
  * expire_held (watchdog.c:162) calls finish_decide -> class_retry_allowed
@@ -14,7 +14,7 @@
  * Expected: the one attempt's retry was denied once (retries_denied == 1).
  * Under TSan: a data race on job.end_why (finish.c:91 vs finish.c:110).
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static int hog(ax_task *t, void *arg)
 {

@@ -1,4 +1,4 @@
-/* test_review_classes_handback_started.c - ax_class_stats.started counts
+/* test_class_handback_started.c - ax_class_stats.started counts
  * dispatches, not starts: class_dispatch_locked adds 1 to `started` when it
  * takes the class place, and the watchdog's hand_back (js_unstart ->
  * class_slot_free) gives the place back without taking the count back, so a
@@ -12,7 +12,7 @@
  * other 3 back (HOLD_MS 10) and the second worker runs them.
  * Expected: class started == ax_stats.started == 4.
  */
-#include "review_classes_common.h"
+#include "class_common.h"
 
 static int hog(ax_task *t, void *arg)
 {
