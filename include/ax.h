@@ -363,6 +363,8 @@ int ax_resume(ax_sched *s);
  *  - queue-time budget: a task that waited in its bucket longer than
  *    queue_budget_ms (0 = its timeout) ends FAILED with AX_EEXPIRED at
  *    dispatch instead of starting late. Never retried.
+ * With protect_high (the default) HIGH tasks are exempt from the limit
+ * NORMAL/LOW fill, the breaker and the budget: see the field.
  * Classes are per scheduler, up to AX_CLASS_MAX, never removed; ids are 1,
  * 2, ... in registration order. */
 #define AX_CLASS_MAX 64
@@ -385,6 +387,14 @@ typedef struct ax_class_config {
     double retry_budget_ratio; /* default 0.2 (Finagle) */
     double retry_budget_min_per_s; /* default 10 */
     uint32_t retry_budget_window_ms; /* default 10000 */
+    /* HIGH first, also under overload (default true): HIGH attempts of the
+     * class count against `limit` among themselves only (NORMAL and LOW in
+     * flight never hold HIGH back; at worst 2 x limit in flight, when HIGH
+     * alone fills one), pass an open breaker (their outcomes still feed it)
+     * and retry outside the retry budget (their retries are counted in it:
+     * they come out of NORMAL's and LOW's share). Shedding NORMAL and LOW
+     * first is the seed's contract (§2.2) kept under overload. */
+    bool protect_high;
     bool breaker;              /* default true */
     double breaker_failure_rate;   /* default 0.5 (resilience4j) */
     unsigned breaker_min_calls;    /* default 20 */

@@ -61,6 +61,7 @@ void ax_class_config_default(ax_class_config *c)
     c->retry_budget_ratio = AX_BUDGET_DEFAULT_RATIO;
     c->retry_budget_min_per_s = AX_BUDGET_DEFAULT_MIN_PER_S;
     c->retry_budget_window_ms = (uint32_t)(AX_BUDGET_DEFAULT_WINDOW_NS / 1000000u);
+    c->protect_high = true;
     c->breaker = true;
     c->breaker_failure_rate = AX_BREAKER_DEFAULT_FAILURE_RATE;
     c->breaker_min_calls = AX_BREAKER_DEFAULT_MIN_CALLS;
@@ -415,16 +416,16 @@ int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job 
     (void)s;
     if (class_queue_expired(c, j, now))
         return CLASS_END_EXPIRED;
+    bool high = class_high_lane(c, j);
+    unsigned limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
     bool probe = false;
-    if (c->cfg.breaker &&
+    if (c->cfg.breaker && !high &&
         atomic_load_explicit(&c->brk_state, memory_order_relaxed) != AX_BRK_CLOSED) {
         /* Open fails fast even when the class is also at its limit. */
         pthread_mutex_lock(&c->lk);
         int st = ax_breaker_poll(&c->brk, now);
         bool ok = st == AX_BRK_CLOSED ||
-                  (st == AX_BRK_HALF_OPEN &&
-                   atomic_load_explicit(&c->in_flight, memory_order_relaxed) <
-                       atomic_load_explicit(&c->limit, memory_order_relaxed) &&
+                  (st == AX_BRK_HALF_OPEN && class_lane_in_flight(c, false) < limit &&
                    ax_breaker_allow(&c->brk, now));
         atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
                               memory_order_relaxed);
@@ -434,11 +435,12 @@ int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job 
         if (!ok)
             return CLASS_BLOCKED; /* at its limit, or half-open with its probes all out */
         probe = st == AX_BRK_HALF_OPEN;
-    } else if (atomic_load_explicit(&c->in_flight, memory_order_relaxed) >=
-               atomic_load_explicit(&c->limit, memory_order_relaxed)) {
+    } else if (class_lane_in_flight(c, high) >= limit) {
         return CLASS_BLOCKED;
     }
     atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_seq_cst);
+    if (high)
+        atomic_fetch_add_explicit(&c->in_flight_high, 1, memory_order_seq_cst);
     j->probe = probe;
     /* The retry budget's deposit: a first attempt about to run, counted
      * before any retry decision of its own can ask (Finagle deposits per
@@ -470,6 +472,8 @@ static void room_made(struct ax_sched *s, struct ax_class_rt *c)
 void class_slot_free(struct ax_sched *s, struct job *j)
 {
     struct ax_class_rt *c = s->classes[j->cls];
+    if (class_high_lane(c, j))
+        atomic_fetch_sub_explicit(&c->in_flight_high, 1, memory_order_seq_cst);
     atomic_fetch_sub_explicit(&c->in_flight, 1, memory_order_seq_cst);
     room_made(s, c);
 }
@@ -530,8 +534,8 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
 bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now)
 {
     struct ax_class_rt *c = s->classes[j->cls];
-    if (!c->cfg.retry_budget)
-        return true;
+    if (!c->cfg.retry_budget || class_high_lane(c, j))
+        return true; /* HIGH's retries are spent in it all the same (decided) */
     pthread_mutex_lock(&c->lk);
     bool ok = ax_budget_left(&c->bud, now) >= 1.0;
     pthread_mutex_unlock(&c->lk);

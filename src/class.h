@@ -25,7 +25,8 @@ struct ax_class_rt {
     ax_class_config cfg;           /* as registered (cfg.name points at name) */
     unsigned id;
     _Atomic uint64_t timeout_ms;   /* ax_class_set_timeout changes it */
-    _Atomic unsigned in_flight;
+    _Atomic unsigned in_flight;      /* every attempt holding a slot */
+    _Atomic unsigned in_flight_high; /* of them HIGH, when protect_high (their own lane) */
     _Atomic unsigned limit;
     _Atomic int brk_state;         /* AX_BRK_* as last seen under lk */
     uint64_t queued;               /* s->lock: in a bucket, parked included */
@@ -49,6 +50,21 @@ struct ax_class_rt {
     _Atomic uint64_t submitted, started, succeeded, failed, timed_out, cancelled;
     _Atomic uint64_t expired, open_refused, retries_denied, retries_allowed;
 };
+
+/* j runs in the HIGH lane of its class (protect_high): limited among HIGH
+ * only, past an open breaker, outside the retry budget. */
+static inline bool class_high_lane(const struct ax_class_rt *c, const struct job *j)
+{
+    return c->cfg.protect_high && j->prio == AX_PRIO_HIGH;
+}
+
+/* Attempts in flight that count against j's limit: HIGH ones of its lane,
+ * or all of them. */
+static inline unsigned class_lane_in_flight(const struct ax_class_rt *c, bool high)
+{
+    return high ? atomic_load_explicit(&c->in_flight_high, memory_order_seq_cst)
+                : atomic_load_explicit(&c->in_flight, memory_order_seq_cst);
+}
 
 static inline struct ax_class_rt *class_get(struct ax_sched *s, unsigned id)
 {

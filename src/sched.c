@@ -160,7 +160,7 @@ static void park_locked(struct ax_sched *s, struct job *j)
      * sees the other. */
     atomic_store_explicit(&c->nparked, atomic_load_explicit(&c->nparked, memory_order_relaxed) + 1,
                           memory_order_seq_cst);
-    if (atomic_load_explicit(&c->in_flight, memory_order_seq_cst) <
+    if (class_lane_in_flight(c, class_high_lane(c, j)) <
         atomic_load_explicit(&c->limit, memory_order_seq_cst)) {
         atomic_store_explicit(&c->unpark, true, memory_order_relaxed);
         atomic_store_explicit(&s->unpark_pending, true, memory_order_relaxed);
@@ -172,14 +172,16 @@ static void park_locked(struct ax_sched *s, struct job *j)
  * there now). Up to room per priority, so the quota rounds choose among
  * them: a class's LOW is not kept parked behind its HIGH. Those that do not
  * get a place are parked again by the next pick. */
-static void class_unpark_locked(struct ax_sched *s, struct ax_class_rt *c, unsigned room)
+static void class_unpark_locked(struct ax_sched *s, struct ax_class_rt *c, unsigned room,
+                                unsigned room_high)
 {
     for (unsigned p = 0; p < AX_PRIO_COUNT; p++) {
         struct job *last = c->park[p].head;
-        if (!last)
+        unsigned r = p == AX_PRIO_HIGH ? room_high : room; /* HIGH: its own lane */
+        if (!last || r == 0)
             continue;
         unsigned k = 1;
-        while (k < room && last->next) {
+        while (k < r && last->next) {
             last = last->next;
             k++;
         }
@@ -230,14 +232,18 @@ void sched_unpark_locked(struct ax_sched *s)
         atomic_store_explicit(&c->unpark, false, memory_order_relaxed);
         if (!atomic_load_explicit(&c->nparked, memory_order_relaxed))
             continue;
-        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_seq_cst);
         unsigned limit = atomic_load_explicit(&c->limit, memory_order_seq_cst);
+        unsigned all = class_lane_in_flight(c, false);
+        unsigned high = c->cfg.protect_high ? class_lane_in_flight(c, true) : all;
         /* A half-open breaker's probes are decided at the pick. */
-        unsigned room = limit > inflight ? limit - inflight : 0;
+        unsigned room = limit > all ? limit - all : 0;
+        unsigned room_high = limit > high ? limit - high : 0;
         if (room > s->cap)
             room = s->cap;
-        if (room)
-            class_unpark_locked(s, c, room);
+        if (room_high > s->cap)
+            room_high = s->cap;
+        if (room || room_high)
+            class_unpark_locked(s, c, room, room_high);
     }
 }
 

@@ -153,7 +153,9 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
 {
     if (!rc)
         rc = validate(s, sp, now);
-    if (AX_UNLIKELY(!rc && cls && class_open_now(cls, now)))
+    if (AX_UNLIKELY(!rc && cls &&
+                    !(cls->cfg.protect_high && sp->priority == AX_PRIO_HIGH) &&
+                    class_open_now(cls, now)))
         rc = class_refuse_open(cls, now);
     if (AX_UNLIKELY(rc)) {
         pthread_mutex_lock(&s->lock);
