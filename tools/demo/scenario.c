@@ -76,6 +76,22 @@ static void add_phase(struct dm_scenario *sc, const char *name, double dur_ms, d
 
 static void profile_about(struct dm_profile *p)
 {
+    if (p->engine == ENG_AX_AUTO) {
+        char rt[80];
+        if (p->retry == RETRY_NONE || p->max_retry == 0)
+            snprintf(rt, sizeof rt, "no retries");
+        else if (p->retry == RETRY_FIXED)
+            snprintf(rt, sizeof rt, "fixed %g s retry x%u", p->retry_base_ms / 1000, p->max_retry);
+        else
+            snprintf(rt, sizeof rt, "back-off %g-%g s + jitter x%u", p->retry_base_ms / 1000,
+                     p->retry_max_ms / 1000, p->max_retry);
+        snprintf(p->about, sizeof p->about,
+                 "ax_config_default (cap 500, queues 10000/30000/10000, shed at 0.8) and one "
+                 "task class per scenario class (its timeout, %s); adaptive limit, retry "
+                 "budget, breaker and queue-time budget at their defaults",
+                 rt);
+        return;
+    }
     char q[64], rt[80], to[32];
     if (p->timeout_ms > 0)
         snprintf(to, sizeof to, "%g s timeout", p->timeout_ms / 1000);
@@ -114,43 +130,31 @@ static struct dm_profile *add_profile(struct dm_scenario *sc, const char *name)
     return p;
 }
 
-void dm_scenario_builtin(struct dm_scenario *sc, bool short_mode)
-{
-    memset(sc, 0, sizeof *sc);
-    snprintf(sc->origin, sizeof sc->origin, "built-in%s", short_mode ? ", --short" : "");
-    sc->speed = 3.5;
-    sc->seed = 42;
-    sc->mix[DM_HIGH] = 10;
-    sc->mix[DM_NORMAL] = 50;
-    sc->mix[DM_LOW] = 40;
-    sc->drain_ms = 8000;
-    sc->ctx_bytes = 2048;
-    add_class(sc, "quote", "/quote", "lognormal:120ms:330ms", 40, 500);
-    add_class(sc, "search", "/search", "lognormal:300ms:660ms", 40, 1000);
-    add_class(sc, "report", "/report", "lognormal:700ms:2s", 20, 3000);
-    add_phase(sc, "steady", 8000, 150, "");
-    add_phase(sc, "peak", 20000, 400,
-              "stall=0.33,stall_latency=lognormal:4s:20s,error=0.15,error_code=503");
-    add_phase(sc, "recovery", 24000, 150, "");
+const char *const dm_scenario_names = "overload, retry-storm";
 
+/* The three configurations of the seed, cap and queue bounds divided by
+ * `scale`, plus ax-auto (ax's defaults, never scaled: nothing in it is
+ * tuned to a scenario). */
+static void seed_profiles(struct dm_scenario *sc, unsigned scale)
+{
     struct dm_profile *p = add_profile(sc, "threads");
     p->engine = ENG_THREADS;
-    p->cap = 500;
+    p->cap = 500 / scale;
     p->retry = RETRY_NONE;
     p->timeout_ms = 2000;
 
     p = add_profile(sc, "seed-before");
-    p->cap = 500;
+    p->cap = 500 / scale;
     p->retry = RETRY_FIXED;
     p->retry_base_ms = p->retry_max_ms = 1000;
     p->max_retry = 7;
     p->timeout_ms = 2000;
 
     p = add_profile(sc, "seed-tuned");
-    p->cap = 600;
-    p->queue[DM_HIGH] = 10000;
-    p->queue[DM_NORMAL] = 30000;
-    p->queue[DM_LOW] = 10000;
+    p->cap = 600 / scale;
+    p->queue[DM_HIGH] = 10000 / scale;
+    p->queue[DM_NORMAL] = 30000 / scale;
+    p->queue[DM_LOW] = 10000 / scale;
     p->shed_ratio = 0.8;
     p->retry = RETRY_EXP;
     p->retry_base_ms = 1000;
@@ -160,6 +164,58 @@ void dm_scenario_builtin(struct dm_scenario *sc, bool short_mode)
     p->retry_low = false;
     p->timeout_ms = 0;
 
+    /* The seed's tuned retry policy (back-off 1 s .. 30 s, 7 retries) and its
+     * per-class timeouts are the classes' own settings; everything else is
+     * ax's default, LOW retries included (the retry budget decides). */
+    p = add_profile(sc, "ax-auto");
+    p->engine = ENG_AX_AUTO;
+    p->retry = RETRY_EXP;
+    p->retry_base_ms = 1000;
+    p->retry_max_ms = 30000;
+    p->retry_jitter_ms = 1000;
+    p->max_retry = 7;
+    p->timeout_ms = 0;
+}
+
+int dm_scenario_builtin(struct dm_scenario *sc, const char *name, bool short_mode)
+{
+    bool storm = name && strcmp(name, "retry-storm") == 0;
+    if (name && !storm && strcmp(name, "overload") != 0) return -1;
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->origin, sizeof sc->origin, "built-in %s%s", storm ? "retry-storm" : "overload",
+             short_mode ? ", --short" : "");
+    sc->speed = 3.5;
+    sc->seed = 42;
+    sc->mix[DM_HIGH] = 10;
+    sc->mix[DM_NORMAL] = 50;
+    sc->mix[DM_LOW] = 40;
+    sc->drain_ms = 8000;
+    sc->deadline_ms = 5000; /* seed §4.3: a backlog of at most 5 s */
+    sc->ctx_bytes = 2048;
+    add_class(sc, "quote", "/quote", "lognormal:120ms:330ms", 40, 500);
+    add_class(sc, "search", "/search", "lognormal:300ms:660ms", 40, 1000);
+    add_class(sc, "report", "/report", "lognormal:700ms:2s", 20, 3000);
+    const char *degraded = "stall=0.33,stall_latency=lognormal:4s:20s,error=0.15,error_code=503";
+    if (storm) {
+        /* Today's moderate peak: no configuration is overloaded by it. */
+        add_phase(sc, "steady", 8000, 150, "");
+        add_phase(sc, "peak", 20000, 400, degraded);
+        add_phase(sc, "recovery", 24000, 150, "");
+        seed_profiles(sc, 1);
+    } else {
+        /* The seed's overload, every rate, cap and bound divided by
+         * DM_OVERLOAD_SCALE (10): 1 000/s steady -> 100/s, the peak's
+         * 3 000/s -> 300/s, cap 500 -> 50 (600 -> 60), queues 10 000/30 000/
+         * 10 000 -> 1 000/3 000/1 000, an upstream that serves 1 000
+         * requests at once before it slows -> 100. At the peak 50 slots at
+         * the degraded 2 s serve 25 tasks/s against 300 offered: 12 x. */
+        snprintf(sc->upstream_base, sizeof sc->upstream_base, "capacity=%u,overload=1",
+                 1000 / DM_OVERLOAD_SCALE);
+        add_phase(sc, "steady", 8000, 1000.0 / DM_OVERLOAD_SCALE, "");
+        add_phase(sc, "peak", 20000, 3000.0 / DM_OVERLOAD_SCALE, degraded);
+        add_phase(sc, "recovery", 24000, 1000.0 / DM_OVERLOAD_SCALE, "");
+        seed_profiles(sc, DM_OVERLOAD_SCALE);
+    }
     if (short_mode) {
         /* CI: the same story in half the incident, run a little faster. */
         sc->speed = 4;
@@ -170,6 +226,22 @@ void dm_scenario_builtin(struct dm_scenario *sc, bool short_mode)
     }
     for (unsigned i = 0; i < sc->nprof; i++)
         profile_about(&sc->prof[i]);
+    return 0;
+}
+
+bool dm_degraded_window(const struct dm_scenario *sc, double *from_ms, double *to_ms)
+{
+    double t = 0;
+    bool any = false;
+    for (unsigned i = 0; i < sc->nph; i++) {
+        if (sc->ph[i].upstream[0]) {
+            if (!any) *from_ms = t;
+            *to_ms = t + sc->ph[i].duration_ms;
+            any = true;
+        }
+        t += sc->ph[i].duration_ms;
+    }
+    return any;
 }
 
 double dm_scenario_length_ms(const struct dm_scenario *sc)
@@ -409,10 +481,12 @@ static int parse_config(struct parse *ps, struct dm_scenario *sc, char **tok, in
         if (strcmp(k, "engine") == 0) {
             if (strcmp(v, "ax") == 0)
                 p->engine = ENG_AX;
+            else if (strcmp(v, "ax-auto") == 0)
+                p->engine = ENG_AX_AUTO;
             else if (strcmp(v, "threads") == 0)
                 p->engine = ENG_THREADS;
             else
-                bad = perr(ps, "engine=%s: ax or threads", v);
+                bad = perr(ps, "engine=%s: ax, ax-auto or threads", v);
         } else if (strcmp(k, "cap") == 0) {
             if (number(v, 1, 100000, &x) || x != floor(x))
                 bad = perr(ps, "cap=%s: a whole number from 1 to 100000", v);
@@ -485,6 +559,20 @@ static int parse_config(struct parse *ps, struct dm_scenario *sc, char **tok, in
             sc->nprof--;
             return -1;
         }
+    }
+    if (p->engine == ENG_AX_AUTO) {
+        /* ax's defaults, nothing tuned: only the classes' retries and timeouts. */
+        if (have_cap || p->queue[0] || p->shed_ratio != 1.0 || !p->retry_low) {
+            sc->nprof--;
+            return perr(ps, "config %s: engine=ax-auto takes ax's defaults: only retry=, "
+                            "max_retry= and timeout=class", tok[1]);
+        }
+        if (p->timeout_ms > 0) {
+            sc->nprof--;
+            return perr(ps, "config %s: engine=ax-auto uses the classes' timeouts "
+                            "(timeout=class)", tok[1]);
+        }
+        have_cap = true;
     }
     if (!have_cap || !have_timeout) {
         sc->nprof--;
@@ -580,6 +668,10 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
             if (!isdigit((unsigned char)tok[1][0]) || *e || errno)
                 rc = perr(&ps, "seed %s: a whole number", tok[1]);
             in->seed = s;
+        } else if (strcmp(what, "deadline") == 0) {
+            if (dm_parse_duration(tok[1], &in->deadline_ms) || in->deadline_ms < 1 ||
+                in->deadline_ms > 3600e3)
+                rc = perr(&ps, "deadline %s: a duration from 1ms to 1h", tok[1]);
         } else if (strcmp(what, "drain") == 0) {
             if (dm_parse_duration(tok[1], &in->drain_ms) || in->drain_ms > 3600e3)
                 rc = perr(&ps, "drain %s: a duration up to 1h", tok[1]);
@@ -592,7 +684,7 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
             snprintf(in->upstream_base, sizeof in->upstream_base, "%s", tok[1]);
         } else {
             rc = perr(&ps,
-                      "unknown item '%s' (speed, seed, mix, drain, context, upstream, "
+                      "unknown item '%s' (speed, seed, mix, drain, deadline, context, upstream, "
                       "class, phase, config)",
                       what);
         }
@@ -674,6 +766,8 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
     print_num(f, sc->mix[DM_LOW]);
     fputs("\ndrain ", f);
     print_dur(f, sc->drain_ms);
+    fputs("\ndeadline ", f);
+    print_dur(f, sc->deadline_ms);
     fputs("\ncontext ", f);
     print_num(f, sc->ctx_bytes);
     fputc('\n', f);
@@ -700,8 +794,11 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
     fputs("\n# configurations, run one after the other against the same traffic\n", f);
     for (unsigned i = 0; i < sc->nprof; i++) {
         const struct dm_profile *p = &sc->prof[i];
-        fprintf(f, "config %s engine=%s cap=%u", p->name, p->engine == ENG_AX ? "ax" : "threads",
-                p->cap);
+        if (p->engine == ENG_AX_AUTO)
+            fprintf(f, "config %s engine=ax-auto", p->name);
+        else
+            fprintf(f, "config %s engine=%s cap=%u", p->name,
+                    p->engine == ENG_AX ? "ax" : "threads", p->cap);
         if (p->engine == ENG_AX) {
             if (p->queue[0] || p->queue[1] || p->queue[2]) {
                 fprintf(f, " queues=%u/%u/%u shed=", p->queue[DM_HIGH], p->queue[DM_NORMAL],
@@ -723,7 +820,9 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
             fputc(':', f);
             print_dur(f, p->retry_jitter_ms);
         }
-        if (p->retry != RETRY_NONE)
+        if (p->retry != RETRY_NONE && p->engine == ENG_AX_AUTO)
+            fprintf(f, " max_retry=%u", p->max_retry);
+        else if (p->retry != RETRY_NONE)
             fprintf(f, " max_retry=%u low_retry=%s", p->max_retry, p->retry_low ? "on" : "off");
         if (p->timeout_ms > 0) {
             fputs(" timeout=", f);
