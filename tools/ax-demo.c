@@ -1,8 +1,8 @@
 /* ax-demo.c - the main job: replay the seed's §4 incident against a thread
- * pool and two ax configurations, side by side (issue 5).
+ * pool and three ax configurations, side by side (issues 5 and 12).
  *
  * With no arguments: for each configuration (threads, seed-before,
- * seed-tuned), start a fresh ax-upstream on a free loopback port, fork a
+ * seed-tuned, ax-auto), start a fresh ax-upstream on a free loopback port, fork a
  * child that runs the configuration against it (run.c), collect the child's
  * figures through shared memory, stop the upstream. Then print the summary
  * and the verdicts on the seed's five goals, and write results.json and

@@ -1,31 +1,56 @@
-/* scenario.c - what ax-demo replays: the built-in incident (seed §1.1, §4),
- * and the --config file that replaces any part of it.
+/* scenario.c - what ax-demo replays: the built-in incidents (seed §1.1, §4),
+ * and the --config file that replaces any part of them.
  *
- * The built-in scenario, in incident time:
+ * Both built-in scenarios share, in incident time:
  *   - three task classes, each an endpoint of the upstream with its own
  *     latency: quote (p50 120 ms, p99 330 ms), search (300/660 ms), report
  *     (700 ms/2 s); weighted 40/40/20 they average the seed's "300 ms". Their
  *     per-class timeouts are the seed's 0.5/1/3 s (§4.4), which is also its
  *     rule "timeout = upstream p99 x 1.5" (§2.3) applied to each class.
- *   - priorities HIGH/NORMAL/LOW 10/50/40 of the traffic.
- *   - steady traffic, then a peak of 2.7 times the rate during which the
- *     upstream degrades: a third of its requests stall behind something
- *     slow (4 s median, 20 s p99) and 15 % are 503s, so its mean goes from
- *     300 ms to about 2 s while most answers stay quick (§1.1: "50 ms to
- *     30 s"; §4.1: "300 ms became 2 s"); then recovery at the steady rate,
- *     then a drain with no new traffic.
- *     The peak is sized so that the seed's story plays out by itself rather
- *     than by decree: seed-before's fixed 1 s retries x7 multiply every
- *     stalled call into more calls, which push its 500 slots past what they
- *     can serve while the upstream is slow, so its queue grows (§4.1's
- *     positive feedback); seed-tuned's back-off and "no LOW retries" add
- *     fewer calls than its 600 slots and shorter timeouts can carry. A peak
- *     many times larger than both can serve would hide the difference: every
- *     retry would wait behind tens of thousands of queued tasks until the
- *     upstream had recovered, whatever the retry policy (see
- *     tools/README.md, "Reading the results").
- *   - the configurations: threads (§1.1's thread pool), seed-before (§4.1-4.2)
- *     and seed-tuned (§4.4).
+ *   - priorities HIGH/NORMAL/LOW 10/50/40 of the traffic, 2 KiB of context
+ *     per task (§4.3), a 5 s deadline for goodput (§4.3: "a backlog of at
+ *     most 5 s").
+ *   - steady traffic, then a peak during which the upstream degrades: a
+ *     third of its requests stall behind something slow (4 s median, 20 s
+ *     p99) and 15 % are 503s, so its mean goes from 300 ms to about 2 s while
+ *     most answers stay quick (§1.1: "50 ms to 30 s"; §4.1: "300 ms became
+ *     2 s"); then recovery at the steady rate, then a drain with no traffic.
+ *   - the configurations: threads (§1.1's thread pool), seed-before
+ *     (§4.1-4.2), seed-tuned (§4.4) and ax-auto (ax's defaults and task
+ *     classes, issue 12).
+ *
+ * "overload" (the default) is the seed's incident at its real severity,
+ * every rate, cap and queue bound divided by one factor, DM_OVERLOAD_SCALE
+ * = 10, so that every ratio holds and the machine can carry it:
+ *
+ *     seed (full scale)                         here (/10)
+ *     steady 1 000 tasks/s                      100/s     8 s
+ *     peak   3 000 tasks/s (§4.3)               300/s     20 s, upstream degraded
+ *     recovery 1 000 tasks/s                    100/s     24 s, then 8 s drain
+ *     threads: 500 threads                      50
+ *     seed-before: cap 500, unbounded queues    cap 50, unbounded
+ *     seed-tuned: cap 600, 10 000/30 000/10 000 cap 60, 1 000/3 000/1 000
+ *     upstream: 1 000 requests per endpoint     capacity=100 per endpoint
+ *       at once before it slows (overload=1:     (ax-upstream's
+ *       processor sharing)                       capacity=, overload=)
+ *
+ * At the peak, seed-before's 50 slots at the degraded mean of 2 s serve 25
+ * tasks/s against 300 offered: 12 x (the seed's 3 000/s against 500 / 2 s =
+ * 250/s); even counting a stalled call at its 2 s timeout (a slot is held
+ * ~0.9 s on average) it is 5 x. Its backlog reaches thousands, waits reach
+ * seconds, memory follows the backlog. Durations (timeouts, back-offs,
+ * latencies) are not scaled: the seed's. ax-auto is never scaled either:
+ * ax_config_default's cap 500 and bounds 10 000/30 000/10 000 are full
+ * scale, so nothing in it is tuned to the scenario -- its adaptive limit,
+ * not its cap, has to hold its in-flight requests down, and the upstream's
+ * capacity makes extra concurrency cost latency.
+ *
+ * "retry-storm" is the moderate scenario ax-demo had before (numbers
+ * unchanged, unscaled): steady 150/s, peak 400/s, recovery 150/s. No
+ * configuration is overloaded by it; seed-before's fixed 1 s retries x7
+ * multiply stalled calls into more calls, which push its 500 slots past
+ * what they serve, while seed-tuned's back-off and "no LOW retries" add
+ * fewer calls than its 600 slots carry (tools/README.md).
  *
  * File syntax (one item per line, '#' starts a comment; --print-config
  * writes the built-in scenario in it):
