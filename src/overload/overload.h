@@ -22,6 +22,23 @@
 
 /* ---- adaptive concurrency limit (limit.c) ------------------------------- */
 
+/* Defaults the class config uses (limit.c's header says why):
+ * a window closes after 100 ms and at least 10 samples, the baseline spans
+ * 600 windows (about 60 s at full rate), a new estimate weighs 0.2, and the
+ * latency may reach 1.5 x its baseline before the limit drops. */
+#define AX_LIMIT_DEFAULT_SMOOTHING 0.2
+#define AX_LIMIT_DEFAULT_TOLERANCE 1.5
+#define AX_LIMIT_DEFAULT_WINDOW_NS 100000000ull /* 100 ms */
+#define AX_LIMIT_DEFAULT_WINDOW_SAMPLES 10u
+#define AX_LIMIT_DEFAULT_LONG_WINDOW 600u
+/* The gradient's floor: one window never cuts the estimate by more than half
+ * (Gradient2's 0.5); a window with dropped samples has a gradient of at most
+ * 1 - dropped/samples, never below this floor. */
+#define AX_LIMIT_MIN_GRADIENT 0.5
+/* Growth beyond the queue headroom while the window's latency is below its
+ * baseline: the gradient may reach long/short, at most this (Envoy's 2). */
+#define AX_LIMIT_MAX_GROWTH 2.0
+
 struct ax_limit_cfg {
     unsigned min;       /* >= 1 */
     unsigned max;       /* >= min */
@@ -30,8 +47,9 @@ struct ax_limit_cfg {
     double tolerance;   /* >= 1: long/short latency ratio tolerated before the
                            limit drops (Gradient2's rttTolerance 1.5) */
     uint64_t window_ns; /* a short-latency window closes after this long ... */
-    unsigned window_samples; /* ... and at least this many samples */
-    unsigned long_window; /* samples the long (baseline) average spans (600) */
+    unsigned window_samples; /* ... and at least this many samples (>= 1) */
+    unsigned long_window; /* windows (not samples) the long (baseline)
+                             exponential average spans, >= 1 (600) */
 };
 
 struct ax_limit {
@@ -40,16 +58,21 @@ struct ax_limit {
     double long_rtt;       /* baseline latency, exponential average (ns) */
     double short_sum;      /* latency sum of the open window (ns) */
     unsigned short_n;      /* samples in the open window */
+    unsigned short_dropped; /* ... of which dropped */
     unsigned max_inflight; /* most in flight seen in the open window */
     uint64_t window_start; /* ns */
     bool has_long;
     uint64_t updates;      /* windows closed */
+    double last_short;     /* average latency of the last closed window (ns), for stats */
+    double last_gradient;  /* the gradient that window applied, for stats and tests */
 };
 
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
 /* One finished attempt: its latency, the attempts in flight when it ended,
  * and whether it was dropped (timed out: its latency is a lower bound). May
- * close the window and move the limit. */
+ * close the window and move the limit. A dropped sample counts at rtt_ns in
+ * the window's mean; a window with drops never grows the limit and its
+ * gradient is at most 1 - dropped/samples (limit.c says why). */
 void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                      bool dropped);
 unsigned ax_limit_get(const struct ax_limit *l);
@@ -57,6 +80,10 @@ unsigned ax_limit_get(const struct ax_limit *l);
 /* ---- retry budget (budget.c) --------------------------------------------- */
 
 #define AX_BUDGET_SLOTS 10 /* the window is kept as this many sub-windows */
+/* Defaults the class config uses: Finagle's 20 %, 10 retries/s, 10 s. */
+#define AX_BUDGET_DEFAULT_RATIO 0.2
+#define AX_BUDGET_DEFAULT_MIN_PER_S 10.0
+#define AX_BUDGET_DEFAULT_WINDOW_NS 10000000000ull
 
 struct ax_budget_cfg {
     double ratio;          /* retries per first attempt allowed, in [0, 10] (0.2) */
@@ -79,28 +106,38 @@ void ax_budget_first(struct ax_budget *b, uint64_t now);
  * (counted in `denied`). Allowed while retries in the window + 1 <=
  * ratio x first attempts in the window + min_per_s x window seconds. */
 bool ax_budget_try_retry(struct ax_budget *b, uint64_t now);
-/* Retries still allowed in the window now (>= 0), for stats and messages. */
+/* Whole retries still allowed in the window now (>= 0; >= 1 exactly when
+ * ax_budget_try_retry would allow one), for stats and messages. */
 double ax_budget_left(struct ax_budget *b, uint64_t now);
 
 /* ---- circuit breaker (breaker.c) ------------------------------------------ */
 
 enum { AX_BRK_CLOSED = 0, AX_BRK_OPEN = 1, AX_BRK_HALF_OPEN = 2 };
+#define AX_BREAKER_SLOTS 10 /* the closed window is kept as this many slots */
+/* Defaults the class config uses (resilience4j's rate and probe count; a
+ * 10 s time window of at least 20 calls; 5 s open). */
+#define AX_BREAKER_DEFAULT_FAILURE_RATE 0.5
+#define AX_BREAKER_DEFAULT_MIN_CALLS 20u
+#define AX_BREAKER_DEFAULT_WINDOW_NS 10000000000ull
+#define AX_BREAKER_DEFAULT_OPEN_NS 5000000000ull
+#define AX_BREAKER_DEFAULT_HALF_OPEN_CALLS 5u
 
 struct ax_breaker_cfg {
     double failure_rate;   /* opens at >= this share of failed calls, (0, 1] (0.5) */
     unsigned min_calls;    /* ... over at least this many calls in the window (20) */
     uint64_t window_ns;    /* time-based sliding window (10 s), kept in 10 slots */
     uint64_t open_ns;      /* open this long, then half-open (5 s) */
-    unsigned half_open_calls; /* probes let through half-open (5); all must end,
-                                 then the breaker closes if their failure rate is
-                                 below failure_rate, else opens again */
+    unsigned half_open_calls; /* permits handed out half-open (5, >= 1); once
+                                 this many outcomes are in, the breaker closes
+                                 if their failure rate is below failure_rate,
+                                 else opens again */
 };
 
 struct ax_breaker {
     struct ax_breaker_cfg cfg;
     int state;
     uint64_t slot_ns, epoch;
-    uint32_t calls[10], fails[10];
+    uint32_t calls[AX_BREAKER_SLOTS], fails[AX_BREAKER_SLOTS];
     uint64_t opened_at;    /* ns, when it last opened */
     unsigned probes_out;   /* half-open: permits handed out */
     unsigned probes_done, probes_failed;

@@ -1,0 +1,160 @@
+/* limit.c - adaptive concurrency limit: how many attempts of a class may be
+ * in flight, following the latency the class measures (DESIGN.md §11).
+ *
+ * Anchors: Netflix concurrency-limits' Gradient2 (a short latency window
+ * against a long exponential baseline, gradient clamped to [0.5, 1], a
+ * queue allowance, smoothing, no growth while app-limited) and Envoy's
+ * adaptive concurrency filter (100 ms updates, sqrt(limit) headroom, a
+ * gradient allowed up to 2 so a recovered upstream is used again quickly).
+ *
+ * The algorithm
+ * -------------
+ * Every finished attempt is a sample (latency, in flight when it ended,
+ * dropped). Samples go into the open window; the window closes on the
+ * sample that finds both window_ns elapsed since it opened and at least
+ * window_samples in it (so a quiet class does not move its limit on one
+ * sample). On close, with L the limit and short the window's mean latency:
+ *
+ *   long     = short on the first window, then the exponential average of
+ *              the windows' means, weight 2 / (long_window + 1); if then
+ *              long > 2 x short, long *= 0.95: the upstream got much faster
+ *              than the baseline remembers (it recovered), so the baseline
+ *              comes down in tens of windows instead of hundreds;
+ *   gradient = clamp(tolerance x long / short, 0.5, 1): 1 while the latency
+ *              is within tolerance of its baseline, down to 0.5 (never more
+ *              than half per window: one slow window is not a collapse);
+ *   estimate = L x gradient + sqrt(L)              (the queue headroom)
+ *              + L x (min(long / short, 2) - 1)    when short < long;
+ *   L        = L x (1 - smoothing) + estimate x smoothing, in [min, max].
+ *
+ * Headroom sqrt(L): the queue Gradient2's authors and Envoy allow at the
+ * upstream, small against L when L is large, so at a steady baseline the
+ * limit creeps up by smoothing x sqrt(L) per window until the latency
+ * answers (or max). It alone climbs far too slowly after a collapse: after
+ * 10 s of a 10x step (L down to 5), back to 450 of 500 takes 192 windows,
+ * 19 s at 100 ms. So a window whose latency is *below* its baseline - the
+ * upstream serves faster than we remember: no queue there at all - also
+ * earns L x (long/short - 1), at most L (Envoy's gradient cap of 2). With
+ * smoothing 0.2 that is at most x1.2 per window: the same climb takes 23
+ * windows, 2.3 s (test_limit.c). At a steady latency short ~ long, so this
+ * term is noise-sized and the set-point (short = tolerance x long) is
+ * Gradient2's; it is only reached faster.
+ *
+ * Known trade-off (Gradient2's too): the x0.95 decay stops once the
+ * baseline is within 2x the latency, and the average takes its time from
+ * there, so for tens of seconds after a recovery the limit tolerates up to
+ * tolerance x 2 = 3x the new latency before it falls.
+ *
+ * App-limited: if fewer than L/2 attempts were ever in flight in the
+ * window, the latency says nothing about L, so the estimate may lower L but
+ * never raise it (Gradient2 leaves it unchanged; a drop is still a drop).
+ * The baseline is updated either way.
+ *
+ * Dropped samples (timed out): their latency is the timeout, a lower bound
+ * of the real one, and it counts at that value in the window's mean (so a
+ * timeout always weighs at least what it cost). That alone may hide them:
+ * timeouts at the same latency as the baseline's tail move no mean. So a
+ * window with dropped samples also never grows L (no headroom, no growth
+ * term) and its gradient is at most 1 - dropped/samples (at least 0.5): a
+ * window where 20 % timed out shrinks L by at least 20 % x smoothing =
+ * 4 %. Proportional rather than Netflix AIMD's fixed 0.9 back-off so a rare
+ * stall (one in hundreds) costs almost nothing while a timeout storm brings
+ * the limit down at up to 10 % per window.
+ *
+ * Defaults (AX_LIMIT_DEFAULT_* in overload.h) and why:
+ *   window 100 ms and >= 10 samples: Envoy's update interval; ten samples
+ *     so one outlier is a tenth of the mean (Gradient2's windowSize 10).
+ *     At 100 ms the limit falls from 500 below 250 in under 1 s of a 10x
+ *     latency step (test_limit.c has the exact numbers).
+ *   long_window 600 windows: ~60 s of baseline at full rate, Envoy's 60 s
+ *     min-RTT recalculation; long enough that a degradation of tens of
+ *     seconds is not mistaken for the new normal, short enough that a
+ *     lasting change is (after ~10 s the gradient leaves its 0.5 floor
+ *     under a 10x step, Gradient2's answer to a new regime).
+ *   smoothing 0.2, tolerance 1.5: Gradient2's.
+ *
+ * Cost: O(1) per sample, a sqrt on a window close; no allocation, no lock,
+ * no clock (the caller passes `now` and serialises calls).
+ */
+#include "overload/overload.h"
+
+#include <math.h>
+
+static double clampd(double v, double lo, double hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now)
+{
+    *l = (struct ax_limit){.cfg = *cfg, .window_start = now};
+    if (l->cfg.min < 1) l->cfg.min = 1;
+    if (l->cfg.max < l->cfg.min) l->cfg.max = l->cfg.min;
+    if (l->cfg.window_samples < 1) l->cfg.window_samples = 1;
+    if (l->cfg.long_window < 1) l->cfg.long_window = 1;
+    if (!(l->cfg.smoothing > 0 && l->cfg.smoothing <= 1))
+        l->cfg.smoothing = AX_LIMIT_DEFAULT_SMOOTHING;
+    if (!(l->cfg.tolerance >= 1)) l->cfg.tolerance = 1;
+    l->limit = clampd(cfg->initial, l->cfg.min, l->cfg.max);
+    l->last_gradient = 1;
+}
+
+/* Close the open window: move the baseline, then the limit. */
+static void limit_update(struct ax_limit *l)
+{
+    double shortr = l->short_sum / l->short_n;
+    if (shortr < 1) shortr = 1; /* a 0 ns sample must not divide by zero */
+
+    if (!l->has_long) {
+        l->long_rtt = shortr;
+        l->has_long = true;
+    } else {
+        double a = 2.0 / ((double)l->cfg.long_window + 1);
+        l->long_rtt += a * (shortr - l->long_rtt);
+    }
+    if (l->long_rtt > 2 * shortr) l->long_rtt *= 0.95;
+
+    double lim = l->limit, ratio = l->long_rtt / shortr;
+    double g = clampd(l->cfg.tolerance * ratio, AX_LIMIT_MIN_GRADIENT, 1.0);
+    double est;
+    if (l->short_dropped) {
+        double cap = 1.0 - (double)l->short_dropped / l->short_n;
+        g = clampd(cap < g ? cap : g, AX_LIMIT_MIN_GRADIENT, 1.0);
+        est = lim * g;
+    } else {
+        est = lim * g + sqrt(lim);
+        if (ratio > 1)
+            est += lim * ((ratio < AX_LIMIT_MAX_GROWTH ? ratio : AX_LIMIT_MAX_GROWTH) - 1);
+    }
+    if ((double)l->max_inflight < lim / 2 && est > lim)
+        est = lim; /* app-limited: no evidence about a higher limit */
+
+    double s = l->cfg.smoothing;
+    l->limit = clampd(lim * (1 - s) + est * s, l->cfg.min, l->cfg.max);
+    l->last_short = shortr;
+    l->last_gradient = g;
+    l->updates++;
+}
+
+void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
+                     bool dropped)
+{
+    l->short_sum += (double)rtt_ns;
+    l->short_n++;
+    l->short_dropped += dropped;
+    if (inflight > l->max_inflight) l->max_inflight = inflight;
+    /* now < window_start: a caller's clock went back; wait for it. */
+    if (now < l->window_start || now - l->window_start < l->cfg.window_ns ||
+        l->short_n < l->cfg.window_samples)
+        return;
+    limit_update(l);
+    l->short_sum = 0;
+    l->short_n = l->short_dropped = l->max_inflight = 0;
+    l->window_start = now;
+}
+
+unsigned ax_limit_get(const struct ax_limit *l)
+{
+    double r = floor(l->limit + 0.5);
+    return r < l->cfg.min ? l->cfg.min : r > l->cfg.max ? l->cfg.max : (unsigned)r;
+}

@@ -1,0 +1,283 @@
+/* test_limit.c - the adaptive concurrency limit (src/overload/limit.c).
+ *
+ * Synthetic time and synthetic latency series only: a "window" below is ten
+ * samples stamped 100 ms after the previous window closed, which is exactly
+ * one window at the defaults (100 ms, 10 samples), so N windows = N x 100 ms.
+ * Unless a test says otherwise the attempts in flight equal the limit (the
+ * class is saturated) and the bounds are [1, 500].
+ *
+ * The numbers asserted (defaults: smoothing 0.2, tolerance 1.5, long 600):
+ *  - from 50 at a steady 100 ms: 500 after exactly 154 windows, then stays;
+ *  - one window at 2x the baseline: 500 -> 480 (the formula, by hand);
+ *  - a 10x step (100 ms -> 1 s) from 500: below 250 at window 8 (0.8 s),
+ *    not before; at most 10 after 100 windows (10 s);
+ *  - the step back to 100 ms: >= 450 (within 10 % of max) after exactly 23
+ *    windows = 2.3 s;
+ *  - the baseline decays x0.95 per window while it is over 2 x the latency;
+ *  - app-limited (in flight < limit/2): not one step up in 300 windows;
+ *  - 2 of 10 samples dropped at the baseline latency: 500 -> 480 -> ... ->
+ *    332 after 10 windows; 1 of 10 from 50: 49 (never grows);
+ *  - a random walk of 20 000 windows never leaves [min, max].
+ */
+#include "check.h"
+#include "overload/overload.h"
+
+#include <math.h>
+
+#define MS 1000000ull
+
+static uint64_t now_ns;
+
+static struct ax_limit_cfg cfg(unsigned min, unsigned max, unsigned initial)
+{
+    return (struct ax_limit_cfg){
+        .min = min,
+        .max = max,
+        .initial = initial,
+        .smoothing = AX_LIMIT_DEFAULT_SMOOTHING,
+        .tolerance = AX_LIMIT_DEFAULT_TOLERANCE,
+        .window_ns = AX_LIMIT_DEFAULT_WINDOW_NS,
+        .window_samples = AX_LIMIT_DEFAULT_WINDOW_SAMPLES,
+        .long_window = AX_LIMIT_DEFAULT_LONG_WINDOW,
+    };
+}
+
+/* One window: 10 samples of `rtt`, the first `drops` of them dropped, with
+ * `inflight` in flight (0: the current limit). Checks it closed exactly one
+ * window and that the limit stayed in bounds. */
+static unsigned window(struct ax_limit *l, uint64_t rtt, unsigned inflight, unsigned drops)
+{
+    uint64_t before = l->updates;
+    now_ns += 100 * MS;
+    unsigned in = inflight ? inflight : ax_limit_get(l);
+    for (unsigned i = 0; i < 10; i++)
+        ax_limit_sample(l, now_ns, rtt, in, i < drops);
+    CHECK_EQ(l->updates, before + 1);
+    unsigned v = ax_limit_get(l);
+    CHECK(v >= l->cfg.min && v <= l->cfg.max);
+    return v;
+}
+
+/* A window closes only after window_ns AND window_samples. */
+static void test_window_rule(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 100);
+    now_ns = 5000 * MS;
+    ax_limit_init(&l, &c, now_ns);
+    CHECK_EQ(ax_limit_get(&l), 100);
+    for (int i = 0; i < 50; i++) /* many samples, too early */
+        ax_limit_sample(&l, now_ns + 99 * MS, 100 * MS, 100, false);
+    CHECK_EQ(l.updates, 0);
+    struct ax_limit l2;
+    ax_limit_init(&l2, &c, now_ns);
+    for (int i = 0; i < 9; i++) { /* late enough, too few */
+        ax_limit_sample(&l2, now_ns + 500 * MS, 100 * MS, 100, false);
+        CHECK_EQ(l2.updates, 0);
+    }
+    ax_limit_sample(&l2, now_ns + 500 * MS, 100 * MS, 100, false); /* the 10th */
+    CHECK_EQ(l2.updates, 1);
+    CHECK_EQ(l2.short_n, 0); /* a new window opened */
+    CHECK_EQ(l2.window_start, now_ns + 500 * MS);
+    CHECK(l2.long_rtt == 100.0 * MS); /* the first window seeds the baseline */
+    /* At the baseline with 100 in flight: 100 x 0.8 + (100 + 10) x 0.2 = 102. */
+    CHECK_EQ(ax_limit_get(&l2), 102);
+    /* Closing needs window_ns since the last close: 99 ms later, no. */
+    for (int i = 0; i < 20; i++)
+        ax_limit_sample(&l2, now_ns + 599 * MS, 100 * MS, 100, false);
+    CHECK_EQ(l2.updates, 1);
+    ax_limit_sample(&l2, now_ns + 600 * MS, 100 * MS, 100, false);
+    CHECK_EQ(l2.updates, 2);
+}
+
+/* Steady latency at full in-flight: climbs to max and stays there. */
+static void test_steady_climb(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 50);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    unsigned prev = 50, at_max = 0;
+    for (unsigned w = 1; w <= 400; w++) {
+        unsigned v = window(&l, 100 * MS, 0, 0);
+        CHECK(v >= prev); /* never a step down at a steady latency */
+        prev = v;
+        if (v == 500 && !at_max) at_max = w;
+    }
+    /* sqrt headroom x smoothing per window: 50 -> 500 is slow by design
+     * (limit.c: no evidence of a faster upstream, only of no queue). */
+    CHECK_EQ(at_max, 154);
+    CHECK_EQ(prev, 500);
+}
+
+/* The gradient formula by hand: one window at 2x the baseline. */
+static void test_gradient_formula(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 500);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    for (int i = 0; i < 20; i++)
+        window(&l, 100 * MS, 0, 0);
+    CHECK_EQ(ax_limit_get(&l), 500);
+    CHECK(fabs(l.long_rtt - 100.0 * MS) < 1);
+    window(&l, 200 * MS, 0, 0);
+    /* long = 100 + (200 - 100) x 2/601 = 100.333 ms; gradient = 1.5 x
+     * 100.333 / 200 = 0.7525; estimate = 500 x 0.7525 + sqrt(500) = 398.6;
+     * limit = 500 x 0.8 + 398.6 x 0.2 = 479.7 -> 480. */
+    CHECK(fabs(l.long_rtt - (100.0 + 100.0 * 2 / 601) * MS) < 1);
+    CHECK(fabs(l.last_gradient - 1.5 * (100.0 + 100.0 * 2 / 601) / 200) < 1e-9);
+    CHECK_EQ(ax_limit_get(&l), 480);
+    /* Within tolerance (1.4x): gradient 1, the limit does not fall. */
+    struct ax_limit l2;
+    ax_limit_init(&l2, &c, now_ns);
+    for (int i = 0; i < 20; i++)
+        window(&l2, 100 * MS, 0, 0);
+    window(&l2, 140 * MS, 0, 0);
+    CHECK(l2.last_gradient == 1.0);
+    CHECK_EQ(ax_limit_get(&l2), 500);
+}
+
+/* A 10x latency step and back: falls fast, not at once; climbs back. */
+static void test_step_and_recovery(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 500);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    for (int i = 0; i < 50; i++)
+        CHECK_EQ(window(&l, 100 * MS, 0, 0), 500);
+
+    unsigned below = 0, prev = 500;
+    for (unsigned w = 1; w <= 100; w++) {
+        unsigned v = window(&l, 1000 * MS, 0, 0);
+        CHECK(v <= prev);
+        prev = v;
+        if (v < 250 && !below) below = w;
+        if (w <= 90) CHECK(l.last_gradient == 0.5); /* the floor: never more than half */
+    }
+    CHECK_EQ(below, 8); /* 0.8 s at the default window */
+    CHECK_LE(prev, 10);
+    CHECK(l.last_gradient > 0.5); /* after 10 s the baseline starts to follow */
+
+    /* Back to 100 ms: the baseline (~355 ms) is over 2x, so it decays x0.95
+     * after its average step; the growth term doubles the estimate. */
+    double long_before = l.long_rtt;
+    window(&l, 100 * MS, 0, 0);
+    double expect = (long_before + (100.0 * MS - long_before) * 2 / 601) * 0.95;
+    CHECK(fabs(l.long_rtt - expect) < 1);
+    unsigned back = 0;
+    for (unsigned w = 2; w <= 100; w++) {
+        unsigned v = window(&l, 100 * MS, 0, 0);
+        if (v >= 450 && !back) back = w;
+    }
+    CHECK_EQ(back, 23); /* 2.3 s at the default 100 ms window */
+    CHECK_EQ(ax_limit_get(&l), 500);
+    /* The decay stops once the baseline is within 2x. */
+    CHECK(l.long_rtt <= 2.0 * 100 * MS);
+}
+
+/* App-limited: the latency is at the baseline but few attempts are in flight:
+ * the limit must not grow; it may still fall. */
+static void test_app_limited(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 100);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    for (int i = 0; i < 300; i++)
+        CHECK_EQ(window(&l, 100 * MS, 49, 0), 100); /* 49 < 100/2 */
+    window(&l, 100 * MS, 50, 0);                    /* 50: not app-limited */
+    CHECK_EQ(ax_limit_get(&l), 102);
+    /* A latency rise while app-limited still brings it down. */
+    unsigned v = ax_limit_get(&l);
+    window(&l, 1000 * MS, 10, 0);
+    CHECK(ax_limit_get(&l) < v);
+}
+
+/* Timed-out samples: at the baseline latency (the mean says nothing), the
+ * dropped share still caps the gradient and forbids growth. */
+static void test_drops(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 500);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    for (int i = 0; i < 20; i++)
+        window(&l, 100 * MS, 0, 0);
+    CHECK_EQ(ax_limit_get(&l), 500);
+    window(&l, 100 * MS, 0, 2); /* gradient <= 0.8: 500 x (1 - 0.2 x 0.2) */
+    CHECK(fabs(l.last_gradient - 0.8) < 1e-12);
+    CHECK_EQ(ax_limit_get(&l), 480);
+    for (int i = 1; i < 10; i++)
+        window(&l, 100 * MS, 0, 2);
+    CHECK_EQ(ax_limit_get(&l), 332); /* 500 x 0.96^10 = 332.4 */
+    /* The same windows without drops stay at max (control). */
+    struct ax_limit l2;
+    ax_limit_init(&l2, &c, now_ns);
+    for (int i = 0; i < 30; i++)
+        window(&l2, 100 * MS, 0, 0);
+    CHECK_EQ(ax_limit_get(&l2), 500);
+
+    /* One drop in ten below max: no headroom, 50 x (1 - 0.2 x 0.1) = 49. */
+    struct ax_limit l3;
+    struct ax_limit_cfg c3 = cfg(1, 500, 50);
+    ax_limit_init(&l3, &c3, now_ns);
+    window(&l3, 100 * MS, 0, 1);
+    CHECK_EQ(ax_limit_get(&l3), 49);
+    /* All dropped: the floor still holds, at most half per window before
+     * smoothing: 49 x 0.9 = 44.1 -> 44. */
+    window(&l3, 100 * MS, 0, 10);
+    CHECK(l3.last_gradient == 0.5);
+    CHECK_EQ(ax_limit_get(&l3), 44);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd(void) /* xorshift64*: fixed seed, same run every time */
+{
+    rng ^= rng >> 12;
+    rng ^= rng << 25;
+    rng ^= rng >> 27;
+    return rng * 0x2545f4914f6cdd1dull;
+}
+
+/* Random latencies (1 ns .. 30 s, jumps and 0), in-flight and drops, with
+ * tight bounds: never outside [min, max], the rounding included. */
+static void test_bounds(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(10, 20, 15);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    unsigned seen_min = 0, seen_max = 0;
+    for (int w = 0; w < 20000; w++) {
+        uint64_t rtt = rnd() % 8 == 0   ? rnd() % (30000 * MS)
+                       : rnd() % 8 == 0 ? 0
+                                        : 1 + rnd() % (200 * MS);
+        unsigned v =
+            window(&l, rtt, (unsigned)(rnd() % 40), (unsigned)(rnd() % 4 == 0 ? rnd() % 11 : 0));
+        seen_min += v == 10;
+        seen_max += v == 20;
+    }
+    CHECK(seen_min > 0 && seen_max > 0); /* the walk did reach both bounds */
+    /* min == max: a fixed limit. */
+    struct ax_limit f;
+    struct ax_limit_cfg cf = cfg(7, 7, 7);
+    ax_limit_init(&f, &cf, now_ns);
+    for (int w = 0; w < 100; w++)
+        CHECK_EQ(window(&f, 1 + rnd() % (2000 * MS), 0, (unsigned)(rnd() % 3)), 7);
+}
+
+int main(void)
+{
+    test_window_rule();
+    test_steady_climb();
+    test_gradient_formula();
+    test_step_and_recovery();
+    test_app_limited();
+    test_drops();
+    test_bounds();
+    printf("test_limit: ok\n");
+    return 0;
+}
