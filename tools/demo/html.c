@@ -646,7 +646,8 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
           "<p class='sub'>The incident of the write-up ax answers: at a traffic peak the "
           "upstream slowed from 300 ms to 2 s per call, fixed one-second retries piled on, the "
           "queues and memory grew. It is replayed here against a thread pool, ax with the "
-          "incident's settings and ax with the settings tuned after it. ",
+          "incident's settings, ax with the settings tuned after it and, where it ran, ax "
+          "by itself (ax-auto: its defaults and task classes). ",
           f);
     double len = dm_scenario_length_ms(sc) / 1000;
     fprintf(f, "Scenario <code>");
