@@ -551,7 +551,7 @@ typedef struct ax_event {
     uint64_t run_ns;        /* run time of this attempt (terminal, retry, panic) */
     int code;               /* AX_E* or the function's return; 0 if none */
     char message[AX_EVENT_MESSAGE_MAX]; /* error text, retry delay, backtrace; "" if none */
-    char class_name[32];    /* the task's class (AX_CLASS_NAME_MAX), "" if none */
+    char class_name[AX_CLASS_NAME_MAX]; /* the task's class, "" if none */
 } ax_event;
 
 typedef void (*ax_event_fn)(const ax_event *ev, void *arg);

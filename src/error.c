@@ -33,6 +33,8 @@ static const char *error_name(int code)
     case AX_EPANIC: return "task panicked";
     case AX_EBUSY: return "resource busy";
     case AX_ENET: return "network transfer failed";
+    case AX_EOPEN: return "circuit breaker open";
+    case AX_EEXPIRED: return "queue-time budget exceeded";
     default: return NULL;
     }
 }

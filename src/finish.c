@@ -40,6 +40,7 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
     r->code = code;
     r->wait_ns = j->wait_ns;
     r->run_ns = j->run_ns;
+    r->class_id = j->cls;
     size_t n = err ? strnlen(err, sizeof r->error - 1) : 0;
     memcpy(r->error, err ? err : "", n);
     r->error[n] = 0;
@@ -82,8 +83,13 @@ unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt
     if ((state == JS_FAILED || state == JS_TIMED_OUT) && attempt < j->max_retry &&
         code != AX_ENOMEM && !(j->deadline_ns && now >= j->deadline_ns) &&
         atomic_load_explicit(&s->retry_enabled[j->prio], memory_order_relaxed) &&
-        !atomic_load_explicit(&s->closing, memory_order_relaxed))
-        return JS_RETRYING;
+        !atomic_load_explicit(&s->closing, memory_order_relaxed)) {
+        /* Last: the budget counts the retry it allows. If the CAS that
+         * follows loses (a cancel won), that one retry stays counted. */
+        if (AX_LIKELY(!j->cls) || class_retry_allowed(s, (struct job *)j, now))
+            return JS_RETRYING;
+        ((struct job *)j)->end_why = END_BUDGET; /* terminal_path says why */
+    }
     return state;
 }
 
@@ -98,6 +104,16 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
 {
     ax_result r;
     count_terminal(s, w, state);
+    char why[AX_ERROR_MAX * 2];
+    if (AX_UNLIKELY(j->cls)) {
+        class_count_terminal(s, j, state);
+        if (j->end_why == END_BUDGET && state != JS_CANCELLED) {
+            /* The attempt's own error, then why it was not retried. */
+            int k = snprintf(why, sizeof why, "%s; not retried: ", err && *err ? err : "failed");
+            class_end_text(s, j, why + k, sizeof why - (size_t)k);
+            err = why;
+        }
+    }
     j->code = code;
     if (j->is_child) {
         /* The parent may join: keep the error text, and wake it if parked.
@@ -155,13 +171,15 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
         j->run_ns = run_ns; /* terminal: the job is ours alone */
     if (slot != FIN_NO_SLOT) {
         metrics_record_run(s, w, j->prio, run_ns);
+        if (AX_UNLIKELY(j->cls))
+            class_attempt_done(s, j, attempt, state, run_ns, w ? w->now_ns : now_ns());
         /* After a timeout or cancel the worker may be about to run a long
          * slice (the attempt ended from outside its code), so a sleeping
          * peer takes queued work now; after a normal end the worker
          * dispatches itself next (a wake-up per task cost the 2-worker full
          * path ~200 ns). */
         if (slot == FIN_SLOT)
-            sched_slot_free(s, !w || (state != JS_SUCCEEDED && state != JS_FAILED));
+            job_slot_free(s, j, !w || (state != JS_SUCCEEDED && state != JS_FAILED));
     }
     if (state == JS_TIMED_OUT && j->on_timeout) {
         ax_result r;

@@ -96,6 +96,8 @@ struct job {
     uint16_t max_retry;
     uint8_t prio;
     uint8_t is_child; /* spawned by a task that may join it */
+    uint8_t cls;      /* its class (class.c), 0 = none */
+    uint8_t end_why;  /* END_*: why dispatch ended it, or a retry was denied */
     /* How an attempt ended, for whoever finishes it later: the callback
      * pool's finisher (the watchdog ended it) or a drain list. Its own field,
      * not shared with `code`: a cancel may run the terminal path (and write
@@ -103,6 +105,8 @@ struct job {
     uint32_t handoff;
     char trace_id[AX_TRACE_ID_MAX]; /* fields ordered to stay at 240 bytes */
 };
+
+enum { END_DEADLINE = 0, END_EXPIRED, END_OPEN, END_BUDGET };
 
 #define JOIN_DONE ((struct ax_task *)1) /* j->joiner: the child's result is published */
 
@@ -410,6 +414,17 @@ struct ax_sched {
     _Atomic unsigned nsleeping;
     _Atomic int stop;               /* workers leave their loop once idle */
     _Atomic uint64_t total_live_runs;
+    /* --- task classes (class.c): published once, never removed --- */
+    struct ax_class_rt *classes[AX_CLASS_MAX + 1]; /* [1 .. nclasses] */
+    _Atomic unsigned nclasses;
+    pthread_mutex_t class_reg_lock; /* serialises ax_class_register */
+    /* A dispatch found queued jobs but every candidate's class at its
+     * limit (or out of half-open probes): workers do not spin on them. Set
+     * under s->lock by dispatch, cleared by whatever may unblock a class (a
+     * class slot freed, a limit raised: class_seq moves) and by any job
+     * entering a bucket. */
+    _Atomic bool hint_class_blocked;
+    _Atomic uint64_t class_seq;
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
     /* --- libax_http (http.c): ax_http_configure's settings --- */
@@ -488,7 +503,7 @@ static inline ax_state js_public(unsigned st)
 void bucket_push_locked(struct ax_sched *s, struct job *j);
 void bucket_push_front_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
-struct job *sched_pick_locked(struct ax_sched *s);
+struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended, bool *blocked);
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);
 static inline unsigned load_locked(struct ax_sched *s)
@@ -787,5 +802,8 @@ extern _Thread_local bool ev_under_lock;
 /* join.c */
 void join_release_children(struct worker *w, struct ax_task *t);
 bool join_notify_locked(struct ax_sched *s, struct job *j, struct wake_msg *out);
+
+/* task classes (class.c) */
+#include "class.h"
 
 #endif

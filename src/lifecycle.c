@@ -52,6 +52,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
 #endif
     pthread_mutex_init(&s->lock, &ma);
     pthread_mutexattr_destroy(&ma);
+    pthread_mutex_init(&s->class_reg_lock, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -388,6 +389,8 @@ void ax_free(ax_sched *s)
     free(s->workers);
     free(s->http_conf); /* plain data owned by http.c (ax_http_configure) */
     job_table_destroy(s);
+    class_free_all(s);
+    pthread_mutex_destroy(&s->class_reg_lock);
     pthread_cond_destroy(&s->watchdog_cond);
     pthread_cond_destroy(&s->idle_cond);
     pthread_mutex_destroy(&s->lock);

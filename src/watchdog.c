@@ -93,7 +93,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
             struct job *j = take[i];
             unsigned attempt = js_attempt(atomic_load(&j->sw));
             if (js_end_attempt_handed(&j->sw, job_gen(j), attempt, JS_CANCELLED)) {
-                sched_slot_free(s, false);
+                job_slot_free(s, j, false);
                 cb_pool_finish(s, j, attempt, JS_CANCELLED, JS_CANCELLED, FIN_SLOT_FREED);
             }
             job_release(s, NULL, j, JH_RUN); /* the to-start list's hold */
@@ -105,6 +105,8 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         struct job *j = take[i];
         if (js_unstart(&j->sw, job_gen(j))) {
             s->running--;
+            if (j->cls) /* its class place too: dispatch takes it again */
+                class_slot_free(s, j);
             j->enqueue_ns = now_ns() - j->wait_ns; /* its wait goes on */
             bucket_push_front_locked(s, j);
             if (j->deadline_ns)
@@ -174,7 +176,7 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
     while (ended) {
         struct job *j = ended;
         ended = j->next;
-        sched_slot_free(s, true); /* free at the deadline, though the worker is held */
+        job_slot_free(s, j, true); /* free at the deadline, though the worker is held */
         cb_pool_finish(s, j, j->handoff >> 4, JS_TIMED_OUT, j->handoff & 15, FIN_SLOT_FREED);
     }
 }

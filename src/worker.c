@@ -148,7 +148,8 @@ static void dispatch(struct worker *w)
     /* Fast path: nothing to apply, nothing due, nothing we could take. */
     if (!p->free_list && !jwheel_due(s, w->now_ns) &&
         (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0 ||
-         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)))
+         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) ||
+         atomic_load_explicit(&s->hint_class_blocked, memory_order_relaxed)))
         return;
 
     if (AX_UNLIKELY(s->ev_lossless))
@@ -168,7 +169,10 @@ static void dispatch(struct worker *w)
     unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
-        while (n < want && s->running < s->cap && (j = sched_pick_locked(s))) {
+        bool blocked = false;
+        uint64_t seq = atomic_load_explicit(&s->class_seq, memory_order_seq_cst);
+        while (n < want && s->running < s->cap &&
+               (j = sched_pick_locked(s, w->now_ns, &ended, &blocked))) {
             js_dispatch(&j->sw); /* QUEUED, under the lock */
             jtimer_del_locked(s, j);         /* its queued-deadline timer */
             s->running++;
@@ -178,6 +182,17 @@ static void dispatch(struct worker *w)
         }
         more = n == want && s->running < s->cap &&
                (s->b[0].head || s->b[1].head || s->b[2].head);
+        if (AX_UNLIKELY(blocked) && n < want && s->running < s->cap &&
+            (s->b[0].head || s->b[1].head || s->b[2].head)) {
+            /* Queued jobs remain, all of classes at their limit: no worker
+             * spins on them until a class place frees (class.c's
+             * class_unblocked moves class_seq, then reads the hint). */
+            atomic_store_explicit(&s->hint_class_blocked, true, memory_order_seq_cst);
+            if (atomic_load_explicit(&s->class_seq, memory_order_seq_cst) != seq) {
+                atomic_store_explicit(&s->hint_class_blocked, false, memory_order_relaxed);
+                more = true; /* something freed meanwhile: look again */
+            }
+        }
     }
     pthread_mutex_unlock(&s->lock);
     if (more || requeued > n)
@@ -201,8 +216,20 @@ static void dispatch(struct worker *w)
         while (ended) {
             struct job *j = ended;
             ended = j->next;
-            finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, AX_ETIMEDOUT,
-                           "deadline passed before it could run", FIN_NO_SLOT, 0, 0);
+            if (AX_LIKELY(j->end_why == END_DEADLINE)) {
+                finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, AX_ETIMEDOUT,
+                               "deadline passed before it could run", FIN_NO_SLOT, 0, 0);
+            } else { /* its class ended it: queue-time budget, breaker open */
+                char why[AX_ERROR_MAX];
+                class_end_text(s, j, why, sizeof why);
+                int code = j->end_why == END_EXPIRED ? AX_EEXPIRED : AX_EOPEN;
+                struct ax_class_rt *c = s->classes[j->cls];
+                atomic_fetch_add_explicit(j->end_why == END_EXPIRED ? &c->expired
+                                                                    : &c->open_refused,
+                                          1, memory_order_relaxed);
+                finish_attempt(s, w, j, j->handoff, JS_FAILED, JS_FAILED, code, why,
+                               FIN_NO_SLOT, 0, 0);
+            }
         }
         w->now_ns = now_ns(); /* on_done ran: the clock moved */
     }
@@ -236,7 +263,8 @@ static bool work_available(struct worker *w)
         return true;
     pthread_mutex_lock(&s->lock);
     yes = !s->paused && !s->closing && running_locked(s) < s->cap &&
-          (s->b[0].head || s->b[1].head || s->b[2].head) && !orphans_full_locked(s);
+          (s->b[0].head || s->b[1].head || s->b[2].head) && !orphans_full_locked(s) &&
+          !atomic_load_explicit(&s->hint_class_blocked, memory_order_seq_cst);
     pthread_mutex_unlock(&s->lock);
     return yes;
 }
@@ -274,7 +302,8 @@ static void worker_sleep(struct worker *w)
             atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
             (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
              !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) &&
-             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed)))
+             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed) &&
+             !atomic_load_explicit(&s->hint_class_blocked, memory_order_relaxed)))
             return;
         if ((i & 63) == 0) {
             uint64_t now = now_ns();

@@ -49,9 +49,9 @@ static void open_it(struct ax_breaker *b, uint64_t now)
     uint64_t opened = b->opened;
     record_n(b, now, 10, false);
     record_n(b, now, 9, true);
-    CHECK_EQ(ax_breaker_state(b, now), AX_BRK_CLOSED); /* 9 of 19 */
+    CHECK_EQ(ax_breaker_poll(b, now), AX_BRK_CLOSED); /* 9 of 19 */
     ax_breaker_record(b, now, true);
-    CHECK_EQ(ax_breaker_state(b, now), AX_BRK_OPEN); /* 10 of 20 */
+    CHECK_EQ(ax_breaker_poll(b, now), AX_BRK_OPEN); /* 10 of 20 */
     CHECK_EQ(b->opened, opened + 1);
 }
 
@@ -61,7 +61,7 @@ static void test_sequence(void)
     struct ax_breaker_cfg c = cfg();
     uint64_t t = 100 * S;
     ax_breaker_init(&b, &c, t);
-    CHECK_EQ(ax_breaker_state(&b, t), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, t), AX_BRK_CLOSED);
     for (int i = 0; i < 100; i++)
         CHECK(ax_breaker_allow(&b, t));
     CHECK_EQ(b.rejected, 0);
@@ -74,10 +74,10 @@ static void test_sequence(void)
     CHECK(!ax_breaker_allow(&b, t + 1 * S));
     CHECK(!ax_breaker_allow(&b, t + 5999 * MS));
     CHECK_EQ(b.rejected, 2);
-    CHECK_EQ(ax_breaker_state(&b, t + 5999 * MS), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, t + 5999 * MS), AX_BRK_OPEN);
     /* Half-open at +5 s: five permits, then refusals that are not counted. */
     uint64_t h = t + 6 * S;
-    CHECK_EQ(ax_breaker_state(&b, h), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, h), AX_BRK_HALF_OPEN);
     for (int i = 0; i < 5; i++)
         CHECK(ax_breaker_allow(&b, h));
     CHECK(!ax_breaker_allow(&b, h));
@@ -85,9 +85,9 @@ static void test_sequence(void)
     CHECK_EQ(b.rejected, 2);
     /* Four good probes: still half-open; the fifth closes it. */
     record_n(&b, h + 100 * MS, 4, false);
-    CHECK_EQ(ax_breaker_state(&b, h + 100 * MS), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, h + 100 * MS), AX_BRK_HALF_OPEN);
     ax_breaker_record(&b, h + 100 * MS, false);
-    CHECK_EQ(ax_breaker_state(&b, h + 100 * MS), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, h + 100 * MS), AX_BRK_CLOSED);
     CHECK_EQ(b.opened, 1);
     /* A fresh window: the 10 failures that opened it (5 s ago) are gone. */
     CHECK(ax_breaker_failure_rate(&b, h + 100 * MS, &calls) == 0);
@@ -95,9 +95,9 @@ static void test_sequence(void)
     CHECK(ax_breaker_allow(&b, h + 100 * MS));
     /* It takes 20 calls again to open it. */
     record_n(&b, h + 200 * MS, 19, true);
-    CHECK_EQ(ax_breaker_state(&b, h + 200 * MS), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, h + 200 * MS), AX_BRK_CLOSED);
     ax_breaker_record(&b, h + 200 * MS, true);
-    CHECK_EQ(ax_breaker_state(&b, h + 200 * MS), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, h + 200 * MS), AX_BRK_OPEN);
     CHECK_EQ(b.opened, 2);
 }
 
@@ -113,22 +113,22 @@ static void test_probes_fail(void)
         CHECK(ax_breaker_allow(&b, h));
     record_n(&b, h + 1 * S, 2, false);
     record_n(&b, h + 1 * S, 2, true);
-    CHECK_EQ(ax_breaker_state(&b, h + 1 * S), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, h + 1 * S), AX_BRK_HALF_OPEN);
     ax_breaker_record(&b, h + 1 * S, true);
-    CHECK_EQ(ax_breaker_state(&b, h + 1 * S), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, h + 1 * S), AX_BRK_OPEN);
     CHECK_EQ(b.opened, 2);
     CHECK_EQ(b.opened_at, h + 1 * S);
     CHECK(!ax_breaker_allow(&b, h + 5999 * MS));
     CHECK_EQ(b.rejected, 1);
     /* Half-open again with five fresh permits; two failed of five close it. */
     uint64_t h2 = h + 6 * S;
-    CHECK_EQ(ax_breaker_state(&b, h2), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, h2), AX_BRK_HALF_OPEN);
     for (int i = 0; i < 5; i++)
         CHECK(ax_breaker_allow(&b, h2));
     CHECK(!ax_breaker_allow(&b, h2));
     record_n(&b, h2, 2, true);
     record_n(&b, h2, 3, false);
-    CHECK_EQ(ax_breaker_state(&b, h2), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, h2), AX_BRK_CLOSED);
     CHECK_EQ(b.opened, 2);
 }
 
@@ -141,21 +141,21 @@ static void test_min_calls_and_rate(void)
     unsigned calls;
     CHECK(ax_breaker_failure_rate(&b, 0, &calls) == 1.0);
     CHECK_EQ(calls, 19);
-    CHECK_EQ(ax_breaker_state(&b, 0), AX_BRK_CLOSED); /* 19 < min_calls */
+    CHECK_EQ(ax_breaker_poll(&b, 0), AX_BRK_CLOSED); /* 19 < min_calls */
     CHECK_EQ(b.opened, 0);
     /* Below the rate with plenty of calls: 9 of 20, then 45 of 100. */
     struct ax_breaker r;
     ax_breaker_init(&r, &c, 0);
     record_n(&r, 0, 11, false);
     record_n(&r, 0, 9, true);
-    CHECK_EQ(ax_breaker_state(&r, 0), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&r, 0), AX_BRK_CLOSED);
     record_n(&r, 0, 44, false);
     record_n(&r, 0, 36, true);
     CHECK(ax_breaker_failure_rate(&r, 0, &calls) == 0.45);
     CHECK_EQ(calls, 100);
-    CHECK_EQ(ax_breaker_state(&r, 0), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&r, 0), AX_BRK_CLOSED);
     ax_breaker_record(&r, 0, true); /* 46 of 101 */
-    CHECK_EQ(ax_breaker_state(&r, 0), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&r, 0), AX_BRK_CLOSED);
 }
 
 static void test_window_expiry(void)
@@ -168,25 +168,25 @@ static void test_window_expiry(void)
     record_n(&k, 500 * MS, 15, true);
     /* Control: at 9.9 s they still count: 20 calls, all failed. */
     record_n(&k, 9900 * MS, 5, true);
-    CHECK_EQ(ax_breaker_state(&k, 9900 * MS), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&k, 9900 * MS), AX_BRK_OPEN);
     /* At 10.0 s slot 0 has left the window: 5 calls only. */
     unsigned calls;
     CHECK(ax_breaker_failure_rate(&b, 10 * S, &calls) == 0);
     CHECK_EQ(calls, 0);
     record_n(&b, 10 * S, 5, true);
-    CHECK_EQ(ax_breaker_state(&b, 10 * S), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, 10 * S), AX_BRK_CLOSED);
     CHECK(ax_breaker_failure_rate(&b, 10 * S, &calls) == 1.0);
     CHECK_EQ(calls, 5);
     /* One slot at a time: 5 failures in each of slots 10..13 make 20 at 13 s. */
     record_n(&b, 11 * S, 5, true);
     record_n(&b, 12 * S, 5, true);
-    CHECK_EQ(ax_breaker_state(&b, 12 * S), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, 12 * S), AX_BRK_CLOSED);
     record_n(&b, 13 * S, 5, true);
-    CHECK_EQ(ax_breaker_state(&b, 13 * S), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, 13 * S), AX_BRK_OPEN);
     /* A long silence clears everything (and open has long run out). */
     CHECK(ax_breaker_failure_rate(&b, 13 * S + 3600 * S, &calls) == 0);
     CHECK_EQ(calls, 0);
-    CHECK_EQ(ax_breaker_state(&b, 13 * S + 3600 * S), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, 13 * S + 3600 * S), AX_BRK_HALF_OPEN);
 }
 
 /* The window slides one slot at a time, reusing each slot's counters: 2 good
@@ -212,12 +212,12 @@ static void test_window_slides(void)
         double rate = ax_breaker_failure_rate(&b, t, &calls);
         CHECK_EQ(calls, 29 - k);
         CHECK(rate == (11.0 + k) / (29 - k));
-        CHECK_EQ(ax_breaker_state(&b, t), AX_BRK_CLOSED);
+        CHECK_EQ(ax_breaker_poll(&b, t), AX_BRK_CLOSED);
     }
     /* k = 3: the first failure makes 13 of 25 and opens it; the second is
      * ignored (open). */
     ax_breaker_record(&b, 13 * S + 300 * MS, true);
-    CHECK_EQ(ax_breaker_state(&b, 13 * S + 300 * MS), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, 13 * S + 300 * MS), AX_BRK_OPEN);
     CHECK(ax_breaker_failure_rate(&b, 13 * S + 300 * MS, &calls) == 13.0 / 25);
     CHECK_EQ(calls, 25);
     ax_breaker_record(&b, 13 * S + 300 * MS, true);
@@ -233,14 +233,14 @@ static void test_probe_threshold(void)
     c.half_open_calls = 4;
     ax_breaker_init(&b, &c, 0);
     open_it(&b, 0);
-    CHECK_EQ(ax_breaker_state(&b, 5 * S), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, 5 * S), AX_BRK_HALF_OPEN);
     record_n(&b, 5 * S, 2, false);
     record_n(&b, 5 * S, 2, true); /* 2 of 4 = 50 % */
-    CHECK_EQ(ax_breaker_state(&b, 5 * S), AX_BRK_OPEN);
-    CHECK_EQ(ax_breaker_state(&b, 10 * S), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, 5 * S), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, 10 * S), AX_BRK_HALF_OPEN);
     record_n(&b, 10 * S, 1, true);
     record_n(&b, 10 * S, 3, false); /* 1 of 4 */
-    CHECK_EQ(ax_breaker_state(&b, 10 * S), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, 10 * S), AX_BRK_CLOSED);
     CHECK_EQ(b.opened, 2);
 }
 
@@ -256,9 +256,9 @@ static void test_release_and_stray(void)
     CHECK_EQ(b.probes_out, 0);
     /* Outcomes while open are ignored: they do not become probes later. */
     record_n(&b, 1 * S, 50, false);
-    CHECK_EQ(ax_breaker_state(&b, 1 * S), AX_BRK_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, 1 * S), AX_BRK_OPEN);
     uint64_t h = 5 * S;
-    CHECK_EQ(ax_breaker_state(&b, h), AX_BRK_HALF_OPEN);
+    CHECK_EQ(ax_breaker_poll(&b, h), AX_BRK_HALF_OPEN);
     CHECK_EQ(b.probes_done, 0);
     for (int i = 0; i < 5; i++)
         CHECK(ax_breaker_allow(&b, h));
@@ -275,13 +275,13 @@ static void test_release_and_stray(void)
     /* Outcomes of calls that took no permit are probes too: with all five
      * permits still out, five such outcomes decide. */
     record_n(&b, h, 5, false);
-    CHECK_EQ(ax_breaker_state(&b, h), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, h), AX_BRK_CLOSED);
     /* The permits' own outcomes arriving later count in the closed window. */
     record_n(&b, h, 5, true);
     unsigned calls;
     CHECK(ax_breaker_failure_rate(&b, h, &calls) == 1.0);
     CHECK_EQ(calls, 5);
-    CHECK_EQ(ax_breaker_state(&b, h), AX_BRK_CLOSED);
+    CHECK_EQ(ax_breaker_poll(&b, h), AX_BRK_CLOSED);
 }
 
 int main(void)

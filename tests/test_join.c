@@ -5,7 +5,9 @@
  *  2. A join whose timeout ends first returns AX_ETIMEDOUT near the timeout;
  *     the child is still an unjoined child (a second join gets its result),
  *     and a child its parent gave up on completes later with its on_done.
- *     A join with timeout < 0 is bounded by the parent's deadline.
+ *     A join with timeout < 0 is bounded by the parent's deadline, and so
+ *     is the child: it ends TIMED_OUT at its parent's deadline (a child's
+ *     deadline is at most its parent's, DESIGN.md §11).
  *  3. AX_ENOTFOUND for an unknown id, a second join of the same child, a task
  *     that is not a child (ax_submit) and the parent's own id.
  *  4. A child that ended before the join is still joinable, and the join
@@ -32,6 +34,7 @@ struct child_arg {
     int in;
     atomic_int out;
     uint64_t sleep_ms;
+    int sleep_rc; /* what its ax_sleep must return */
     int ret;
     atomic_int done_calls;
     atomic_int state;
@@ -41,7 +44,7 @@ struct child_arg {
 static int child_fn(ax_task *t, void *arg)
 {
     struct child_arg *c = arg;
-    if (c->sleep_ms) CHECK_EQ(ax_sleep(t, c->sleep_ms), 0);
+    if (c->sleep_ms) CHECK_EQ(ax_sleep(t, c->sleep_ms), c->sleep_rc);
     atomic_store(&c->out, c->in * c->in);
     return c->ret;
 }
@@ -129,7 +132,7 @@ static void test_fan(ax_sched *s)
 
 static struct child_arg slow1 = {.in = 3, .sleep_ms = 400};
 static struct child_arg slow2 = {.in = 4, .sleep_ms = 300};
-static struct child_arg slow3 = {.in = 5, .sleep_ms = 1000};
+static struct child_arg slow3 = {.in = 5, .sleep_ms = 1000, .sleep_rc = AX_ETIMEDOUT};
 static atomic_int rejoin_rc = 1, rejoin_state = -1, rejoin_out = -1, gaveup_rc = 1;
 static atomic_int timeout_rc = 1, deadline_rc = 1;
 static _Atomic uint64_t timeout_ms_taken, deadline_ms_taken;
@@ -202,8 +205,10 @@ static void test_timeouts(ax_sched *s)
     CHECK_EQ(atomic_load(&deadline_rc), AX_ETIMEDOUT);
     CHECK(atomic_load(&deadline_ms_taken) + 10 >= 150);
     CHECK_LE(atomic_load(&deadline_ms_taken), 900); /* the child sleeps 1 s */
+    /* The child inherited that deadline: it timed out too, long before
+     * its 1 s sleep would have ended. */
     CHECK(WAIT_UNTIL(atomic_load(&slow3.done_calls) == 1, 3000));
-    CHECK_EQ(atomic_load(&slow3.state), AX_STATE_SUCCEEDED);
+    CHECK_EQ(atomic_load(&slow3.state), AX_STATE_TIMED_OUT);
 }
 
 /* ---- 3. AX_ENOTFOUND ---------------------------------------------------- */
@@ -429,7 +434,7 @@ int main(void)
     CHECK_EQ(st.submitted, total);
     CHECK_EQ(st.succeeded + st.failed + st.timed_out + st.cancelled, total);
     CHECK_EQ(st.failed, 3);    /* early_bad, err_kids[0] and [1] */
-    CHECK_EQ(st.timed_out, 2); /* deadline_parent, err_kids[2] */
+    CHECK_EQ(st.timed_out, 3); /* deadline_parent and its child slow3, err_kids[2] */
     CHECK_EQ(st.cancelled, 0);
     CHECK_EQ(st.queued[0] + st.queued[1] + st.queued[2], 0);
     CHECK_EQ(st.delayed, 0);

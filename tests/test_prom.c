@@ -33,6 +33,7 @@ struct sample {
     char name[64];
     char prio[64]; /* the priority label, "" if none */
     char le[64];   /* the le label, "" if none */
+    char cls[64];  /* the class label, "" if none */
     double value;
     int fam;
 };
@@ -187,6 +188,9 @@ static void parse_sample(const char *line)
             if (strcmp(lname, "priority") == 0) {
                 CHECK(s->prio[0] == '\0');
                 snprintf(s->prio, sizeof s->prio, "%s", lval);
+            } else if (strcmp(lname, "class") == 0) {
+                CHECK(s->cls[0] == '\0');
+                snprintf(s->cls, sizeof s->cls, "%s", lval);
             } else if (strcmp(lname, "le") == 0) {
                 CHECK(s->le[0] == '\0');
                 snprintf(s->le, sizeof s->le, "%s", lval);
@@ -309,6 +313,18 @@ static void build_snapshot(void)
     st->callback_overruns = 0;
     st->callback_dropped = 5;
     snap.events_dropped = 123456789; /* prints as 1.23456789e+08 */
+    snap.nclasses = 2;
+    snprintf(snap.cls[0].name, sizeof snap.cls[0].name, "quote");
+    snap.cls[0].limit = 37;
+    snap.cls[0].in_flight = 12;
+    snap.cls[0].breaker = AX_BREAKER_HALF_OPEN;
+    snap.cls[0].retry_budget_left = 7;
+    snap.cls[0].rtt_short_ns = 250000000; /* 0.25 s */
+    snap.cls[0].retries_denied = 3;
+    snprintf(snap.cls[1].name, sizeof snap.cls[1].name, "search.v2");
+    snap.cls[1].limit = 500;
+    snap.cls[1].expired = 41;
+    snap.cls[1].retry_budget_left = INFINITY; /* no budget */
 
     add(0, AX_PRIO_HIGH, 3000, 5);              /* 3 us */
     add(0, AX_PRIO_HIGH, 70000, 7);             /* 70 us */
@@ -372,7 +388,9 @@ static void check_counters(void)
         CHECK_STR(fams[s->fam].type, "gauge");
         CHECK(s->value == (double)st->queued[prio_ids[i]]);
     }
-    CHECK_EQ(nfam, 14 + 6 + 2);
+    /* 14 counters, 6 gauges, 2 histograms; with classes 7 gauges and 9
+     * counters more, one sample per class each. */
+    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 7 + 9 : 0));
 }
 
 /* Every histogram series: buckets in ascending le, cumulative, ending at
@@ -522,6 +540,15 @@ int main(int argc, char **argv)
                        "ax_events_dropped_total 1.23456789e+08\n") != NULL);
     CHECK(strstr(text, "# TYPE ax_tasks_orphaned gauge\nax_tasks_orphaned 2\n") != NULL);
     CHECK(strstr(text, "ax_wait_seconds_bucket{priority=\"high\",le=\"0.0001\"} 12\n") != NULL);
+    /* Per-class families: one sample per class, in registration order. */
+    CHECK(strstr(text, "# TYPE ax_class_limit gauge\nax_class_limit{class=\"quote\"} 37\n"
+                       "ax_class_limit{class=\"search.v2\"} 500\n") != NULL);
+    CHECK(strstr(text, "ax_class_breaker_state{class=\"quote\"} 2\n") != NULL);
+    CHECK(strstr(text, "ax_class_retry_budget_left{class=\"search.v2\"} +Inf\n") != NULL);
+    CHECK(strstr(text, "ax_class_latency_seconds{class=\"quote\"} 0.25\n") != NULL);
+    CHECK(strstr(text, "# TYPE ax_class_expired_total counter\n") != NULL);
+    CHECK(strstr(text, "ax_class_expired_total{class=\"search.v2\"} 41\n") != NULL);
+    CHECK(strstr(text, "ax_class_retries_denied_total{class=\"quote\"} 3\n") != NULL);
     test_truncation(text, needed);
 
     /* An empty snapshot renders too: zeros everywhere, same shape. */

@@ -36,6 +36,7 @@
  * events have no message at all). 192 bytes. */
 struct ev_rec {
     uint64_t time_ns, id, wait_ns, run_ns;
+    const char *cls; /* its class's name (lives as long as the scheduler), or NULL */
     int32_t code;
     uint32_t attempt;
     uint8_t kind, prio;
@@ -122,10 +123,11 @@ static bool ring_commit(struct ev_ring *r)
     return h - atomic_load_explicit(&r->tail, memory_order_relaxed) == RING_CAP / 2;
 }
 
-static void fill(struct ev_rec *e, unsigned kind, const struct job *j, const struct ev_attempt *a,
-                 int code, const char *msg, size_t msglen)
+static void fill(struct ax_sched *s, struct ev_rec *e, unsigned kind, const struct job *j,
+                 const struct ev_attempt *a, int code, const char *msg, size_t msglen)
 {
     e->kind = (uint8_t)kind;
+    e->cls = j && j->cls ? s->classes[j->cls]->name : NULL;
     e->time_ns = realtime_ns();
     e->code = code;
     if (j) {
@@ -164,6 +166,10 @@ static void rec_to_event(const struct ev_rec *r, ax_event *e)
     e->run_ns = r->run_ns;
     e->code = r->code;
     memcpy(e->message, r->msg, (size_t)r->msglen + 1);
+    if (r->cls)
+        memcpy(e->class_name, r->cls, strlen(r->cls) + 1);
+    else
+        e->class_name[0] = 0;
 }
 
 /* Lossless mode, ring full: wake the writer and give it the CPU. */
@@ -219,7 +225,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         pthread_mutex_lock(&st->lock);
         if (st->long_head - st->long_tail < LONG_CAP) {
             struct ev_rec tmp;
-            fill(&tmp, kind, j, a, code, NULL, 0);
+            fill(s, &tmp, kind, j, a, code, NULL, 0);
             ax_event *e = &st->long_ev[st->long_head % LONG_CAP];
             rec_to_event(&tmp, e);
             memcpy(e->message, msg, msglen);
@@ -242,7 +248,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
             atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
             return;
         }
-        fill(e, kind, j, a, code, msg, msglen);
+        fill(s, e, kind, j, a, code, msg, msglen);
         if (ring_commit(w->ev_ring)) {
             pthread_mutex_lock(&st->lock); /* half full: flush early (rare) */
             kick_locked(st);
@@ -259,7 +265,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         e = ring_slot(&st->shared);
     }
     if (e) {
-        fill(e, kind, j, a, code, msg, msglen);
+        fill(s, e, kind, j, a, code, msg, msglen);
         if (ring_commit(&st->shared))
             kick_locked(st);
     } else {
@@ -278,6 +284,8 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
             fake.prio = (uint8_t)sp->priority;
         if (sp->trace_id)
             snprintf(fake.trace_id, sizeof fake.trace_id, "%s", sp->trace_id);
+        if (class_get(s, sp->class_id))
+            fake.cls = (uint8_t)sp->class_id;
     }
     if (!fake.trace_id[0])
         memcpy(fake.trace_id, "-", 2);
@@ -409,6 +417,10 @@ static void put_event(struct ev_state *st, struct out *o, const ax_event *e)
     put_u64(o, e->id);
     put(o, ",\"trace_id\":", 12);
     put_str(o, e->trace_id);
+    if (e->class_name[0]) {
+        put(o, ",\"class\":", 9);
+        put_str(o, e->class_name);
+    }
     put(o, ",\"priority\":\"", 13);
     name = ax_priority_name(e->priority);
     put(o, name, strlen(name));

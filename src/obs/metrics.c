@@ -69,6 +69,9 @@ static struct ax_metrics_snapshot *snapshot(struct ax_sched *s)
         return NULL;
     ax_stats_get(s, &m->st);
     m->events_dropped = ax_events_dropped(s);
+    m->nclasses = ax_class_count(s);
+    for (unsigned i = 0; i < m->nclasses; i++)
+        ax_class_stats_get(s, i + 1, &m->cls[i]);
     for (unsigned p = 0; p < AX_PRIO_COUNT; p++) {
         for (unsigned i = 0; i < s->nworkers; i++) {
             ax_hist_merge(&m->wait[p], &s->workers[i].m->wait[p]);

@@ -12,8 +12,15 @@
  *   gauges     ax_queue_length{priority}, ax_tasks_delayed, ax_tasks_running,
  *              ax_concurrency_limit, ax_tasks_orphaned, ax_stacks_in_use
  *   histograms ax_wait_seconds{priority}, ax_run_seconds{priority}
+ *   per task class (when classes are registered), label class:
+ *              gauges ax_class_{limit,in_flight,queue_length,breaker_state,
+ *              retry_budget_left,latency_seconds,latency_baseline_seconds},
+ *              counters ax_class_{submitted,succeeded,failed,timed_out,
+ *              expired,breaker_opened,breaker_rejected,retries_allowed,
+ *              retries_denied}_total
  *
- * priority is "high", "normal", "low", in that order.
+ * priority is "high", "normal", "low", in that order; class in
+ * registration order.
  *
  * Format rules kept here (what promtool and the Go parser insist on): every
  * family has one HELP and one TYPE line before its samples and its samples
@@ -311,6 +318,76 @@ static void histogram(struct out *o, const char *name, const char *help,
         hist_series(o, name, prio_order[i].name, &h[prio_order[i].prio]);
 }
 
+/* One family with a sample per class; field() picks the value. */
+static void class_family(struct out *o, const struct ax_metrics_snapshot *m, const char *name,
+                         const char *type, const char *help,
+                         double (*field)(const ax_class_stats *c))
+{
+    family(o, name, type, help);
+    for (unsigned i = 0; i < m->nclasses; i++)
+        sample(o, name, "", "class", m->cls[i].name, NULL, field(&m->cls[i]));
+}
+
+#define CLASS_FIELD(fn, expr)                                                                      \
+    static double fn(const ax_class_stats *c) { return (double)(expr); }
+CLASS_FIELD(cf_limit, c->limit)
+CLASS_FIELD(cf_in_flight, c->in_flight)
+CLASS_FIELD(cf_queued, c->queued)
+CLASS_FIELD(cf_breaker, c->breaker)
+CLASS_FIELD(cf_budget, c->retry_budget_left)
+CLASS_FIELD(cf_rtt, (double)c->rtt_short_ns / 1e9)
+CLASS_FIELD(cf_rtt_long, (double)c->rtt_long_ns / 1e9)
+CLASS_FIELD(cf_submitted, c->submitted)
+CLASS_FIELD(cf_succeeded, c->succeeded)
+CLASS_FIELD(cf_failed, c->failed)
+CLASS_FIELD(cf_timed_out, c->timed_out)
+CLASS_FIELD(cf_expired, c->expired)
+CLASS_FIELD(cf_opened, c->breaker_opened)
+CLASS_FIELD(cf_rejected, c->breaker_rejected)
+CLASS_FIELD(cf_allowed, c->retries_allowed)
+CLASS_FIELD(cf_denied, c->retries_denied)
+
+static void classes(struct out *o, const struct ax_metrics_snapshot *m)
+{
+    if (m->nclasses == 0)
+        return;
+    class_family(o, m, "ax_class_limit", "gauge",
+                 "Attempts of the class allowed in flight now (adaptive concurrency).", cf_limit);
+    class_family(o, m, "ax_class_in_flight", "gauge", "Attempts of the class holding a slot.",
+                 cf_in_flight);
+    class_family(o, m, "ax_class_queue_length", "gauge", "Tasks of the class waiting in a bucket.",
+                 cf_queued);
+    class_family(o, m, "ax_class_breaker_state", "gauge",
+                 "Circuit breaker of the class: 0 closed, 1 open, 2 half-open.", cf_breaker);
+    class_family(o, m, "ax_class_retry_budget_left", "gauge",
+                 "Retries the class's retry budget allows now (+Inf without a budget).",
+                 cf_budget);
+    class_family(o, m, "ax_class_latency_seconds", "gauge",
+                 "Recent run time of the class's attempts (moving average).", cf_rtt);
+    class_family(o, m, "ax_class_latency_baseline_seconds", "gauge",
+                 "The concurrency limiter's baseline run time for the class.", cf_rtt_long);
+    class_family(o, m, "ax_class_submitted_total", "counter", "Tasks of the class admitted.",
+                 cf_submitted);
+    class_family(o, m, "ax_class_succeeded_total", "counter",
+                 "Tasks of the class that ended successfully.", cf_succeeded);
+    class_family(o, m, "ax_class_failed_total", "counter",
+                 "Tasks of the class that ended failed (expired and breaker-failed included).",
+                 cf_failed);
+    class_family(o, m, "ax_class_timed_out_total", "counter",
+                 "Tasks of the class that ended timed out.", cf_timed_out);
+    class_family(o, m, "ax_class_expired_total", "counter",
+                 "Tasks of the class failed at dispatch past the queue-time budget.", cf_expired);
+    class_family(o, m, "ax_class_breaker_opened_total", "counter",
+                 "Times the class's circuit breaker opened.", cf_opened);
+    class_family(o, m, "ax_class_breaker_rejected_total", "counter",
+                 "Submissions refused and queued tasks failed while the breaker was open.",
+                 cf_rejected);
+    class_family(o, m, "ax_class_retries_allowed_total", "counter",
+                 "Retries the class's retry budget allowed.", cf_allowed);
+    class_family(o, m, "ax_class_retries_denied_total", "counter",
+                 "Retries the class's retry budget denied.", cf_denied);
+}
+
 size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len)
 {
     struct out o = {.buf = buf, .len = len};
@@ -353,6 +430,7 @@ size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len
     histogram(&o, "ax_wait_seconds", "Time a task attempt waited in its bucket before it started.",
               m->wait);
     histogram(&o, "ax_run_seconds", "Run time of a task attempt, start to end.", m->run);
+    classes(&o, m);
 
     if (len > 0) buf[o.n < len ? o.n : len - 1] = '\0';
     return o.n;

@@ -20,6 +20,8 @@ struct ax_metrics_snapshot {
     uint64_t events_dropped;            /* ax_events_dropped */
     struct ax_hist wait[AX_PRIO_COUNT]; /* queue wait, ns, indexed by ax_priority */
     struct ax_hist run[AX_PRIO_COUNT];  /* run time, ns */
+    unsigned nclasses;                  /* task classes (ids 1 .. nclasses) */
+    ax_class_stats cls[AX_CLASS_MAX];   /* [id - 1] */
 };
 
 /* Render m into buf, snprintf-style: writes at most len bytes including a

@@ -102,7 +102,7 @@ static void breaker_tick(struct ax_breaker *b, uint64_t now)
     }
 }
 
-int ax_breaker_state(struct ax_breaker *b, uint64_t now)
+int ax_breaker_poll(struct ax_breaker *b, uint64_t now)
 {
     breaker_tick(b, now);
     return b->state;

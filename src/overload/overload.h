@@ -146,7 +146,7 @@ struct ax_breaker {
 
 void ax_breaker_init(struct ax_breaker *b, const struct ax_breaker_cfg *cfg, uint64_t now);
 /* Advance time-driven transitions (open -> half-open) and return the state. */
-int ax_breaker_state(struct ax_breaker *b, uint64_t now);
+int ax_breaker_poll(struct ax_breaker *b, uint64_t now);
 /* May a call start now? Closed: yes. Open: no (counted in `rejected`).
  * Half-open: yes while permits remain (a permit is taken), else no (not
  * counted: it may wait). */

@@ -1,0 +1,512 @@
+/* class.c - task classes and the overload controls they carry (DESIGN.md
+ * §11; the seed's §4 fixes, applied by ax itself).
+ *
+ * The seed's operators healed their incident by hand: the concurrency cap
+ * moved 500 -> 200 -> 600, LOW retries went off, back-off became
+ * exponential, each kind of call got its own timeout (§4.2-4.4). A class
+ * is the unit those fixes apply to -- one kind of upstream call -- and each
+ * of them is a controller here that acts on its own measurements:
+ *
+ *   at submit     the breaker: open -> AX_EOPEN at once, nothing queued;
+ *   at dispatch   (s->lock; class_dispatch_locked) the queue-time budget
+ *                 (waited too long -> FAILED AX_EEXPIRED, never started), the
+ *                 breaker (open -> FAILED AX_EOPEN; half-open -> only its
+ *                 probes start), the concurrency limit (in_flight < limit,
+ *                 else the job stays queued and dispatch looks further);
+ *   at an attempt's end (class_attempt_done, c->lk) its latency feeds the
+ *                 limiter, its outcome the breaker, a first attempt the
+ *                 retry budget;
+ *   at a retry decision (class_retry_allowed) the retry budget.
+ *
+ * The controllers themselves are pure state machines (overload/).
+ *
+ * Cost: a job without a class pays one byte test on each of these paths.
+ * A class job pays an uncontended c->lk section at the end of each attempt
+ * (limiter and breaker: ~100 ns) and atomics on in_flight.
+ */
+#include "internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ax_class_config_default(ax_class_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->priority = AX_PRIO_NORMAL;
+    c->timeout_ms = 1000;
+    c->max_retry = 0;
+    c->retry.mode = AX_BACKOFF_EXPONENTIAL;
+    c->retry.base_ms = 1000;
+    c->retry.max_ms = 30000;
+    c->retry.jitter_ms = 1000;
+    c->queue_budget = true;
+    c->queue_budget_ms = 0;
+    c->adaptive = true;
+    c->limit_min = 1;
+    c->limit_max = 0;
+    c->limit_initial = 0;
+    c->retry_budget = true;
+    c->retry_budget_ratio = AX_BUDGET_DEFAULT_RATIO;
+    c->retry_budget_min_per_s = AX_BUDGET_DEFAULT_MIN_PER_S;
+    c->retry_budget_window_ms = (uint32_t)(AX_BUDGET_DEFAULT_WINDOW_NS / 1000000u);
+    c->breaker = true;
+    c->breaker_failure_rate = AX_BREAKER_DEFAULT_FAILURE_RATE;
+    c->breaker_min_calls = AX_BREAKER_DEFAULT_MIN_CALLS;
+    c->breaker_window_ms = (uint32_t)(AX_BREAKER_DEFAULT_WINDOW_NS / 1000000u);
+    c->breaker_open_ms = (uint32_t)(AX_BREAKER_DEFAULT_OPEN_NS / 1000000u);
+    c->breaker_half_open_calls = AX_BREAKER_DEFAULT_HALF_OPEN_CALLS;
+}
+
+const char *ax_breaker_state_name(ax_breaker_state b)
+{
+    switch (b) {
+    case AX_BREAKER_CLOSED: return "closed";
+    case AX_BREAKER_OPEN: return "open";
+    case AX_BREAKER_HALF_OPEN: return "half-open";
+    default: return "?";
+    }
+}
+
+#define MAX_MS (365ull * 24 * 3600 * 1000) /* one year, as spec.timeout_ms */
+
+static int check_name(const char *name)
+{
+    if (!name)
+        return ax_fail_static(AX_EINVAL, "class.name is NULL");
+    size_t n = strnlen(name, AX_CLASS_NAME_MAX);
+    if (n == 0 || n >= AX_CLASS_NAME_MAX)
+        return ax_fail(AX_EINVAL, "class.name must be 1-%d bytes", AX_CLASS_NAME_MAX - 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)name[i];
+        bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                  ch == '_' || ch == '.' || ch == '-';
+        if (!ok)
+            return ax_fail(AX_EINVAL,
+                           "class.name may hold only [A-Za-z0-9_.-] (byte %zu: 0x%02x)", i, ch);
+    }
+    return AX_OK;
+}
+
+static int check_config(const ax_sched *s, const ax_class_config *c)
+{
+    int rc = check_name(c->name);
+    if (rc)
+        return rc;
+    if ((unsigned)c->priority >= AX_PRIO_COUNT)
+        return ax_fail(AX_EINVAL, "class.priority %d is out of range", (int)c->priority);
+    if (c->timeout_ms == 0 || c->timeout_ms > MAX_MS)
+        return ax_fail(AX_EINVAL, "class.timeout_ms must be in [1, one year] (got %llu)",
+                       (unsigned long long)c->timeout_ms);
+    if (c->max_retry > s->cfg.max_retry_cap)
+        return ax_fail(AX_EINVAL, "class.max_retry %u exceeds config.max_retry_cap %u",
+                       c->max_retry, s->cfg.max_retry_cap);
+    rc = retry_policy_check(&c->retry, "class.retry");
+    if (rc)
+        return rc;
+    if (c->queue_budget_ms > MAX_MS)
+        return ax_fail_static(AX_EINVAL, "class.queue_budget_ms overflows (max one year)");
+    unsigned cap = s->cfg.max_concurrency;
+    unsigned max = c->limit_max ? c->limit_max : cap;
+    if (c->limit_max > AX_MAX_JOBS / 2)
+        return ax_fail(AX_EINVAL, "class.limit_max %u is above %u", c->limit_max, AX_MAX_JOBS / 2);
+    if (c->adaptive && (c->limit_min == 0 || c->limit_min > max))
+        return ax_fail(AX_EINVAL, "class.limit_min must be in [1, limit_max = %u] (got %u)", max,
+                       c->limit_min);
+    if (c->adaptive && c->limit_initial && (c->limit_initial < c->limit_min || c->limit_initial > max))
+        return ax_fail(AX_EINVAL, "class.limit_initial must be in [limit_min, limit_max] (got %u)",
+                       c->limit_initial);
+    if (c->retry_budget) {
+        if (!(c->retry_budget_ratio >= 0.0 && c->retry_budget_ratio <= 10.0))
+            return ax_fail(AX_EINVAL, "class.retry_budget_ratio must be in [0, 10] (got %g)",
+                           c->retry_budget_ratio);
+        if (!(c->retry_budget_min_per_s >= 0.0 && c->retry_budget_min_per_s <= 1e6))
+            return ax_fail(AX_EINVAL, "class.retry_budget_min_per_s must be in [0, 1e6] (got %g)",
+                           c->retry_budget_min_per_s);
+        if (c->retry_budget_window_ms < 100 || c->retry_budget_window_ms > 3600000)
+            return ax_fail(AX_EINVAL,
+                           "class.retry_budget_window_ms must be in [100, 3600000] (got %u)",
+                           c->retry_budget_window_ms);
+    }
+    if (c->breaker) {
+        if (!(c->breaker_failure_rate > 0.0 && c->breaker_failure_rate <= 1.0))
+            return ax_fail(AX_EINVAL, "class.breaker_failure_rate must be in (0, 1] (got %g)",
+                           c->breaker_failure_rate);
+        if (c->breaker_min_calls == 0 || c->breaker_min_calls > 1000000)
+            return ax_fail(AX_EINVAL, "class.breaker_min_calls must be in [1, 1000000] (got %u)",
+                           c->breaker_min_calls);
+        if (c->breaker_window_ms < 100 || c->breaker_window_ms > 3600000)
+            return ax_fail(AX_EINVAL, "class.breaker_window_ms must be in [100, 3600000] (got %u)",
+                           c->breaker_window_ms);
+        if (c->breaker_open_ms == 0 || c->breaker_open_ms > 3600000)
+            return ax_fail(AX_EINVAL, "class.breaker_open_ms must be in [1, 3600000] (got %u)",
+                           c->breaker_open_ms);
+        if (c->breaker_half_open_calls == 0 || c->breaker_half_open_calls > 10000)
+            return ax_fail(AX_EINVAL,
+                           "class.breaker_half_open_calls must be in [1, 10000] (got %u)",
+                           c->breaker_half_open_calls);
+    }
+    return AX_OK;
+}
+
+static unsigned class_limit_max(const ax_sched *s, const struct ax_class_rt *c)
+{
+    return c->cfg.limit_max ? c->cfg.limit_max : s->cfg.max_concurrency;
+}
+
+int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
+{
+    if (!s)
+        return ax_fail_static(AX_EINVAL, "ax_class_register: scheduler is NULL");
+    if (!cfg)
+        return ax_fail_static(AX_EINVAL, "ax_class_register: config is NULL");
+    int rc = check_config(s, cfg);
+    if (rc)
+        return rc;
+    pthread_mutex_lock(&s->class_reg_lock);
+    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_relaxed);
+    for (unsigned i = 1; i <= n; i++) {
+        if (strcmp(s->classes[i]->name, cfg->name) == 0) {
+            pthread_mutex_unlock(&s->class_reg_lock);
+            return ax_fail(AX_EBUSY, "class \"%s\" is already registered (id %u)", cfg->name, i);
+        }
+    }
+    if (n >= AX_CLASS_MAX) {
+        pthread_mutex_unlock(&s->class_reg_lock);
+        return ax_fail(AX_ENOMEM, "at most %d classes per scheduler", AX_CLASS_MAX);
+    }
+    struct ax_class_rt *c = calloc(1, sizeof *c);
+    if (!c) {
+        pthread_mutex_unlock(&s->class_reg_lock);
+        return ax_fail_static(AX_ENOMEM, "out of memory for a class");
+    }
+    snprintf(c->name, sizeof c->name, "%s", cfg->name);
+    c->cfg = *cfg;
+    c->cfg.name = c->name;
+    c->id = n + 1;
+    atomic_init(&c->timeout_ms, cfg->timeout_ms);
+    pthread_mutex_init(&c->lk, NULL);
+    uint64_t now = now_ns();
+    unsigned max = class_limit_max(s, c);
+    if (cfg->adaptive) {
+        struct ax_limit_cfg lc = {
+            .min = cfg->limit_min,
+            .max = max,
+            .initial = cfg->limit_initial ? cfg->limit_initial : max,
+            .smoothing = AX_LIMIT_DEFAULT_SMOOTHING,
+            .tolerance = AX_LIMIT_DEFAULT_TOLERANCE,
+            .window_ns = AX_LIMIT_DEFAULT_WINDOW_NS,
+            .window_samples = AX_LIMIT_DEFAULT_WINDOW_SAMPLES,
+            .long_window = AX_LIMIT_DEFAULT_LONG_WINDOW,
+        };
+        ax_limit_init(&c->lim, &lc, now);
+        atomic_init(&c->limit, ax_limit_get(&c->lim));
+    } else {
+        atomic_init(&c->limit, max);
+    }
+    if (cfg->retry_budget) {
+        struct ax_budget_cfg bc = {cfg->retry_budget_ratio, cfg->retry_budget_min_per_s,
+                                   (uint64_t)cfg->retry_budget_window_ms * 1000000u};
+        ax_budget_init(&c->bud, &bc, now);
+    }
+    if (cfg->breaker) {
+        struct ax_breaker_cfg kc = {cfg->breaker_failure_rate, cfg->breaker_min_calls,
+                                    (uint64_t)cfg->breaker_window_ms * 1000000u,
+                                    (uint64_t)cfg->breaker_open_ms * 1000000u,
+                                    cfg->breaker_half_open_calls};
+        ax_breaker_init(&c->brk, &kc, now);
+    }
+    atomic_init(&c->brk_state, AX_BRK_CLOSED);
+    s->classes[n + 1] = c;
+    atomic_store_explicit(&s->nclasses, n + 1, memory_order_release);
+    pthread_mutex_unlock(&s->class_reg_lock);
+    if (id_out)
+        *id_out = n + 1;
+    return AX_OK;
+}
+
+int ax_class_find(ax_sched *s, const char *name, unsigned *id_out)
+{
+    if (!s)
+        return ax_fail_static(AX_EINVAL, "ax_class_find: scheduler is NULL");
+    if (!name)
+        return ax_fail_static(AX_EINVAL, "ax_class_find: name is NULL");
+    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
+    for (unsigned i = 1; i <= n; i++) {
+        if (strcmp(s->classes[i]->name, name) == 0) {
+            if (id_out)
+                *id_out = i;
+            return AX_OK;
+        }
+    }
+    return ax_fail(AX_ENOTFOUND, "no class named \"%.40s\"", name);
+}
+
+unsigned ax_class_count(ax_sched *s)
+{
+    return s ? atomic_load_explicit(&s->nclasses, memory_order_acquire) : 0;
+}
+
+static struct ax_class_rt *class_arg(ax_sched *s, unsigned id, const char *fn)
+{
+    if (!s) {
+        ax_fail(AX_EINVAL, "%s: scheduler is NULL", fn);
+        return NULL;
+    }
+    struct ax_class_rt *c = class_get(s, id);
+    if (!c)
+        ax_fail(AX_ENOTFOUND, "%s: no class with id %u (%u registered)", fn, id,
+                ax_class_count(s));
+    return c;
+}
+
+int ax_class_set_timeout(ax_sched *s, unsigned id, uint64_t timeout_ms)
+{
+    struct ax_class_rt *c = class_arg(s, id, "ax_class_set_timeout");
+    if (!c)
+        return s ? AX_ENOTFOUND : AX_EINVAL;
+    if (timeout_ms == 0 || timeout_ms > MAX_MS)
+        return ax_fail(AX_EINVAL, "timeout_ms must be in [1, one year] (got %llu)",
+                       (unsigned long long)timeout_ms);
+    atomic_store_explicit(&c->timeout_ms, timeout_ms, memory_order_relaxed);
+    return AX_OK;
+}
+
+int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
+{
+    struct ax_class_rt *c = class_arg(s, id, "ax_class_stats_get");
+    if (!c)
+        return s ? AX_ENOTFOUND : AX_EINVAL;
+    if (!out)
+        return ax_fail_static(AX_EINVAL, "ax_class_stats_get: out is NULL");
+    memset(out, 0, sizeof *out);
+    memcpy(out->name, c->name, sizeof out->name);
+    out->priority = c->cfg.priority;
+    out->timeout_ms = atomic_load_explicit(&c->timeout_ms, memory_order_relaxed);
+    out->limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+    out->in_flight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
+    pthread_mutex_lock(&s->lock);
+    out->queued = c->queued;
+    pthread_mutex_unlock(&s->lock);
+    uint64_t now = now_ns();
+    pthread_mutex_lock(&c->lk);
+    out->rtt_short_ns = c->rtt_short_ns;
+    if (c->cfg.adaptive) {
+        out->rtt_short_ns = (uint64_t)c->lim.last_short;
+        out->rtt_long_ns = (uint64_t)c->lim.long_rtt;
+    }
+    if (c->cfg.breaker) {
+        unsigned calls = 0;
+        out->breaker = (ax_breaker_state)ax_breaker_poll(&c->brk, now);
+        out->failure_rate = ax_breaker_failure_rate(&c->brk, now, &calls);
+        out->breaker_opened = c->brk.opened;
+        atomic_store_explicit(&c->brk_state, (int)out->breaker, memory_order_relaxed);
+    }
+    out->retry_budget_left = c->cfg.retry_budget ? ax_budget_left(&c->bud, now) : INFINITY;
+    pthread_mutex_unlock(&c->lk);
+    out->breaker_rejected = atomic_load_explicit(&c->open_refused, memory_order_relaxed);
+    out->retries_allowed = atomic_load_explicit(&c->retries_allowed, memory_order_relaxed);
+    out->retries_denied = atomic_load_explicit(&c->retries_denied, memory_order_relaxed);
+    out->expired = atomic_load_explicit(&c->expired, memory_order_relaxed);
+    out->submitted = atomic_load_explicit(&c->submitted, memory_order_relaxed);
+    out->started = atomic_load_explicit(&c->started, memory_order_relaxed);
+    out->succeeded = atomic_load_explicit(&c->succeeded, memory_order_relaxed);
+    out->failed = atomic_load_explicit(&c->failed, memory_order_relaxed);
+    out->timed_out = atomic_load_explicit(&c->timed_out, memory_order_relaxed);
+    out->cancelled = atomic_load_explicit(&c->cancelled, memory_order_relaxed);
+    return AX_OK;
+}
+
+/* ---- the paths of a task ------------------------------------------------------ */
+
+int class_resolve_spec(struct ax_sched *s, const ax_spec *in, ax_spec *out,
+                       struct ax_class_rt **cp)
+{
+    *cp = NULL;
+    if (in->overrides & ~(AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY))
+        return ax_fail(AX_EINVAL, "spec.overrides has unknown bits 0x%x",
+                       in->overrides & ~(AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY));
+    if (in->class_id == 0)
+        return AX_OK;
+    struct ax_class_rt *c = class_get(s, in->class_id);
+    if (!c)
+        return ax_fail(AX_EINVAL, "spec.class_id %u is not a registered class (%u registered)",
+                       in->class_id, ax_class_count(s));
+    *out = *in;
+    if (!(in->overrides & AX_SPEC_PRIORITY))
+        out->priority = c->cfg.priority;
+    if (!(in->overrides & AX_SPEC_MAX_RETRY))
+        out->max_retry = c->cfg.max_retry;
+    if (!in->timeout_ms)
+        out->timeout_ms = atomic_load_explicit(&c->timeout_ms, memory_order_relaxed);
+    if (!in->retry)
+        out->retry = &c->cfg.retry;
+    *cp = c;
+    return AX_OK;
+}
+
+bool class_open_now(struct ax_class_rt *c, uint64_t now)
+{
+    if (!c->cfg.breaker)
+        return false;
+    /* Closed is the common case: no lock. A stale "closed" admits one more
+     * task, which dispatch then fails fast if the breaker is open by then. */
+    if (atomic_load_explicit(&c->brk_state, memory_order_relaxed) == AX_BRK_CLOSED)
+        return false;
+    pthread_mutex_lock(&c->lk);
+    int st = ax_breaker_poll(&c->brk, now);
+    atomic_store_explicit(&c->brk_state, st, memory_order_relaxed);
+    pthread_mutex_unlock(&c->lk);
+    return st == AX_BRK_OPEN;
+}
+
+int class_refuse_open(struct ax_class_rt *c, uint64_t now)
+{
+    (void)now;
+    atomic_fetch_add_explicit(&c->open_refused, 1, memory_order_relaxed);
+    return ax_fail(AX_EOPEN,
+                   "class \"%s\": circuit breaker open (its attempts failed at >= %.0f%% "
+                   "over the last %u ms): failing fast",
+                   c->name, c->cfg.breaker_failure_rate * 100.0, c->cfg.breaker_window_ms);
+}
+
+static uint64_t queue_budget_ns(const struct ax_class_rt *c, const struct job *j)
+{
+    return c->cfg.queue_budget_ms ? c->cfg.queue_budget_ms * 1000000u : j->timeout_ns;
+}
+
+int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j, uint64_t now)
+{
+    (void)s;
+    if (c->cfg.queue_budget && now > j->enqueue_ns && now - j->enqueue_ns > queue_budget_ns(c, j))
+        return CLASS_END_EXPIRED;
+    if (atomic_load_explicit(&c->in_flight, memory_order_relaxed) >=
+        atomic_load_explicit(&c->limit, memory_order_relaxed))
+        return CLASS_BLOCKED;
+    if (c->cfg.breaker &&
+        atomic_load_explicit(&c->brk_state, memory_order_relaxed) != AX_BRK_CLOSED) {
+        pthread_mutex_lock(&c->lk);
+        int st = ax_breaker_poll(&c->brk, now);
+        bool ok = st != AX_BRK_OPEN && ax_breaker_allow(&c->brk, now);
+        atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
+                              memory_order_relaxed);
+        pthread_mutex_unlock(&c->lk);
+        if (st == AX_BRK_OPEN)
+            return CLASS_END_OPEN;
+        if (!ok)
+            return CLASS_BLOCKED; /* half-open, its probes all out: wait for them */
+    }
+    atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->started, 1, memory_order_relaxed);
+    return CLASS_START;
+}
+
+/* Something that may unblock a class happened: a dispatch that found every
+ * candidate blocked either sees class_seq move or its hint is cleared here
+ * (both seq_cst; the other side is in worker.c's dispatch). */
+static void class_unblocked(struct ax_sched *s)
+{
+    atomic_fetch_add_explicit(&s->class_seq, 1, memory_order_seq_cst);
+    if (atomic_load_explicit(&s->hint_class_blocked, memory_order_seq_cst)) {
+        bool yes = true;
+        if (atomic_compare_exchange_strong(&s->hint_class_blocked, &yes, false))
+            sched_wake_workers(s, 1);
+    }
+}
+
+void class_slot_free(struct ax_sched *s, struct job *j)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    atomic_fetch_sub_explicit(&c->in_flight, 1, memory_order_relaxed);
+    class_unblocked(s);
+}
+
+void class_attempt_done(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
+                        uint64_t run_ns, uint64_t now)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    if (state == JS_CANCELLED)
+        return; /* no evidence about the upstream */
+    bool failed = state == JS_FAILED || state == JS_TIMED_OUT;
+    pthread_mutex_lock(&c->lk);
+    /* For stats only: an exponential average over ~10 attempts. */
+    c->rtt_short_ns = c->rtt_short_ns ? (c->rtt_short_ns * 9 + run_ns) / 10 : run_ns;
+    if (c->cfg.adaptive) {
+        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
+        ax_limit_sample(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT);
+        atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_relaxed);
+    }
+    if (c->cfg.breaker) {
+        ax_breaker_record(&c->brk, now, failed);
+        atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
+                              memory_order_relaxed);
+    }
+    if (c->cfg.retry_budget && attempt == 0)
+        ax_budget_first(&c->bud, now);
+    pthread_mutex_unlock(&c->lk);
+    /* A raised limit or a closed breaker may let a blocked job start; the
+     * slot itself may have been freed before this (the watchdog's path). */
+    class_unblocked(s);
+}
+
+bool class_retry_allowed(struct ax_sched *s, struct job *j, uint64_t now)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    if (!c->cfg.retry_budget)
+        return true;
+    pthread_mutex_lock(&c->lk);
+    bool ok = ax_budget_try_retry(&c->bud, now);
+    pthread_mutex_unlock(&c->lk);
+    atomic_fetch_add_explicit(ok ? &c->retries_allowed : &c->retries_denied, 1,
+                              memory_order_relaxed);
+    return ok;
+}
+
+void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    _Atomic uint64_t *n;
+    switch (state) {
+    case JS_SUCCEEDED: n = &c->succeeded; break;
+    case JS_FAILED: n = &c->failed; break;
+    case JS_TIMED_OUT: n = &c->timed_out; break;
+    default: n = &c->cancelled; break;
+    }
+    atomic_fetch_add_explicit(n, 1, memory_order_relaxed);
+}
+
+void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t len)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    switch (j->end_why) {
+    case END_EXPIRED:
+        snprintf(buf, len, "waited %llu ms in its bucket, past class \"%s\"'s queue-time budget "
+                           "of %llu ms: not started",
+                 (unsigned long long)(j->wait_ns / 1000000u), c->name,
+                 (unsigned long long)(queue_budget_ns(c, j) / 1000000u));
+        break;
+    case END_OPEN:
+        snprintf(buf, len, "class \"%s\": circuit breaker open: failing fast", c->name);
+        break;
+    default:
+        snprintf(buf, len, "class \"%s\": retry budget exhausted (retries may be %.0f%% of "
+                           "first attempts + %g/s over %u ms)",
+                 c->name, c->cfg.retry_budget_ratio * 100.0, c->cfg.retry_budget_min_per_s,
+                 c->cfg.retry_budget_window_ms);
+        break;
+    }
+}
+
+void class_free_all(struct ax_sched *s)
+{
+    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
+    for (unsigned i = 1; i <= n; i++) {
+        pthread_mutex_destroy(&s->classes[i]->lk);
+        free(s->classes[i]);
+        s->classes[i] = NULL;
+    }
+    atomic_store(&s->nclasses, 0);
+}

@@ -1,0 +1,91 @@
+/* class.h - task classes and their overload controls (class.c; DESIGN.md
+ * §11). A class is created by ax_class_register and never freed before the
+ * scheduler: a job refers to it by its index (j->cls), and readers reach it
+ * through s->classes[] without a lock once nclasses covers it.
+ *
+ * Who touches what:
+ *  - in_flight: +1 by dispatch (s->lock), -1 by whoever frees the slot
+ *    (class_slot_free, any thread). Dispatch checks it against `limit`
+ *    under s->lock, so dispatch never takes more than the limit; a lowered
+ *    limit drains as attempts end.
+ *  - lim, bud, brk (the controllers, overload/): c->lk, held for a few
+ *    hundred instructions at the end of an attempt and at a retry decision;
+ *    s->lock may be held when c->lk is taken, never the other way round.
+ *  - limit, brk_state: published copies of the controllers' outputs, read
+ *    without c->lk on the dispatch path.
+ *  - queued: s->lock (bucket push / remove).
+ */
+#ifndef AX_CLASS_H
+#define AX_CLASS_H
+
+#include "overload/overload.h"
+
+struct ax_class_rt {
+    char name[AX_CLASS_NAME_MAX];
+    ax_class_config cfg;           /* as registered (cfg.name points at name) */
+    unsigned id;
+    _Atomic uint64_t timeout_ms;   /* ax_class_set_timeout changes it */
+    _Atomic unsigned in_flight;
+    _Atomic unsigned limit;
+    _Atomic int brk_state;         /* AX_BRK_* as last seen under lk */
+    uint64_t queued;               /* s->lock */
+    pthread_mutex_t lk;
+    struct ax_limit lim;
+    struct ax_budget bud;
+    struct ax_breaker brk;
+    uint64_t rtt_short_ns;         /* the last closed window's average, lk */
+    _Atomic uint64_t submitted, started, succeeded, failed, timed_out, cancelled;
+    _Atomic uint64_t expired, open_refused, retries_denied, retries_allowed;
+};
+
+static inline struct ax_class_rt *class_get(struct ax_sched *s, unsigned id)
+{
+    if (id == 0 || id > atomic_load_explicit(&s->nclasses, memory_order_acquire))
+        return NULL;
+    return s->classes[id];
+}
+
+/* A job of a class entered its bucket (s->lock). */
+static inline void class_queued_locked(struct ax_sched *s, struct job *j, int d)
+{
+    s->classes[j->cls]->queued += (uint64_t)(int64_t)d;
+}
+
+/* Validate spec.class_id and spec.overrides and fill *out with the
+ * class's defaults where the spec leaves them; *c = NULL without a class
+ * (then *out is not written). */
+int class_resolve_spec(struct ax_sched *s, const ax_spec *in, ax_spec *out,
+                       struct ax_class_rt **c);
+/* The breaker is open: a submission is refused (AX_EOPEN; the detail is
+ * set). */
+int class_refuse_open(struct ax_class_rt *c, uint64_t now);
+bool class_open_now(struct ax_class_rt *c, uint64_t now);
+
+enum { CLASS_START, CLASS_BLOCKED, CLASS_END_EXPIRED, CLASS_END_OPEN };
+/* May queued job j (of class c) start now? s->lock held. CLASS_START also
+ * takes its in_flight place (and a half-open permit). */
+int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
+                          uint64_t now);
+/* The slot of an attempt of j's class is free (any thread). */
+void class_slot_free(struct ax_sched *s, struct job *j);
+
+/* Every release of a slot goes through here: the class's place first. */
+static inline void job_slot_free(struct ax_sched *s, struct job *j, bool wake)
+{
+    if (j->cls)
+        class_slot_free(s, j);
+    sched_slot_free(s, wake);
+}
+/* An attempt that held a slot ended (not cancelled): feed the limiter, the
+ * breaker, the budget's count of first attempts. */
+void class_attempt_done(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
+                        uint64_t run_ns, uint64_t now);
+/* May j's failed attempt be retried, by its class's retry budget? */
+bool class_retry_allowed(struct ax_sched *s, struct job *j, uint64_t now);
+void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state);
+/* The text of why dispatch ended j (END_EXPIRED, END_OPEN) or why its retry
+ * was denied (END_BUDGET). */
+void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t len);
+void class_free_all(struct ax_sched *s);
+
+#endif
