@@ -56,7 +56,7 @@
  * writes the built-in scenario in it):
  *   speed 3 | seed 42 | drain 10s | context 2048
  *   mix high=10 normal=50 low=40
- *   upstream KEY=V,...                   keys every ax-upstream endpoint gets
+ *   upstream KEY=V,...|none              keys every ax-upstream endpoint gets
  *   class NAME path=/p latency=MODEL share=W timeout=D
  *   phase NAME DURATION rate=R [upstream=KEY=V,KEY=V]
  *   config NAME engine=ax|threads cap=N [queues=unbounded|H/N/L] [shed=R]
@@ -706,7 +706,9 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
             in->ctx_bytes = x;
         } else if (strcmp(what, "upstream") == 0) {
             if (strlen(tok[1]) >= sizeof in->upstream_base) rc = perr(&ps, "upstream: too long");
-            snprintf(in->upstream_base, sizeof in->upstream_base, "%s", tok[1]);
+            /* "none": no keys beyond the classes' (the built-in overload has some). */
+            snprintf(in->upstream_base, sizeof in->upstream_base, "%s",
+                     strcmp(tok[1], "none") == 0 ? "" : tok[1]);
         } else {
             rc = perr(&ps,
                       "unknown item '%s' (speed, seed, mix, drain, deadline, context, upstream, "
@@ -796,7 +798,7 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
     fputs("\ncontext ", f);
     print_num(f, sc->ctx_bytes);
     fputc('\n', f);
-    if (sc->upstream_base[0]) fprintf(f, "upstream %s\n", sc->upstream_base);
+    fprintf(f, "upstream %s\n", sc->upstream_base[0] ? sc->upstream_base : "none");
     fputs("\n# task classes: one upstream endpoint each, with its own latency and timeout\n", f);
     for (unsigned i = 0; i < sc->ncls; i++) {
         const struct dm_class *c = &sc->cls[i];
