@@ -352,12 +352,13 @@ static struct dm_dist dist_of(const struct dm_hist *h, double speed)
 /* Time to recover: from the end of the upstream's degradation to the first
  * sample from which the wait p99 of recently started tasks (every priority)
  * stays at most twice its steady value (the p99 of the tasks submitted in
- * the first phase; at least RECOVERY_FLOOR_MS, below which a p99 measures
- * the machine's scheduling rather than a backlog) until the traffic ends. A
+ * the first phase; at least RECOVERY_FLOOR_MS, the seed's own "starts
+ * within 100 ms": below it a p99 of a few milliseconds measures the
+ * machine's scheduling hiccups, not a backlog) until the traffic ends. A
  * window in which nothing started counts as recovered only with every
  * bucket empty. -1: never recovered; NAN: no degradation, or no steady
  * value to compare with. */
-#define RECOVERY_FLOOR_MS 50.0
+#define RECOVERY_FLOOR_MS 100.0
 static void recovery(const struct dm_run *rn, struct dm_result *r)
 {
     r->recovery_ms = NAN;
