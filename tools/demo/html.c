@@ -817,15 +817,17 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
             c.title = "Concurrency limit per task class (ax-auto's adaptive limit)";
             c.unit = "attempts";
             c.classes = true;
+            c.log = true; /* from the cap (500) down to a few: both ends readable */
             for (unsigned k = 0; k < ncl; k++) {
                 add_cls(&c, cls_label[k][0], class_color[k], NULL, (int)k, CS_LIMIT, CD_NONE, true);
                 add_cls(&c, cls_label[k][1], class_color[k], "2 3", (int)k, CS_IN_FLIGHT, CD_NONE,
                         false);
             }
-            note = "ax_class_stats_get at every sample: the limit each class's attempts in flight "
-                   "may not pass (it follows the class's measured latency between its bounds), "
-                   "and the attempts in flight. Above the limit, tasks wait in their bucket, "
-                   "where priority and the queue-time budget act.";
+            note = "ax_class_stats_get at every sample (log scale): the limit each class's "
+                   "attempts in flight may not pass (it follows the class's measured latency "
+                   "between its bounds), and the attempts in flight (gaps: none). Above the "
+                   "limit, tasks wait in their bucket, where priority and the queue-time "
+                   "budget act.";
             break;
         case 3:
             c.title = "Retry budget per task class";
@@ -843,7 +845,7 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
             break;
         case 4:
             c.title = "Circuit breaker state per task class";
-            c.unit = "state";
+            c.unit = "";
             c.classes = true;
             c.states = true;
             for (unsigned k = 0; k < ncl; k++)
