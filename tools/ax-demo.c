@@ -99,8 +99,8 @@ struct options {
 
 static void parse_args(int argc, char **argv, struct options *o)
 {
-    static const char *const with_value[] = {"--speed", "--out",      "--config",  "--url",
-                                             "--only",  "--seed",     "--upstream", "--scenario"};
+    static const char *const with_value[] = {"--speed", "--out",  "--config",   "--url",
+                                             "--only",  "--seed", "--upstream", "--scenario"};
     enum { NV = sizeof with_value / sizeof *with_value };
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -554,8 +554,10 @@ static void check_class_paths(const struct dm_scenario *sc, const char *url)
     }
     if (!bad) return;
     fflush(stdout);
-    fprintf(stderr, "ax-demo: --url %s: a class path did not answer GET with a 2xx when checked "
-                    "once before the run;", url);
+    fprintf(stderr,
+            "ax-demo: --url %s: a class path did not answer GET with a 2xx when checked "
+            "once before the run;",
+            url);
     for (unsigned c = 0; c < sc->ncls; c++)
         fprintf(stderr, "%s GET %s: %s", c ? "," : "", full[c], said[c]);
     fputc('\n', stderr);

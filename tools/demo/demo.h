@@ -331,9 +331,9 @@ struct dm_verdict {
 void dm_targets(const struct dm_scenario *sc, const struct dm_result *autor,
                 const struct dm_result *tuned, struct dm_verdict v[DM_NTARGETS]);
 /* The overload measures. */
-double dm_requests_per_degraded_task(const struct dm_result *r); /* NAN: n/a */
+double dm_requests_per_degraded_task(const struct dm_result *r);            /* NAN: n/a */
 double dm_goodput(const struct dm_scenario *sc, const struct dm_result *r); /* per s */
-double dm_high_success(const struct dm_result *r);                        /* 0..1 */
+double dm_high_success(const struct dm_result *r);                          /* 0..1 */
 void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
                  const struct dm_result *r, struct dm_verdict v[DM_NGOALS]);
 const char *dm_mark_name(enum dm_mark m);

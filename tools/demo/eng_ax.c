@@ -83,8 +83,7 @@ static int auto_start(char *err, size_t errlen)
     ax_config_default(&c);
     c.grace_ms = wall_ms(3000);
     /* ax's default bound on orphans: 0 means max_concurrency, at least 64. */
-    max_orphans = c.max_orphans ? c.max_orphans
-                                : (c.max_concurrency > 64 ? c.max_concurrency : 64);
+    max_orphans = c.max_orphans ? c.max_orphans : (c.max_concurrency > 64 ? c.max_concurrency : 64);
     int rc = ax_new(&c, &S);
     if (rc) {
         snprintf(err, errlen, "ax_new: %s: %s", ax_strerror(rc), ax_error_detail());

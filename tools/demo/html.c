@@ -362,8 +362,8 @@ static void add_cls(struct chart *c, const char *label, const char *color, const
         c->l[c->nlines++] = (struct line){label, color, dash, S_T, derived, step, cls, cs};
 }
 
-static const char *const class_color[DM_MAX_CLASSES] = {
-    "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#1f77b4"};
+static const char *const class_color[DM_MAX_CLASSES] = {"#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+                                                        "#7f7f7f", "#bcbd22", "#17becf", "#1f77b4"};
 
 /* ---- the page ----------------------------------------------------------------- */
 
@@ -499,7 +499,8 @@ static void summary(FILE *f, const struct dm_scenario *sc, struct dm_result *con
     ROW("run time (wall)", false, "%.1f s", r->wall_s);
     /* The overload measures (tools/README.md, "Reading the results"). */
     for (unsigned i = 0; i < n; i++)
-        fmt_ms(buf[i], sizeof buf[i], res[i]->wait_high_peak.count ? res[i]->wait_high_peak.p99 : -1);
+        fmt_ms(buf[i], sizeof buf[i],
+               res[i]->wait_high_peak.count ? res[i]->wait_high_peak.p99 : -1);
     summary_row(f, "HIGH wait p99, tasks submitted in the peak", res, n, cells, true);
     for (unsigned i = 0; i < n; i++) {
         double q = dm_requests_per_degraded_task(res[i]);
@@ -523,10 +524,8 @@ static void summary(FILE *f, const struct dm_scenario *sc, struct dm_result *con
         }
     }
     summary_row(f, "recovery after the upstream's (wait p99 ≤ 2 × steady)", res, n, cells, false);
-    ROW("goodput: succeeded within the deadline, per second", false, "%.1f /s",
-        dm_goodput(sc, r));
-    ROW("HIGH success rate (of HIGH tasks generated)", false, "%.1f %%",
-        100 * dm_high_success(r));
+    ROW("goodput: succeeded within the deadline, per second", false, "%.1f /s", dm_goodput(sc, r));
+    ROW("HIGH success rate (of HIGH tasks generated)", false, "%.1f %%", 100 * dm_high_success(r));
     ROW("refused: breaker open (AX_EOPEN)", false, "%llu", (unsigned long long)r->open_refused);
     ROW("failed: breaker open / queue-time budget (AX_EEXPIRED)", false, "%llu / %llu",
         (unsigned long long)r->open_failed, (unsigned long long)r->expired);
@@ -578,8 +577,7 @@ static void verdicts(FILE *f, const struct dm_scenario *sc, struct dm_result *co
 }
 
 /* ax-auto's targets (issue 12), against seed-tuned in the same run. */
-static void targets(FILE *f, const struct dm_scenario *sc, struct dm_result *const *res,
-                    unsigned n)
+static void targets(FILE *f, const struct dm_scenario *sc, struct dm_result *const *res, unsigned n)
 {
     const struct dm_result *tuned = NULL;
     for (unsigned j = 0; j < n; j++)

@@ -81,7 +81,7 @@ static const char *const series_name[DM_NSERIES] = {"t_s",
                                                     "wait_p99_all_ms"};
 
 static const char *const class_series_name[DM_NCS] = {
-    "limit",           "in_flight",       "queued",  "breaker", "retry_budget_left",
+    "limit",           "in_flight",      "queued",  "breaker",         "retry_budget_left",
     "retries_allowed", "retries_denied", "expired", "breaker_rejected"};
 
 static const char *const out_name[DM_NOUT] = {"succeeded", "failed", "timed_out",
@@ -97,7 +97,9 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
     fputs("{\"name\":", f);
     jstr(f, r->name);
     fputs(",\"engine\":", f);
-    jstr(f, p && p->engine == ENG_THREADS ? "threads" : p && p->engine == ENG_AX_AUTO ? "ax-auto" : "ax");
+    jstr(f, p && p->engine == ENG_THREADS   ? "threads"
+            : p && p->engine == ENG_AX_AUTO ? "ax-auto"
+                                            : "ax");
     fputs(",\"about\":", f);
     jstr(f, p ? p->about : "");
     fprintf(f, ",\"ok\":%s,\"error\":", r->ok ? "true" : "false");
@@ -227,8 +229,9 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
     jdist(f, &r->wait_steady);
     fputs(",\"high_wait_p99_peak_ms\":", f);
     jnum(f, r->wait_high_peak.count ? r->wait_high_peak.p99 : NAN);
-    fprintf(f, ",\"degraded_tasks\":%llu,\"degraded_requests\":%llu,\"max_requests_one_task\":%llu,"
-               "\"requests_per_task_degraded\":",
+    fprintf(f,
+            ",\"degraded_tasks\":%llu,\"degraded_requests\":%llu,\"max_requests_one_task\":%llu,"
+            "\"requests_per_task_degraded\":",
             (unsigned long long)r->degraded_tasks, (unsigned long long)r->degraded_requests,
             (unsigned long long)r->max_task_requests);
     jnum(f, dm_requests_per_degraded_task(r));
@@ -237,7 +240,9 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
     fputs(",\"recovery_s\":", f);
     jnum(f, isfinite(r->recovery_ms) && r->recovery_ms >= 0 ? r->recovery_ms / 1000 : NAN);
     fprintf(f, ",\"recovered\":%s,\"recovery_limit_ms\":",
-            !isfinite(r->recovery_ms) ? "null" : r->recovery_ms >= 0 ? "true" : "false");
+            !isfinite(r->recovery_ms) ? "null"
+            : r->recovery_ms >= 0     ? "true"
+                                      : "false");
     jnum(f, r->recovery_limit_ms);
     fprintf(f, ",\"deadline_ms\":%g,\"good\":%llu,\"good_degraded\":%llu,\"goodput_per_s\":",
             sc->deadline_ms, (unsigned long long)r->good, (unsigned long long)r->good_degraded);

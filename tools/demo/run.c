@@ -130,7 +130,8 @@ void dm_task_done(struct dm_task *t, enum dm_outcome o)
     /* Requests per task admitted while degraded: every such task but those
      * the end of the run cancelled before they ever started (the demo's cut,
      * not the engine's choice); refused or expired ones count with 0. */
-    if (t->in_degraded && (o != OUT_CANCELLED || atomic_load_explicit(&t->started, memory_order_relaxed))) {
+    if (t->in_degraded &&
+        (o != OUT_CANCELLED || atomic_load_explicit(&t->started, memory_order_relaxed))) {
         atomic_fetch_add_explicit(&rn->degraded_tasks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&rn->degraded_requests,
                                   atomic_load_explicit(&t->attempts, memory_order_relaxed),

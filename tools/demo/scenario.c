@@ -589,13 +589,17 @@ static int parse_config(struct parse *ps, struct dm_scenario *sc, char **tok, in
         /* ax's defaults, nothing tuned: only the classes' retries and timeouts. */
         if (have_cap || p->queue[0] || p->shed_ratio != 1.0 || !p->retry_low) {
             sc->nprof--;
-            return perr(ps, "config %s: engine=ax-auto takes ax's defaults: only retry=, "
-                            "max_retry= and timeout=class", tok[1]);
+            return perr(ps,
+                        "config %s: engine=ax-auto takes ax's defaults: only retry=, "
+                        "max_retry= and timeout=class",
+                        tok[1]);
         }
         if (p->timeout_ms > 0) {
             sc->nprof--;
-            return perr(ps, "config %s: engine=ax-auto uses the classes' timeouts "
-                            "(timeout=class)", tok[1]);
+            return perr(ps,
+                        "config %s: engine=ax-auto uses the classes' timeouts "
+                        "(timeout=class)",
+                        tok[1]);
         }
         have_cap = true;
     }

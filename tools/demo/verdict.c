@@ -378,10 +378,10 @@ double dm_high_success(const struct dm_result *r)
 #define TARGET_REQ_PER_TASK 1.1
 #define TARGET_RECOVERY_MS 2000.0
 
-static void target(struct dm_verdict *v, const char *goal, bool judged, bool pass,
-                   const char *fmt, ...) __attribute__((format(printf, 5, 6)));
-static void target(struct dm_verdict *v, const char *goal, bool judged, bool pass,
-                   const char *fmt, ...)
+static void target(struct dm_verdict *v, const char *goal, bool judged, bool pass, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
+static void target(struct dm_verdict *v, const char *goal, bool judged, bool pass, const char *fmt,
+                   ...)
 {
     v->goal = goal;
     v->mark = !judged ? MARK_NA : pass ? MARK_PASS : MARK_FAIL;
@@ -391,24 +391,24 @@ static void target(struct dm_verdict *v, const char *goal, bool judged, bool pas
     va_end(ap);
 }
 
-void dm_targets(const struct dm_scenario *sc, const struct dm_result *a,
-                const struct dm_result *t, struct dm_verdict v[DM_NTARGETS])
+void dm_targets(const struct dm_scenario *sc, const struct dm_result *a, const struct dm_result *t,
+                struct dm_verdict v[DM_NTARGETS])
 {
     bool vs = t && t->ok;
     const char *no = "no seed-tuned run to compare with";
 
     double w = a->wait_high_peak.p99;
-    target(&v[0], "T1 HIGH wait in the peak", a->wait_high_peak.count > 0,
-           w <= TARGET_HIGH_WAIT_MS, "HIGH submit -> start p99 %.1f ms %s %.0f ms (%llu HIGH tasks)",
-           w, w <= TARGET_HIGH_WAIT_MS ? "<=" : ">", TARGET_HIGH_WAIT_MS,
+    target(&v[0], "T1 HIGH wait in the peak", a->wait_high_peak.count > 0, w <= TARGET_HIGH_WAIT_MS,
+           "HIGH submit -> start p99 %.1f ms %s %.0f ms (%llu HIGH tasks)", w,
+           w <= TARGET_HIGH_WAIT_MS ? "<=" : ">", TARGET_HIGH_WAIT_MS,
            ull(a->wait_high_peak.count));
 
     double q = dm_requests_per_degraded_task(a);
     target(&v[1], "T2 requests per task, degraded", isfinite(q), q <= TARGET_REQ_PER_TASK,
            "%.3f upstream requests per task admitted while degraded %s %.1f (%llu requests, "
            "%llu tasks)",
-           q, q <= TARGET_REQ_PER_TASK ? "<=" : ">", TARGET_REQ_PER_TASK,
-           ull(a->degraded_requests), ull(a->degraded_tasks));
+           q, q <= TARGET_REQ_PER_TASK ? "<=" : ">", TARGET_REQ_PER_TASK, ull(a->degraded_requests),
+           ull(a->degraded_tasks));
 
     if (vs)
         target(&v[2], "T3 peak RSS", true, a->peak_rss_mb <= t->peak_rss_mb,
@@ -435,8 +435,9 @@ void dm_targets(const struct dm_scenario *sc, const struct dm_result *a,
                "%.1f tasks/s succeeded within %.0f s %s seed-tuned's %.1f", ga,
                sc->deadline_ms / 1000, ga >= gt ? ">=" : "<", gt);
         double ha = dm_high_success(a), ht = dm_high_success(t);
-        target(&v[5], "T6 HIGH success", true, ha >= ht, "%.1f %% of HIGH tasks %s seed-tuned's %.1f %%",
-               100 * ha, ha >= ht ? ">=" : "<", 100 * ht);
+        target(&v[5], "T6 HIGH success", true, ha >= ht,
+               "%.1f %% of HIGH tasks %s seed-tuned's %.1f %%", 100 * ha, ha >= ht ? ">=" : "<",
+               100 * ht);
     } else {
         target(&v[4], "T5 goodput", false, false, "%s", no);
         target(&v[5], "T6 HIGH success", false, false, "%s", no);
