@@ -68,7 +68,6 @@ static void on_event(const ax_event *ev, void *arg)
     }
 }
 
-#ifdef DM_HAVE_CLASSES
 /* A wall-time rendering of an incident-time default (ms). */
 static uint32_t scaled_ms(uint64_t incident_ms)
 {
@@ -120,20 +119,14 @@ static int auto_start(char *err, size_t errlen)
     }
     return 0;
 }
-#endif
 
 static int ax_start(char *err, size_t errlen)
 {
     const struct dm_profile *p = dm_run_g.p;
     nclasses = 0;
     if (p->engine == ENG_AX_AUTO) {
-#ifdef DM_HAVE_CLASSES
         if (auto_start(err, errlen) != 0) return -1;
         goto events;
-#else
-        snprintf(err, errlen, "ax-auto: this ax-demo was built without ax task classes");
-        return -1;
-#endif
     }
     ax_config c;
     ax_config_default(&c);
@@ -165,9 +158,7 @@ static int ax_start(char *err, size_t errlen)
         return -1;
     }
     if (!p->retry_low) ax_set_retry_enabled(S, AX_PRIO_LOW, false);
-#ifdef DM_HAVE_CLASSES
 events:
-#endif
     ax_events_callback(S, on_event, NULL);
     /* Goal 5 asks for every task's lifecycle: a producer that finds its
      * ring full waits rather than drops (the default drops, and the ~20 000
@@ -298,7 +289,6 @@ static void ax_finish(struct dm_result *r)
 static void ax_class_sample(struct dm_result *r, unsigned i)
 {
     r->nclasses = 0;
-#ifdef DM_HAVE_CLASSES
     for (unsigned c = 0; c < nclasses && c < DM_MAX_CLASSES; c++) {
         ax_class_stats st;
         float(*cs)[DM_MAX_SAMPLES] = r->cls[c];
@@ -320,9 +310,6 @@ static void ax_class_sample(struct dm_result *r, unsigned i)
         cs[CS_OPEN_REJECTED][i] = (float)st.breaker_rejected;
     }
     r->nclasses = nclasses;
-#else
-    (void)i;
-#endif
 }
 
 const struct dm_engine_ops dm_engine_ax = {
