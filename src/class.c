@@ -12,11 +12,19 @@
  *                 (waited too long -> FAILED AX_EEXPIRED, never started), the
  *                 breaker (open -> FAILED AX_EOPEN; half-open -> only its
  *                 probes start), the concurrency limit (in_flight < limit,
- *                 else the job stays queued and dispatch looks further);
+ *                 else the job is parked off its bucket's list until the
+ *                 class has room: sched.c); a first attempt that starts is
+ *                 the retry budget's deposit;
  *   at an attempt's end (class_attempt_done, c->lk) its latency feeds the
- *                 limiter, its outcome the breaker, a first attempt the
- *                 retry budget;
- *   at a retry decision (class_retry_allowed) the retry budget.
+ *                 limiter, its outcome the breaker (only attempts whose
+ *                 function ran and was not cancelled: a stack that could
+ *                 not be had says nothing about the upstream);
+ *   at a retry decision (class_retry_room: a peek) the retry budget, spent
+ *                 by the winner of the CAS that ends the attempt only
+ *                 (class_retry_decided): several parties decide, one wins.
+ *                 Two attempts deciding at the same instant may both see the
+ *                 last retry's room: the budget can be overdrawn by the
+ *                 decisions in flight at once.
  *
  * The controllers themselves are pure state machines (overload/).
  *
@@ -91,7 +99,7 @@ static int check_name(const char *name)
     return AX_OK;
 }
 
-static int check_config(const ax_sched *s, const ax_class_config *c)
+static int check_config(ax_sched *s, const ax_class_config *c, unsigned cap)
 {
     int rc = check_name(c->name);
     if (rc)
@@ -109,7 +117,6 @@ static int check_config(const ax_sched *s, const ax_class_config *c)
         return rc;
     if (c->queue_budget_ms > MAX_MS)
         return ax_fail_static(AX_EINVAL, "class.queue_budget_ms overflows (max one year)");
-    unsigned cap = s->cfg.max_concurrency;
     unsigned max = c->limit_max ? c->limit_max : cap;
     if (c->limit_max > AX_MAX_JOBS / 2)
         return ax_fail(AX_EINVAL, "class.limit_max %u is above %u", c->limit_max, AX_MAX_JOBS / 2);
@@ -152,9 +159,13 @@ static int check_config(const ax_sched *s, const ax_class_config *c)
     return AX_OK;
 }
 
-static unsigned class_limit_max(const ax_sched *s, const struct ax_class_rt *c)
+/* The scheduler's cap now (ax_set_max_concurrency changes it). */
+static unsigned sched_cap(ax_sched *s)
 {
-    return c->cfg.limit_max ? c->cfg.limit_max : s->cfg.max_concurrency;
+    pthread_mutex_lock(&s->lock);
+    unsigned cap = s->cap;
+    pthread_mutex_unlock(&s->lock);
+    return cap;
 }
 
 int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
@@ -163,10 +174,13 @@ int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
         return ax_fail_static(AX_EINVAL, "ax_class_register: scheduler is NULL");
     if (!cfg)
         return ax_fail_static(AX_EINVAL, "ax_class_register: config is NULL");
-    int rc = check_config(s, cfg);
-    if (rc)
-        return rc;
     pthread_mutex_lock(&s->class_reg_lock);
+    unsigned cap = sched_cap(s);
+    int rc = check_config(s, cfg, cap);
+    if (rc) {
+        pthread_mutex_unlock(&s->class_reg_lock);
+        return rc;
+    }
     unsigned n = atomic_load_explicit(&s->nclasses, memory_order_relaxed);
     for (unsigned i = 1; i <= n; i++) {
         if (strcmp(s->classes[i]->name, cfg->name) == 0) {
@@ -190,7 +204,8 @@ int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
     atomic_init(&c->timeout_ms, cfg->timeout_ms);
     pthread_mutex_init(&c->lk, NULL);
     uint64_t now = now_ns();
-    unsigned max = class_limit_max(s, c);
+    unsigned max = cfg->limit_max ? cfg->limit_max : cap;
+    c->limit_follows_cap = cfg->limit_max == 0;
     if (cfg->adaptive) {
         struct ax_limit_cfg lc = {
             .min = cfg->limit_min,
@@ -205,7 +220,9 @@ int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
         ax_limit_init(&c->lim, &lc, now);
         atomic_init(&c->limit, ax_limit_get(&c->lim));
     } else {
-        atomic_init(&c->limit, max);
+        /* No adaptive limit and no limit_max: the scheduler's cap is the
+         * only bound (dispatch checks it anyway). */
+        atomic_init(&c->limit, cfg->limit_max ? cfg->limit_max : UINT32_MAX);
     }
     if (cfg->retry_budget) {
         struct ax_budget_cfg bc = {cfg->retry_budget_ratio, cfg->retry_budget_min_per_s,
@@ -287,6 +304,8 @@ int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
     out->priority = c->cfg.priority;
     out->timeout_ms = atomic_load_explicit(&c->timeout_ms, memory_order_relaxed);
     out->limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
+    if (out->limit == UINT32_MAX)
+        out->limit = sched_cap(s); /* no class limit: the scheduler's cap */
     out->in_flight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
     pthread_mutex_lock(&s->lock);
     out->queued = c->queued;
@@ -378,91 +397,167 @@ static uint64_t queue_budget_ns(const struct ax_class_rt *c, const struct job *j
     return c->cfg.queue_budget_ms ? c->cfg.queue_budget_ms * 1000000u : j->timeout_ns;
 }
 
+bool class_queue_expired(const struct ax_class_rt *c, const struct job *j, uint64_t now)
+{
+    return c->cfg.queue_budget && now > j->enqueue_ns &&
+           now - j->enqueue_ns > queue_budget_ns(c, j);
+}
+
+static void budget_first(struct ax_class_rt *c, uint64_t now)
+{
+    pthread_mutex_lock(&c->lk);
+    ax_budget_first(&c->bud, now);
+    pthread_mutex_unlock(&c->lk);
+}
+
 int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j, uint64_t now)
 {
     (void)s;
-    if (c->cfg.queue_budget && now > j->enqueue_ns && now - j->enqueue_ns > queue_budget_ns(c, j))
+    if (class_queue_expired(c, j, now))
         return CLASS_END_EXPIRED;
-    if (atomic_load_explicit(&c->in_flight, memory_order_relaxed) >=
-        atomic_load_explicit(&c->limit, memory_order_relaxed))
-        return CLASS_BLOCKED;
+    bool probe = false;
     if (c->cfg.breaker &&
         atomic_load_explicit(&c->brk_state, memory_order_relaxed) != AX_BRK_CLOSED) {
+        /* Open fails fast even when the class is also at its limit. */
         pthread_mutex_lock(&c->lk);
         int st = ax_breaker_poll(&c->brk, now);
-        bool ok = st != AX_BRK_OPEN && ax_breaker_allow(&c->brk, now);
+        bool ok = st == AX_BRK_CLOSED ||
+                  (st == AX_BRK_HALF_OPEN &&
+                   atomic_load_explicit(&c->in_flight, memory_order_relaxed) <
+                       atomic_load_explicit(&c->limit, memory_order_relaxed) &&
+                   ax_breaker_allow(&c->brk, now));
         atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
                               memory_order_relaxed);
         pthread_mutex_unlock(&c->lk);
         if (st == AX_BRK_OPEN)
             return CLASS_END_OPEN;
         if (!ok)
-            return CLASS_BLOCKED; /* half-open, its probes all out: wait for them */
+            return CLASS_BLOCKED; /* at its limit, or half-open with its probes all out */
+        probe = st == AX_BRK_HALF_OPEN;
+    } else if (atomic_load_explicit(&c->in_flight, memory_order_relaxed) >=
+               atomic_load_explicit(&c->limit, memory_order_relaxed)) {
+        return CLASS_BLOCKED;
     }
-    atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->started, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_seq_cst);
+    j->probe = probe;
+    /* The retry budget's deposit: a first attempt about to run, counted
+     * before any retry decision of its own can ask (Finagle deposits per
+     * request). */
+    if (c->cfg.retry_budget &&
+        js_attempt(atomic_load_explicit(&j->sw, memory_order_relaxed)) == 0)
+        budget_first(c, now);
     return CLASS_START;
 }
 
-/* Something that may unblock a class happened: a dispatch that found every
- * candidate blocked either sees class_seq move or its hint is cleared here
- * (both seq_cst; the other side is in worker.c's dispatch). */
-static void class_unblocked(struct ax_sched *s)
+void class_wake_parked(struct ax_sched *s, struct ax_class_rt *c)
 {
-    atomic_fetch_add_explicit(&s->class_seq, 1, memory_order_seq_cst);
-    if (atomic_load_explicit(&s->hint_class_blocked, memory_order_seq_cst)) {
-        bool yes = true;
-        if (atomic_compare_exchange_strong(&s->hint_class_blocked, &yes, false))
-            sched_wake_workers(s, 1);
-    }
+    atomic_store_explicit(&c->unpark, true, memory_order_relaxed);
+    atomic_store_explicit(&s->unpark_pending, true, memory_order_seq_cst);
+    sched_wake_workers(s, 1);
+}
+
+/* Room may have appeared: if jobs are parked, have them unparked. The
+ * in_flight decrement (or limit raise) comes before the nparked read, both
+ * seq_cst; sched.c's park stores nparked, then re-reads in_flight and the
+ * limit: one of the two sides sees the other (no job stays parked with the
+ * class idle). */
+static void room_made(struct ax_sched *s, struct ax_class_rt *c)
+{
+    if (atomic_load_explicit(&c->nparked, memory_order_seq_cst))
+        class_wake_parked(s, c);
 }
 
 void class_slot_free(struct ax_sched *s, struct job *j)
 {
     struct ax_class_rt *c = s->classes[j->cls];
-    atomic_fetch_sub_explicit(&c->in_flight, 1, memory_order_relaxed);
-    class_unblocked(s);
+    atomic_fetch_sub_explicit(&c->in_flight, 1, memory_order_seq_cst);
+    room_made(s, c);
 }
 
-void class_attempt_done(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
+static void probe_release(struct ax_class_rt *c, struct job *j, uint64_t now)
+{
+    if (!j->probe)
+        return;
+    j->probe = 0;
+    pthread_mutex_lock(&c->lk);
+    ax_breaker_release(&c->brk, now);
+    pthread_mutex_unlock(&c->lk);
+}
+
+void class_unstart(struct ax_sched *s, struct job *j)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    probe_release(c, j, now_ns());
+    class_slot_free(s, j);
+}
+
+void class_started(struct ax_sched *s, struct job *j)
+{
+    atomic_fetch_add_explicit(&s->classes[j->cls]->started, 1, memory_order_relaxed);
+}
+
+void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool ran,
                         uint64_t run_ns, uint64_t now)
 {
     struct ax_class_rt *c = s->classes[j->cls];
-    if (state == JS_CANCELLED)
-        return; /* no evidence about the upstream */
+    if (!ran || state == JS_CANCELLED) {
+        /* No evidence about the upstream; a probe permit goes back. */
+        probe_release(c, j, now);
+        return;
+    }
+    j->probe = 0; /* its outcome is the probe's */
     bool failed = state == JS_FAILED || state == JS_TIMED_OUT;
     pthread_mutex_lock(&c->lk);
-    /* For stats only: an exponential average over ~10 attempts. */
+    /* For stats without an adaptive limit: an exponential average over
+     * about 10 attempts. */
     c->rtt_short_ns = c->rtt_short_ns ? (c->rtt_short_ns * 9 + run_ns) / 10 : run_ns;
     if (c->cfg.adaptive) {
         unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
         ax_limit_sample(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT);
-        atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_relaxed);
+        atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_seq_cst);
     }
     if (c->cfg.breaker) {
         ax_breaker_record(&c->brk, now, failed);
         atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
                               memory_order_relaxed);
     }
-    if (c->cfg.retry_budget && attempt == 0)
-        ax_budget_first(&c->bud, now);
     pthread_mutex_unlock(&c->lk);
-    /* A raised limit or a closed breaker may let a blocked job start; the
+    /* A raised limit or a closed breaker may let a parked job start; the
      * slot itself may have been freed before this (the watchdog's path). */
-    class_unblocked(s);
+    room_made(s, c);
 }
 
-bool class_retry_allowed(struct ax_sched *s, struct job *j, uint64_t now)
+bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now)
 {
     struct ax_class_rt *c = s->classes[j->cls];
     if (!c->cfg.retry_budget)
         return true;
     pthread_mutex_lock(&c->lk);
-    bool ok = ax_budget_try_retry(&c->bud, now);
+    bool ok = ax_budget_left(&c->bud, now) >= 1.0;
     pthread_mutex_unlock(&c->lk);
-    atomic_fetch_add_explicit(ok ? &c->retries_allowed : &c->retries_denied, 1,
-                              memory_order_relaxed);
     return ok;
+}
+
+void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool denied, uint64_t now)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    if (denied) {
+        j->end_why = END_BUDGET;
+        pthread_mutex_lock(&c->lk);
+        ax_budget_deny(&c->bud);
+        pthread_mutex_unlock(&c->lk);
+        atomic_fetch_add_explicit(&c->retries_denied, 1, memory_order_relaxed);
+        return;
+    }
+    if (to != JS_RETRYING || !c->cfg.retry_budget)
+        return;
+    pthread_mutex_lock(&c->lk);
+    /* Spent whether or not another attempt took the last room since the
+     * peek (documented above: the overdraft is bounded by the decisions in
+     * flight at once). */
+    ax_budget_spend(&c->bud, now);
+    pthread_mutex_unlock(&c->lk);
+    atomic_fetch_add_explicit(&c->retries_allowed, 1, memory_order_relaxed);
 }
 
 void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state)
@@ -497,6 +592,26 @@ void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t l
                  c->name, c->cfg.retry_budget_ratio * 100.0, c->cfg.retry_budget_min_per_s,
                  c->cfg.retry_budget_window_ms);
         break;
+    }
+}
+
+void class_cap_changed(struct ax_sched *s, unsigned cap)
+{
+    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
+    for (unsigned i = 1; i <= n; i++) {
+        struct ax_class_rt *c = s->classes[i];
+        if (!c->limit_follows_cap || !c->cfg.adaptive)
+            continue; /* fixed limits, and none at all (the cap bounds it) */
+        pthread_mutex_lock(&c->lk);
+        unsigned old = ax_limit_get(&c->lim);
+        c->lim.cfg.max = cap > c->lim.cfg.min ? cap : c->lim.cfg.min;
+        if (c->lim.limit > c->lim.cfg.max)
+            c->lim.limit = c->lim.cfg.max;
+        unsigned now_limit = ax_limit_get(&c->lim);
+        atomic_store_explicit(&c->limit, now_limit, memory_order_seq_cst);
+        pthread_mutex_unlock(&c->lk);
+        if (now_limit > old)
+            room_made(s, c);
     }
 }
 

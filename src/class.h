@@ -13,7 +13,7 @@
  *    s->lock may be held when c->lk is taken, never the other way round.
  *  - limit, brk_state: published copies of the controllers' outputs, read
  *    without c->lk on the dispatch path.
- *  - queued: s->lock (bucket push / remove).
+ *  - queued, park[], nparked: s->lock (bucket push / remove, park).
  */
 #ifndef AX_CLASS_H
 #define AX_CLASS_H
@@ -28,12 +28,24 @@ struct ax_class_rt {
     _Atomic unsigned in_flight;
     _Atomic unsigned limit;
     _Atomic int brk_state;         /* AX_BRK_* as last seen under lk */
-    uint64_t queued;               /* s->lock */
+    uint64_t queued;               /* s->lock: in a bucket, parked included */
+    /* Parked (s->lock): queued jobs dispatch found while the class was at
+     * its limit (or out of half-open probes), one FIFO per priority, out of
+     * their bucket's list so the jobs behind them are not held up. They
+     * stay QUEUED and counted in their bucket's n; they go back to the
+     * front of their bucket (sched.c: class_unpark_locked) when the class
+     * has room again. */
+    struct {
+        struct job *head, *tail;
+    } park[AX_PRIO_COUNT];
+    _Atomic unsigned nparked;      /* written under s->lock, read by finishers */
+    _Atomic bool unpark;           /* room appeared while jobs were parked */
     pthread_mutex_t lk;
     struct ax_limit lim;
     struct ax_budget bud;
     struct ax_breaker brk;
-    uint64_t rtt_short_ns;         /* the last closed window's average, lk */
+    bool limit_follows_cap;        /* limit_max 0: the scheduler's current cap (lk) */
+    uint64_t rtt_short_ns;         /* moving average of run times, lk */
     _Atomic uint64_t submitted, started, succeeded, failed, timed_out, cancelled;
     _Atomic uint64_t expired, open_refused, retries_denied, retries_allowed;
 };
@@ -43,12 +55,6 @@ static inline struct ax_class_rt *class_get(struct ax_sched *s, unsigned id)
     if (id == 0 || id > atomic_load_explicit(&s->nclasses, memory_order_acquire))
         return NULL;
     return s->classes[id];
-}
-
-/* A job of a class entered its bucket (s->lock). */
-static inline void class_queued_locked(struct ax_sched *s, struct job *j, int d)
-{
-    s->classes[j->cls]->queued += (uint64_t)(int64_t)d;
 }
 
 /* Validate spec.class_id and spec.overrides and fill *out with the
@@ -62,8 +68,10 @@ int class_refuse_open(struct ax_class_rt *c, uint64_t now);
 bool class_open_now(struct ax_class_rt *c, uint64_t now);
 
 enum { CLASS_START, CLASS_BLOCKED, CLASS_END_EXPIRED, CLASS_END_OPEN };
+/* j (of class c) has waited in its bucket past the queue-time budget. */
+bool class_queue_expired(const struct ax_class_rt *c, const struct job *j, uint64_t now);
 /* May queued job j (of class c) start now? s->lock held. CLASS_START also
- * takes its in_flight place (and a half-open permit). */
+ * takes its in_flight place (and a half-open permit: j->probe). */
 int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
                           uint64_t now);
 /* The slot of an attempt of j's class is free (any thread). */
@@ -76,16 +84,31 @@ static inline void job_slot_free(struct ax_sched *s, struct job *j, bool wake)
         class_slot_free(s, j);
     sched_slot_free(s, wake);
 }
-/* An attempt that held a slot ended (not cancelled): feed the limiter, the
- * breaker, the budget's count of first attempts. */
-void class_attempt_done(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
+
+/* A job that held a class place went back to its bucket without running
+ * (the watchdog's hand-back): its place and its probe permit return. */
+void class_unstart(struct ax_sched *s, struct job *j);
+/* The function of j's attempt was entered (counted where ax_stats counts). */
+void class_started(struct ax_sched *s, struct job *j);
+/* An attempt that held a slot ended. If it ran (ran: its function was
+ * entered) and was not cancelled, its latency feeds the limiter and its
+ * outcome the breaker; otherwise only a probe permit it held returns. */
+void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool ran,
                         uint64_t run_ns, uint64_t now);
-/* May j's failed attempt be retried, by its class's retry budget? */
-bool class_retry_allowed(struct ax_sched *s, struct job *j, uint64_t now);
+/* The retry budget has room for j's retry now (peek: nothing is spent). */
+bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now);
+/* The winner of the CAS that ended an attempt: a retry (to == RETRYING)
+ * spends the budget; denied (the budget refused it in finish_decide) marks
+ * the job for its terminal text. Only the winner: losers decide too. */
+void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool denied, uint64_t now);
 void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state);
 /* The text of why dispatch ended j (END_EXPIRED, END_OPEN) or why its retry
  * was denied (END_BUDGET). */
 void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t len);
+/* ax_set_max_concurrency: classes whose limit_max is 0 follow the new cap. */
+void class_cap_changed(struct ax_sched *s, unsigned cap);
+/* Room appeared in a class with parked jobs: ask a worker to unpark them. */
+void class_wake_parked(struct ax_sched *s, struct ax_class_rt *c);
 void class_free_all(struct ax_sched *s);
 
 #endif

@@ -78,17 +78,19 @@ static unsigned terminal_event(unsigned state)
 }
 
 unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt, unsigned state,
-                       int code, uint64_t now)
+                       int code, uint64_t now, bool *denied)
 {
+    *denied = false;
     if ((state == JS_FAILED || state == JS_TIMED_OUT) && attempt < j->max_retry &&
         code != AX_ENOMEM && !(j->deadline_ns && now >= j->deadline_ns) &&
         atomic_load_explicit(&s->retry_enabled[j->prio], memory_order_relaxed) &&
         !atomic_load_explicit(&s->closing, memory_order_relaxed)) {
-        /* Last: the budget counts the retry it allows. If the CAS that
-         * follows loses (a cancel won), that one retry stays counted. */
-        if (AX_LIKELY(!j->cls) || class_retry_allowed(s, (struct job *)j, now))
+        /* Last: the class's retry budget, peeked. Whoever wins the CAS that
+         * follows spends it or records the denial (class_retry_decided):
+         * the losers' decisions must leave no trace. */
+        if (AX_LIKELY(!j->cls) || class_retry_room(s, j, now))
             return JS_RETRYING;
-        ((struct job *)j)->end_why = END_BUDGET; /* terminal_path says why */
+        *denied = true;
     }
     return state;
 }
@@ -172,7 +174,7 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
     if (slot != FIN_NO_SLOT) {
         metrics_record_run(s, w, j->prio, run_ns);
         if (AX_UNLIKELY(j->cls))
-            class_attempt_done(s, j, attempt, state, run_ns, w ? w->now_ns : now_ns());
+            class_attempt_done(s, j, state, run_ns != 0, run_ns, w ? w->now_ns : now_ns());
         /* After a timeout or cancel the worker may be about to run a long
          * slice (the attempt ended from outside its code), so a sleeping
          * peer takes queued work now; after a normal end the worker
@@ -252,15 +254,18 @@ bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_
                     unsigned attempt, unsigned state, int code, const char *err,
                     uint64_t run_ns, uint64_t give)
 {
-    unsigned to = state == JS_SUCCEEDED
-                      ? JS_SUCCEEDED
-                      : finish_decide(s, j, attempt, state, code, w ? w->now_ns : now_ns());
+    bool denied = false;
+    uint64_t now = w ? w->now_ns : now_ns();
+    unsigned to = state == JS_SUCCEEDED ? JS_SUCCEEDED
+                                        : finish_decide(s, j, attempt, state, code, now, &denied);
     uint64_t old;
     if (!js_end_attempt(&j->sw, gen, attempt, to, &old)) {
         if (give)
             job_release(s, w, j, give);
         return false;
     }
+    if (AX_UNLIKELY(j->cls))
+        class_retry_decided(s, j, to, denied, now);
     attempt_end(s, w, j, attempt, state, to, code, err, FIN_SLOT,
                 js_state(old) == JS_RUNNING ? run_ns : 0, give);
     return true;

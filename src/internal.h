@@ -98,6 +98,8 @@ struct job {
     uint8_t is_child; /* spawned by a task that may join it */
     uint8_t cls;      /* its class (class.c), 0 = none */
     uint8_t end_why;  /* END_*: why dispatch ended it, or a retry was denied */
+    uint8_t parked;   /* on its class's park list, not its bucket's (s->lock) */
+    uint8_t probe;    /* this attempt holds a half-open breaker permit */
     /* How an attempt ended, for whoever finishes it later: the callback
      * pool's finisher (the watchdog ended it) or a drain list. Its own field,
      * not shared with `code`: a cancel may run the terminal path (and write
@@ -343,7 +345,8 @@ struct worker {
 
 struct bucket {
     struct job *head, *tail;
-    unsigned n;
+    unsigned n;      /* queued jobs of this priority: the list + parked ones */
+    unsigned parked; /* of n, parked on their class's list (class.h) */
 };
 
 struct ax_sched {
@@ -359,6 +362,7 @@ struct ax_sched {
     unsigned cap;
     unsigned load;                  /* queued + running + delayed, for shedding */
     unsigned delayed;               /* DELAYED + RETRYING */
+    unsigned parked_total;          /* class jobs parked off their bucket's list (sched.c) */
     unsigned delayed_new[AX_PRIO_COUNT]; /* DELAYED, counted in bucket bounds */
     unsigned total_capacity;
     unsigned shed_at;               /* load at which NORMAL/LOW are shed */
@@ -391,7 +395,7 @@ struct ax_sched {
      * dispatchable. A stale hint only delays a dispatch to the next
      * iteration or wake-up (every change that makes work dispatchable also
      * wakes a sleeping worker). */
-    _Atomic unsigned hint_queued;   /* jobs in the three buckets */
+    _Atomic unsigned hint_queued;   /* jobs in the three buckets' lists (parked ones not) */
     _Atomic int hint_blocked;       /* paused or closing */
     /* The last dispatch found orphans at max_orphans: no worker may start
      * an attempt, so none spins waiting for one, and the run that returns
@@ -418,13 +422,10 @@ struct ax_sched {
     struct ax_class_rt *classes[AX_CLASS_MAX + 1]; /* [1 .. nclasses] */
     _Atomic unsigned nclasses;
     pthread_mutex_t class_reg_lock; /* serialises ax_class_register */
-    /* A dispatch found queued jobs but every candidate's class at its
-     * limit (or out of half-open probes): workers do not spin on them. Set
-     * under s->lock by dispatch, cleared by whatever may unblock a class (a
-     * class slot freed, a limit raised: class_seq moves) and by any job
-     * entering a bucket. */
-    _Atomic bool hint_class_blocked;
-    _Atomic uint64_t class_seq;
+    /* Some class with parked jobs has room again (class.c): the next
+     * dispatch unparks them. Set by whoever made the room, after it, then
+     * a sleeping worker is woken. */
+    _Atomic bool unpark_pending;
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
     /* --- libax_http (http.c): ax_http_configure's settings --- */
@@ -503,7 +504,11 @@ static inline ax_state js_public(unsigned st)
 void bucket_push_locked(struct ax_sched *s, struct job *j);
 void bucket_push_front_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
-struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended, bool *blocked);
+struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended);
+/* Parked class jobs (sched.c): back to their buckets where their class has
+ * room (unpark_pending), or ended past their queue-time budget. */
+void sched_unpark_locked(struct ax_sched *s);
+void sched_expire_parked_locked(struct ax_sched *s, uint64_t now, struct job **ended);
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);
 static inline unsigned load_locked(struct ax_sched *s)
@@ -674,7 +679,7 @@ void worker_timer_del(struct worker *w, struct ax_wheel_node *n);
 enum { FIN_NO_SLOT = 0, FIN_SLOT = 1, FIN_SLOT_FREED = 2 };
 /* The state the CAS that ends an attempt must set: RETRYING or `state`. */
 unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt, unsigned state,
-                       int code, uint64_t now);
+                       int code, uint64_t now, bool *denied);
 /* After winning that CAS: slot, on_timeout, then the back-off or the
  * terminal path. `state`: how the attempt ended; `to`: what the CAS set;
  * run_ns: how long it ran. Fields of the job are written only while they

@@ -160,6 +160,8 @@ static void run_entry(void *arg)
     t->began = 1;
     t->rs = RS_ACTIVE;
     wc_inc(&w->counts.started); /* counted where STARTED is emitted: the two agree */
+    if (AX_UNLIKELY(t->job->cls))
+        class_started(w->s, t->job);
     metrics_record_wait(w->s, w, j->prio, j->wait_ns);
     EV(w->s, w, j, AX_EV_STARTED, 0, NULL);
     t->code = j->fn(t, j->arg);

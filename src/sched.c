@@ -38,6 +38,14 @@
 
 static const uint8_t round_order[AX_PRIO_COUNT] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
 
+/* Jobs a worker could take from the buckets' lists: parked ones are not. */
+static inline void hint_queued_locked(struct ax_sched *s)
+{
+    atomic_store_explicit(&s->hint_queued,
+                          s->b[0].n + s->b[1].n + s->b[2].n - s->parked_total,
+                          memory_order_relaxed);
+}
+
 void bucket_push_locked(struct ax_sched *s, struct job *j)
 {
     struct bucket *b = &s->b[j->prio];
@@ -49,30 +57,51 @@ void bucket_push_locked(struct ax_sched *s, struct job *j)
         b->head = j;
     b->tail = j;
     b->n++;
-    atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
-                          memory_order_relaxed);
+    hint_queued_locked(s);
     if (AX_UNLIKELY(j->cls))
-        class_queued_locked(s, j, 1);
-    /* A new candidate: dispatch looks again (see hint_class_blocked). */
-    if (AX_UNLIKELY(atomic_load_explicit(&s->hint_class_blocked, memory_order_relaxed)))
-        atomic_store_explicit(&s->hint_class_blocked, false, memory_order_relaxed);
+        s->classes[j->cls]->queued++;
+}
+
+/* Off its class's park list (s->lock): back to plain QUEUED-in-a-bucket
+ * bookkeeping, in no list. */
+static void unpark_unlink_locked(struct ax_sched *s, struct job *j)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    unsigned p = j->prio;
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        c->park[p].head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        c->park[p].tail = j->prev;
+    j->next = j->prev = NULL;
+    j->parked = 0;
+    s->b[p].parked--;
+    s->parked_total--;
+    atomic_store_explicit(&c->nparked, atomic_load_explicit(&c->nparked, memory_order_relaxed) - 1,
+                          memory_order_relaxed);
 }
 
 void bucket_remove_locked(struct ax_sched *s, struct job *j)
 {
     struct bucket *b = &s->b[j->prio];
-    if (j->prev)
-        j->prev->next = j->next;
-    else
-        b->head = j->next;
-    if (j->next)
-        j->next->prev = j->prev;
-    else
-        b->tail = j->prev;
-    j->next = j->prev = NULL;
+    if (AX_UNLIKELY(j->parked)) {
+        unpark_unlink_locked(s, j); /* cancelled, expired or drained while parked */
+    } else {
+        if (j->prev)
+            j->prev->next = j->next;
+        else
+            b->head = j->next;
+        if (j->next)
+            j->next->prev = j->prev;
+        else
+            b->tail = j->prev;
+        j->next = j->prev = NULL;
+    }
     b->n--;
-    atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
-                          memory_order_relaxed);
+    hint_queued_locked(s);
     if (AX_UNLIKELY(j->cls))
         s->classes[j->cls]->queued--;
 }
@@ -89,13 +118,127 @@ void bucket_push_front_locked(struct ax_sched *s, struct job *j)
         b->tail = j;
     b->head = j;
     b->n++;
-    atomic_store_explicit(&s->hint_queued, s->b[0].n + s->b[1].n + s->b[2].n,
-                          memory_order_relaxed);
+    hint_queued_locked(s);
     if (AX_UNLIKELY(j->cls))
-        class_queued_locked(s, j, 1);
-    /* A new candidate: dispatch looks again (see hint_class_blocked). */
-    if (AX_UNLIKELY(atomic_load_explicit(&s->hint_class_blocked, memory_order_relaxed)))
-        atomic_store_explicit(&s->hint_class_blocked, false, memory_order_relaxed);
+        s->classes[j->cls]->queued++;
+}
+
+/* ---- parking: jobs of a class at its limit wait off their bucket's list ---- */
+
+static void class_end_locked(struct ax_sched *s, struct job *j, unsigned why, uint64_t now,
+                             struct job **ended);
+
+/* Move j (in its bucket's list, its class at its limit) to the tail of its
+ * class's park list for its priority. It stays QUEUED and counted in b->n
+ * (bounds, stats) and in the class's queued; only hint_queued drops. */
+static void park_locked(struct ax_sched *s, struct job *j)
+{
+    struct bucket *b = &s->b[j->prio];
+    struct ax_class_rt *c = s->classes[j->cls];
+    if (j->prev)
+        j->prev->next = j->next;
+    else
+        b->head = j->next;
+    if (j->next)
+        j->next->prev = j->prev;
+    else
+        b->tail = j->prev;
+    unsigned p = j->prio;
+    j->next = NULL;
+    j->prev = c->park[p].tail;
+    if (c->park[p].tail)
+        c->park[p].tail->next = j;
+    else
+        c->park[p].head = j;
+    c->park[p].tail = j;
+    j->parked = 1;
+    b->parked++;
+    s->parked_total++;
+    hint_queued_locked(s);
+    /* Published before the room is read again: a finisher decrements
+     * in_flight, then reads nparked (class.c room_made); one of the two
+     * sees the other. */
+    atomic_store_explicit(&c->nparked, atomic_load_explicit(&c->nparked, memory_order_relaxed) + 1,
+                          memory_order_seq_cst);
+    if (atomic_load_explicit(&c->in_flight, memory_order_seq_cst) <
+        atomic_load_explicit(&c->limit, memory_order_seq_cst)) {
+        atomic_store_explicit(&c->unpark, true, memory_order_relaxed);
+        atomic_store_explicit(&s->unpark_pending, true, memory_order_relaxed);
+    }
+}
+
+/* Up to `room` parked jobs of each priority of class c go back to the
+ * front of their bucket, in their order (they were queued before what is
+ * there now). Up to room per priority, so the quota rounds choose among
+ * them: a class's LOW is not kept parked behind its HIGH. Those that do not
+ * get a place are parked again by the next pick. */
+static void class_unpark_locked(struct ax_sched *s, struct ax_class_rt *c, unsigned room)
+{
+    for (unsigned p = 0; p < AX_PRIO_COUNT; p++) {
+        struct job *last = c->park[p].head;
+        if (!last)
+            continue;
+        unsigned k = 1;
+        while (k < room && last->next) {
+            last = last->next;
+            k++;
+        }
+        /* Head to `last` go back, last first, each to the front of the
+         * bucket's list (they never left its count n). */
+        struct bucket *b = &s->b[p];
+        for (struct job *j = last; j;) {
+            struct job *prev = j->prev;
+            unpark_unlink_locked(s, j);
+            j->next = b->head;
+            if (b->head)
+                b->head->prev = j;
+            else
+                b->tail = j;
+            b->head = j;
+            j = prev;
+        }
+    }
+    hint_queued_locked(s);
+}
+
+/* Parked jobs past their queue-time budget end now rather than when their
+ * class next has room (which may be a long attempt away). Oldest first:
+ * each park list is in queue order. */
+void sched_expire_parked_locked(struct ax_sched *s, uint64_t now, struct job **ended)
+{
+    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
+    for (unsigned i = 1; i <= n; i++) {
+        struct ax_class_rt *c = s->classes[i];
+        if (!atomic_load_explicit(&c->nparked, memory_order_relaxed) || !c->cfg.queue_budget)
+            continue;
+        for (unsigned p = 0; p < AX_PRIO_COUNT; p++) {
+            struct job *j;
+            while ((j = c->park[p].head) && class_queue_expired(c, j, now))
+                class_end_locked(s, j, END_EXPIRED, now, ended);
+        }
+    }
+}
+
+void sched_unpark_locked(struct ax_sched *s)
+{
+    atomic_store_explicit(&s->unpark_pending, false, memory_order_seq_cst);
+    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
+    for (unsigned i = 1; i <= n; i++) {
+        struct ax_class_rt *c = s->classes[i];
+        if (!atomic_load_explicit(&c->unpark, memory_order_relaxed))
+            continue;
+        atomic_store_explicit(&c->unpark, false, memory_order_relaxed);
+        if (!atomic_load_explicit(&c->nparked, memory_order_relaxed))
+            continue;
+        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_seq_cst);
+        unsigned limit = atomic_load_explicit(&c->limit, memory_order_seq_cst);
+        /* A half-open breaker's probes are decided at the pick. */
+        unsigned room = limit > inflight ? limit - inflight : 0;
+        if (room > s->cap)
+            room = s->cap;
+        if (room)
+            class_unpark_locked(s, c, room);
+    }
 }
 
 /* ---- the scheduler's timer wheel ---------------------------------------- */
@@ -220,6 +363,7 @@ unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ende
                 continue;
             sched_leave_locked(s, j, old);
             j->handoff = js_report_attempt(old);
+            j->end_why = END_DEADLINE;
             if (st == JS_QUEUED)
                 j->wait_ns = now > j->enqueue_ns ? now - j->enqueue_ns : 0;
             j->next = *ended;
@@ -279,19 +423,19 @@ static void class_end_locked(struct ax_sched *s, struct job *j, unsigned why, ui
     *ended = j;
 }
 
-/* How far dispatch looks past a bucket's head whose class is at its
- * limit: the bucket passes its turn if the first CLASS_SCAN jobs all are.
- * Jobs it ends (expired, breaker open) do not count: each leaves for good. */
-#define CLASS_SCAN 16
-
-/* The first job of bucket p that may start, or NULL. Off the plain path:
- * only a bucket whose head has a class comes here. */
-static __attribute__((noinline)) struct job *bucket_first_startable_locked(struct ax_sched *s, unsigned p, uint64_t now,
-                                                 struct job **ended, bool *blocked)
+/* The first job of bucket p that may start, or NULL. Jobs of classes at
+ * their limit are parked on the way (off the list: the jobs behind them are
+ * not held up), jobs past their queue-time budget or of an open breaker end.
+ * Each job looked at leaves the list, so the walk is paid once per job; at
+ * most PICK_WALK per call, the rest next time. Off the plain path: only a
+ * bucket whose head has a class comes here. */
+#define PICK_WALK 1024
+static __attribute__((noinline)) struct job *bucket_first_startable_locked(struct ax_sched *s,
+                                                                          unsigned p, uint64_t now,
+                                                                          struct job **ended)
 {
     struct job *j = s->b[p].head;
-    unsigned looked = 0;
-    while (j && looked < CLASS_SCAN) {
+    for (unsigned walked = 0; j && walked < PICK_WALK; walked++) {
         if (!j->cls)
             return j;
         struct job *next = j->next;
@@ -299,10 +443,7 @@ static __attribute__((noinline)) struct job *bucket_first_startable_locked(struc
         case CLASS_START: return j;
         case CLASS_END_EXPIRED: class_end_locked(s, j, END_EXPIRED, now, ended); break;
         case CLASS_END_OPEN: class_end_locked(s, j, END_OPEN, now, ended); break;
-        default:
-            looked++;
-            *blocked = true;
-            break;
+        default: park_locked(s, j); break;
         }
         j = next;
     }
@@ -312,13 +453,12 @@ static __attribute__((noinline)) struct job *bucket_first_startable_locked(struc
 /* sched_pick_locked once a bucket's head has a class: the same rounds,
  * each bucket's candidate found by bucket_first_startable_locked. */
 static __attribute__((noinline)) struct job *pick_classes_locked(struct ax_sched *s, uint64_t now,
-                                                                struct job **ended,
-                                                                bool *blocked)
+                                                                struct job **ended)
 {
     for (int tries = 0; tries <= AX_PRIO_COUNT; tries++) {
         unsigned p = round_order[s->rr];
         if (s->b[p].head && s->rr_taken < s->quota[p]) {
-            struct job *j = bucket_first_startable_locked(s, p, now, ended, blocked);
+            struct job *j = bucket_first_startable_locked(s, p, now, ended);
             if (j) {
                 bucket_remove_locked(s, j);
                 s->rr_taken++;
@@ -331,13 +471,13 @@ static __attribute__((noinline)) struct job *pick_classes_locked(struct ax_sched
     return NULL;
 }
 
-/* The next job by quota rounds, or NULL when every bucket is empty or
- * every candidate's class is at its limit (*blocked then says so). Does not
+/* The next job by quota rounds, or NULL when every bucket's list is empty
+ * (jobs of classes at their limit are parked on the way). Does not
  * look at the concurrency cap or pause: the caller does. A class job
  * returned has its class place taken (class_dispatch_locked). Jobs without
  * a class stay on the plain loop (callgrind: the class-aware one in line
  * cost every dispatch ~20 instructions of register saves). */
-struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended, bool *blocked)
+struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended)
 {
     /* Nothing queued: leave the round where it is (an empty pick must not
      * move LOW's turn). */
@@ -348,7 +488,7 @@ struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **end
         if (s->b[p].head && s->rr_taken < s->quota[p]) {
             struct job *j = s->b[p].head;
             if (AX_UNLIKELY(j->cls))
-                return pick_classes_locked(s, now, ended, blocked);
+                return pick_classes_locked(s, now, ended);
             bucket_remove_locked(s, j);
             s->rr_taken++;
             return j;
@@ -428,6 +568,7 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
     sched_recompute_locked(s);
     sched_hint_locked(s);
     pthread_mutex_unlock(&s->lock);
+    class_cap_changed(s, n); /* classes whose limit_max is 0 follow the cap */
     sched_wake_workers(s, s->nworkers);
     return AX_OK;
 }

@@ -120,6 +120,9 @@ static __attribute__((noinline)) int submit_derive(struct ax_sched *s, const ax_
     if (parent && (!eff->deadline_ns || eff->deadline_ns > parent->deadline_ns)) {
         if (parent->deadline_ns <= now)
             return ax_fail_static(AX_ETIMEDOUT, "ax_spawn: the parent's deadline has passed");
+        if (now + eff->delay_ms * 1000000u >= parent->deadline_ns)
+            return ax_fail_static(AX_ETIMEDOUT,
+                                  "ax_spawn: spec.delay_ms ends after the parent's deadline");
         eff->deadline_ns = parent->deadline_ns;
     }
     return AX_OK;

@@ -105,8 +105,8 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         struct job *j = take[i];
         if (js_unstart(&j->sw, job_gen(j))) {
             s->running--;
-            if (j->cls) /* its class place too: dispatch takes it again */
-                class_slot_free(s, j);
+            if (j->cls) /* its class place and probe permit too: dispatch takes them again */
+                class_unstart(s, j);
             j->enqueue_ns = now_ns() - j->wait_ns; /* its wait goes on */
             bucket_push_front_locked(s, j);
             if (j->deadline_ns)
@@ -159,9 +159,12 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
          * worker cannot recycle it without taking the lock we hold. */
         struct ax_task *t = rt->run;
         struct job *j = t->job;
-        unsigned to = finish_decide(s, j, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT, now);
+        bool denied;
+        unsigned to = finish_decide(s, j, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT, now, &denied);
         if (!js_end_attempt_handed(&j->sw, t->gen, t->attempt, to))
             continue; /* JH_HAND keeps it allocated until the pool has run it */
+        if (j->cls)
+            class_retry_decided(s, j, to, denied, now);
         j->handoff = t->attempt << 4 | to; /* read back below */
         j->next = ended;
         ended = j;

@@ -148,8 +148,8 @@ static void dispatch(struct worker *w)
     /* Fast path: nothing to apply, nothing due, nothing we could take. */
     if (!p->free_list && !jwheel_due(s, w->now_ns) &&
         (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0 ||
-         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) ||
-         atomic_load_explicit(&s->hint_class_blocked, memory_order_relaxed)))
+         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)) &&
+        !atomic_load_explicit(&s->unpark_pending, memory_order_relaxed))
         return;
 
     if (AX_UNLIKELY(s->ev_lossless))
@@ -167,12 +167,16 @@ static void dispatch(struct worker *w)
     /* Take new work even while runs are ready (a task yielding in a loop
      * must not keep queued tasks out), but no more than a batch in all. */
     unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
+    /* Parked class jobs whose class has room go back to their buckets
+     * (even paused: the flag must not keep workers coming back). */
+    if (AX_UNLIKELY(atomic_load_explicit(&s->unpark_pending, memory_order_seq_cst)))
+        sched_unpark_locked(s);
+    if (AX_UNLIKELY(s->parked_total))
+        sched_expire_parked_locked(s, w->now_ns, &ended);
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
-        bool blocked = false;
-        uint64_t seq = atomic_load_explicit(&s->class_seq, memory_order_seq_cst);
         while (n < want && s->running < s->cap &&
-               (j = sched_pick_locked(s, w->now_ns, &ended, &blocked))) {
+               (j = sched_pick_locked(s, w->now_ns, &ended))) {
             js_dispatch(&j->sw); /* QUEUED, under the lock */
             jtimer_del_locked(s, j);         /* its queued-deadline timer */
             s->running++;
@@ -182,17 +186,9 @@ static void dispatch(struct worker *w)
         }
         more = n == want && s->running < s->cap &&
                (s->b[0].head || s->b[1].head || s->b[2].head);
-        if (AX_UNLIKELY(blocked) && n < want && s->running < s->cap &&
-            (s->b[0].head || s->b[1].head || s->b[2].head)) {
-            /* Queued jobs remain, all of classes at their limit: no worker
-             * spins on them until a class place frees (class.c's
-             * class_unblocked moves class_seq, then reads the hint). */
-            atomic_store_explicit(&s->hint_class_blocked, true, memory_order_seq_cst);
-            if (atomic_load_explicit(&s->class_seq, memory_order_seq_cst) != seq) {
-                atomic_store_explicit(&s->hint_class_blocked, false, memory_order_relaxed);
-                more = true; /* something freed meanwhile: look again */
-            }
-        }
+        /* Parking in this pick may have found room appear meanwhile. */
+        if (AX_UNLIKELY(atomic_load_explicit(&s->unpark_pending, memory_order_relaxed)))
+            more = true;
     }
     pthread_mutex_unlock(&s->lock);
     if (more || requeued > n)
@@ -263,8 +259,8 @@ static bool work_available(struct worker *w)
         return true;
     pthread_mutex_lock(&s->lock);
     yes = !s->paused && !s->closing && running_locked(s) < s->cap &&
-          (s->b[0].head || s->b[1].head || s->b[2].head) && !orphans_full_locked(s) &&
-          !atomic_load_explicit(&s->hint_class_blocked, memory_order_seq_cst);
+          (s->b[0].head || s->b[1].head || s->b[2].head) && !orphans_full_locked(s);
+    yes = yes || atomic_load_explicit(&s->unpark_pending, memory_order_seq_cst);
     pthread_mutex_unlock(&s->lock);
     return yes;
 }
@@ -302,8 +298,8 @@ static void worker_sleep(struct worker *w)
             atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
             (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
              !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) &&
-             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed) &&
-             !atomic_load_explicit(&s->hint_class_blocked, memory_order_relaxed)))
+             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed)) ||
+            atomic_load_explicit(&s->unpark_pending, memory_order_relaxed))
             return;
         if ((i & 63) == 0) {
             uint64_t now = now_ns();

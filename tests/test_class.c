@@ -423,7 +423,7 @@ static void test_retry_budget(void)
 /* ---- 7. deadlines propagate --------------------------------------------------------- */
 
 static _Atomic uint64_t parent_deadline, child_deadline;
-static atomic_int spawn_late_rc;
+static atomic_int spawn_late_rc, spawn_delay_rc;
 
 static int child_fn(ax_task *t, void *arg)
 {
@@ -442,6 +442,9 @@ static int parent_fn(ax_task *t, void *arg)
     ax_result r;
     CHECK_EQ(ax_join(t, id, -1, &r), AX_OK);
     CHECK_EQ(r.state, AX_STATE_SUCCEEDED);
+    /* A delay that ends after the parent's deadline: refused the same way. */
+    ax_spec d = {.fn = child_fn, .timeout_ms = 100, .delay_ms = 60000};
+    atomic_store(&spawn_delay_rc, ax_spawn(t, &d, NULL));
     /* Past the deadline (spinning: blocking calls would return at once). */
     while (ax_now_ns() <= ax_task_deadline_ns(t))
         ;
@@ -458,6 +461,7 @@ static void test_deadline_propagates(void)
     CHECK(atomic_load(&child_deadline) != 0);
     CHECK_LE(atomic_load(&child_deadline), atomic_load(&parent_deadline));
     CHECK_EQ(atomic_load(&spawn_late_rc), AX_ETIMEDOUT);
+    CHECK_EQ(atomic_load(&spawn_delay_rc), AX_ETIMEDOUT);
     CHECK_EQ(ax_shutdown(s, 5000), 0);
     ax_free(s);
 }

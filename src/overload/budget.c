@@ -95,6 +95,19 @@ bool ax_budget_try_retry(struct ax_budget *b, uint64_t now)
     return true;
 }
 
+void ax_budget_spend(struct ax_budget *b, uint64_t now)
+{
+    budget_advance(b, now);
+    uint32_t *c = &b->retries[b->epoch % AX_BUDGET_SLOTS];
+    if (*c < UINT32_MAX) (*c)++;
+    b->allowed++;
+}
+
+void ax_budget_deny(struct ax_budget *b)
+{
+    b->denied++;
+}
+
 double ax_budget_left(struct ax_budget *b, uint64_t now)
 {
     budget_advance(b, now);

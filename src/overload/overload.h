@@ -106,6 +106,12 @@ void ax_budget_first(struct ax_budget *b, uint64_t now);
  * (counted in `denied`). Allowed while retries in the window + 1 <=
  * ratio x first attempts in the window + min_per_s x window seconds. */
 bool ax_budget_try_retry(struct ax_budget *b, uint64_t now);
+/* The two halves of try_retry for a caller that decides in two steps
+ * (class.c: several parties decide, only the winner acts): spend counts a
+ * retry in the window whatever the room (it was checked with
+ * ax_budget_left before); deny counts a refusal. */
+void ax_budget_spend(struct ax_budget *b, uint64_t now);
+void ax_budget_deny(struct ax_budget *b);
 /* Whole retries still allowed in the window now (>= 0; >= 1 exactly when
  * ax_budget_try_retry would allow one), for stats and messages. */
 double ax_budget_left(struct ax_budget *b, uint64_t now);
