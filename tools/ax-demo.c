@@ -1,8 +1,8 @@
 /* ax-demo.c - the main job: replay the seed's §4 incident against a thread
- * pool and two ax configurations, side by side (issue 5).
+ * pool and three ax configurations, side by side (issues 5 and 12).
  *
  * With no arguments: for each configuration (threads, seed-before,
- * seed-tuned), start a fresh ax-upstream on a free loopback port, fork a
+ * seed-tuned, ax-auto), start a fresh ax-upstream on a free loopback port, fork a
  * child that runs the configuration against it (run.c), collect the child's
  * figures through shared memory, stop the upstream. Then print the summary
  * and the verdicts on the seed's five goals, and write results.json and
@@ -33,17 +33,19 @@
 #include "ax.h"
 
 static const char *const usage_text =
-    "usage: ax-demo [--speed S] [--short] [--out DIR] [--config FILE] [--url URL]\n"
-    "               [--only NAME[,NAME...]] [--seed N] [--upstream PATH]\n"
-    "       ax-demo --print-config [--short] [--config FILE]\n"
+    "usage: ax-demo [--scenario NAME] [--speed S] [--short] [--out DIR] [--config FILE]\n"
+    "               [--url URL] [--only NAME[,NAME...]] [--seed N] [--upstream PATH]\n"
+    "       ax-demo --print-config [--scenario NAME] [--short] [--config FILE]\n"
     "       ax-demo --help\n"
     "\n"
     "Replays the seed's incident (a traffic peak while the upstream degrades from\n"
-    "300 ms to 2 s, then recovery) against a thread pool and two ax configurations,\n"
+    "300 ms to 2 s, then recovery) against a thread pool and three ax configurations,\n"
     "one after the other, each in its own process against a fresh ax-upstream.\n"
     "Prints a summary and a verdict per seed goal; writes results.json and\n"
     "report.html (self-contained, inline SVG).\n"
     "\n"
+    "  --scenario NAME  the built-in scenario: overload (default: the seed's overload,\n"
+    "                   scaled down 10x) or retry-storm (a moderate peak)\n"
     "  --speed S        run S times faster than the incident (default 3.5; every\n"
     "                   duration is divided by S, counts stay at full scale)\n"
     "  --short          the short CI scenario (about 25 s in all)\n"
@@ -90,21 +92,22 @@ static void die(int code, const char *fmt, ...)
 struct options {
     double speed;
     bool short_mode, print_config;
-    const char *out, *config, *url, *only, *upstream;
+    const char *out, *config, *url, *only, *upstream, *scenario;
     bool seed_given;
     unsigned long long seed;
 };
 
 static void parse_args(int argc, char **argv, struct options *o)
 {
-    static const char *const with_value[] = {"--speed", "--out",  "--config",  "--url",
-                                             "--only",  "--seed", "--upstream"};
+    static const char *const with_value[] = {"--speed", "--out",  "--config",   "--url",
+                                             "--only",  "--seed", "--upstream", "--scenario"};
+    enum { NV = sizeof with_value / sizeof *with_value };
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
             fputs(usage_text, stdout);
             exit(0);
         }
-    bool seen[7] = {0};
+    bool seen[NV] = {0};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--short") == 0) {
@@ -119,7 +122,7 @@ static void parse_args(int argc, char **argv, struct options *o)
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
         int f = -1;
-        for (int k = 0; k < 7; k++)
+        for (int k = 0; k < NV; k++)
             if (strlen(with_value[k]) == len && strncmp(a, with_value[k], len) == 0) f = k;
         if (f < 0) usage_error("unknown option '%.*s'", (int)len, a);
         const char *v;
@@ -161,6 +164,9 @@ static void parse_args(int argc, char **argv, struct options *o)
             break;
         case 6:
             o->upstream = v;
+            break;
+        case 7:
+            o->scenario = v;
             break;
         }
     }
@@ -410,6 +416,84 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
     }
     putchar('\n');
 
+    printf("\noverload (tools/README.md, \"Reading the results\")\n");
+    row_start("HIGH wait p99 in the peak");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        ms_text(b, sizeof b, res[i]->wait_high_peak.count ? res[i]->wait_high_peak.p99 : -1);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("requests/task, degraded");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        double q = dm_requests_per_degraded_task(res[i]);
+        if (isfinite(q))
+            snprintf(b, sizeof b, "%.2f", q);
+        else
+            snprintf(b, sizeof b, "-");
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  most by one task");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%llu", (unsigned long long)res[i]->max_task_requests);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("peak RSS");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%.0f MB", res[i]->peak_rss_mb);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("recovery (wait p99 < 2x)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[48], a[16];
+        if (!isfinite(res[i]->recovery_ms))
+            snprintf(b, sizeof b, "n/a");
+        else if (res[i]->recovery_ms < 0)
+            snprintf(b, sizeof b, "not in the traffic");
+        else {
+            ms_text(a, sizeof a, res[i]->recovery_ms);
+            snprintf(b, sizeof b, "%s", a);
+        }
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("goodput (ok within dl)");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%.1f/s", dm_goodput(sc, res[i]));
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("HIGH success rate");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        snprintf(b, sizeof b, "%.1f %%", 100 * dm_high_success(res[i]));
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  refused: breaker open");
+    for (unsigned i = 0; i < n; i++) {
+        char b[32];
+        group(b, sizeof b, res[i]->open_refused);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+    row_start("  failed: open/expired");
+    for (unsigned i = 0; i < n; i++) {
+        char b[64], x[24], y[24];
+        group(x, sizeof x, res[i]->open_failed);
+        group(y, sizeof y, res[i]->expired);
+        snprintf(b, sizeof b, "%s / %s", x, y);
+        cell(res[i]->ok ? b : "-");
+    }
+    putchar('\n');
+
     printf("\nverdicts on the seed's five goals\n");
     for (unsigned i = 0; i < n; i++) {
         if (!res[i]->ok) {
@@ -427,6 +511,17 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
                    res[i]->stall_ms / sc->speed, res[i]->cpu_pressure_pct);
         for (unsigned k = 0; k < DM_NGOALS; k++)
             printf("    %-26s %-4s  %s\n", v[k].goal, dm_mark_name(v[k].mark), v[k].text);
+        const struct dm_profile *p = dm_profile_find(sc, res[i]->name);
+        if (p && p->engine == ENG_AX_AUTO) {
+            const struct dm_result *tuned = NULL;
+            for (unsigned j = 0; j < n; j++)
+                if (strcmp(res[j]->name, "seed-tuned") == 0) tuned = res[j];
+            struct dm_verdict tv[DM_NTARGETS];
+            dm_targets(sc, res[i], tuned, tv);
+            printf("    issue 12's targets, against seed-tuned in this run:\n");
+            for (unsigned k = 0; k < DM_NTARGETS; k++)
+                printf("    %-32s %-4s  %s\n", tv[k].goal, dm_mark_name(tv[k].mark), tv[k].text);
+        }
     }
 }
 
@@ -459,8 +554,10 @@ static void check_class_paths(const struct dm_scenario *sc, const char *url)
     }
     if (!bad) return;
     fflush(stdout);
-    fprintf(stderr, "ax-demo: --url %s: a class path did not answer GET with a 2xx when checked "
-                    "once before the run;", url);
+    fprintf(stderr,
+            "ax-demo: --url %s: a class path did not answer GET with a 2xx when checked "
+            "once before the run;",
+            url);
     for (unsigned c = 0; c < sc->ncls; c++)
         fprintf(stderr, "%s GET %s: %s", c ? "," : "", full[c], said[c]);
     fputc('\n', stderr);
@@ -519,7 +616,9 @@ int main(int argc, char **argv)
     parse_args(argc, argv, &o);
 
     static struct dm_scenario sc;
-    dm_scenario_builtin(&sc, o.short_mode);
+    if (dm_scenario_builtin(&sc, o.scenario, o.short_mode) != 0)
+        usage_error("--scenario: no built-in scenario '%s' (there are: %s)", o.scenario,
+                    dm_scenario_names);
     if (o.config) {
         char err[600];
         if (dm_scenario_file(&sc, o.config, err, sizeof err) != 0) {

@@ -38,6 +38,9 @@
 #define DM_SPEC_MAX 256
 #define DM_URL_MAX 512
 #define DM_MAX_SAMPLES 2400 /* time-series points per configuration */
+/* The built-in overload scenario is the seed's incident with every rate,
+ * cap and queue bound divided by this (scenario.c). */
+#define DM_OVERLOAD_SCALE 10
 
 /* Priorities in display order (ax's enum values differ: NORMAL is 0). */
 enum { DM_HIGH, DM_NORMAL, DM_LOW, DM_NPRIO };
@@ -63,7 +66,9 @@ struct dm_phase {
     char upstream[DM_SPEC_MAX]; /* ax-upstream phase keys ("slow=7 error=0.05") */
 };
 
-enum dm_engine { ENG_THREADS, ENG_AX };
+/* ENG_AX_AUTO: ax_config_default plus one ax task class per scenario class
+ * (name, timeout, retries), every overload control at its default. */
+enum dm_engine { ENG_THREADS, ENG_AX, ENG_AX_AUTO };
 enum dm_retry { RETRY_NONE, RETRY_FIXED, RETRY_EXP };
 
 /* A configuration under test. */
@@ -87,6 +92,7 @@ struct dm_scenario {
     uint64_t seed;
     double mix[DM_NPRIO];            /* HIGH/NORMAL/LOW shares of the traffic */
     double drain_ms;                 /* after the last phase: time to finish the backlog */
+    double deadline_ms;              /* a success counts as goodput within this of its submit */
     double ctx_bytes;                /* business context a task carries (seed §4.3: 2 KB) */
     char upstream_base[DM_SPEC_MAX]; /* keys every endpoint gets (capacity=, overload=) */
     unsigned ncls, nph, nprof;
@@ -95,7 +101,13 @@ struct dm_scenario {
     struct dm_profile prof[DM_MAX_PROFILES];
 };
 
-void dm_scenario_builtin(struct dm_scenario *sc, bool short_mode);
+/* The built-in scenarios: "overload" (the default) and "retry-storm".
+ * -1 for an unknown name. */
+int dm_scenario_builtin(struct dm_scenario *sc, const char *name, bool short_mode);
+extern const char *const dm_scenario_names; /* "overload, retry-storm" */
+/* The degraded stretch: from the first phase with upstream= keys to the end
+ * of the last one; false if no phase changes the upstream. */
+bool dm_degraded_window(const struct dm_scenario *sc, double *from_ms, double *to_ms);
 /* Replace *sc by the file's scenario; on error, err says FILE:LINE: why. */
 int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t errlen);
 void dm_scenario_print(const struct dm_scenario *sc, FILE *f);
@@ -184,12 +196,27 @@ enum dm_series {
     S_LAT_ALL_P50,
     S_LAT_ALL_P99, /* every call, a timed-out one counted at its timeout (censored) */
     S_TIMEOUT_PCT, /* % of the window's calls that timed out */
+    S_WAIT_ALL,    /* wait p99 of tasks started recently, every priority */
     DM_NSERIES
 };
 
 /* HTTP statuses counted per class: 100..599 by code, 0 = no answer (the
  * call timed out, was cancelled, or the connection failed). */
 #define DM_NSTATUS 600
+
+/* Per task class, ax-auto only: what ax_class_stats_get says, sampled. */
+enum dm_class_series {
+    CS_LIMIT,           /* the class's concurrency limit */
+    CS_IN_FLIGHT,       /* attempts of the class holding a slot */
+    CS_QUEUED,          /* waiting in a bucket */
+    CS_BREAKER,         /* 0 closed, 1 half-open, 2 open */
+    CS_BUDGET_LEFT,     /* retries the budget allows now */
+    CS_RETRIES_ALLOWED, /* cumulative */
+    CS_RETRIES_DENIED,  /* cumulative */
+    CS_EXPIRED,         /* cumulative: failed at dispatch past the queue-time budget */
+    CS_OPEN_REJECTED,   /* cumulative: refused or failed with AX_EOPEN */
+    DM_NCS
+};
 
 struct dm_dist {
     double p50, p99, max; /* incident ms; -1 if no sample */
@@ -235,9 +262,24 @@ struct dm_result {
     uint64_t queue_bound;                        /* 0 = unbounded */
     double peak_rss_mb;
     unsigned peak_threads;
+    /* The overload measures (tools/README.md, "Reading the results"). */
+    struct dm_dist wait_high_peak; /* HIGH tasks submitted during the peak */
+    struct dm_dist wait_steady;    /* every task submitted during the first phase */
+    uint64_t degraded_tasks;       /* admitted while degraded, ended by the engine */
+    uint64_t degraded_requests;    /* ... the upstream requests they made */
+    uint64_t max_task_requests;    /* the most requests one task made */
+    double recovery_ms;            /* after the upstream recovered; -1: never, NAN: n/a */
+    double recovery_limit_ms;      /* the wait p99 it had to get back under */
+    uint64_t good;                 /* succeeded within the scenario's deadline */
+    uint64_t good_degraded;        /* ... of those submitted while degraded */
+    uint64_t open_refused;         /* AX_EOPEN at submit (in OUT_REJECTED) */
+    uint64_t open_failed, expired; /* AX_EOPEN, AX_EEXPIRED terminal failures (in OUT_FAILED) */
+    uint64_t budget_denied;        /* failures whose retry the budget refused (in their state) */
     unsigned nsamples;
     double sample_ms; /* wall ms between samples */
     float series[DM_NSERIES][DM_MAX_SAMPLES];
+    unsigned nclasses; /* ax task classes sampled (ax-auto), 0 otherwise */
+    float cls[DM_MAX_CLASSES][DM_NCS][DM_MAX_SAMPLES];
 };
 
 /* ---- running (run.c, eng_ax.c, eng_threads.c, upstream.c) ------------------ */
@@ -284,6 +326,14 @@ struct dm_verdict {
     char text[400];
 };
 #define DM_NGOALS 5
+/* ax-auto's targets (issue 12), judged against seed-tuned in the same run. */
+#define DM_NTARGETS 6
+void dm_targets(const struct dm_scenario *sc, const struct dm_result *autor,
+                const struct dm_result *tuned, struct dm_verdict v[DM_NTARGETS]);
+/* The overload measures. */
+double dm_requests_per_degraded_task(const struct dm_result *r);            /* NAN: n/a */
+double dm_goodput(const struct dm_scenario *sc, const struct dm_result *r); /* per s */
+double dm_high_success(const struct dm_result *r);                          /* 0..1 */
 void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
                  const struct dm_result *r, struct dm_verdict v[DM_NGOALS]);
 const char *dm_mark_name(enum dm_mark m);

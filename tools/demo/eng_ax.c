@@ -13,6 +13,16 @@
  * ax_submit's return (AX_ESHED = shed, AX_EFULL/AX_ERATE = rejected). The
  * lifecycle events go, in lossless mode, to a callback sink that only counts
  * them, to check the seed's fifth goal against the callbacks.
+ *
+ * ax-auto (issue 12) is ax_config_default and one ax task class per scenario
+ * class, registered from ax_class_config_default with only the class's name,
+ * timeout and retries (count and policy) set: the adaptive limit, the retry
+ * budget, the breaker and the queue-time budget run at their defaults. Each
+ * submission names its class and keeps its own priority (AX_SPEC_PRIORITY).
+ * The only numbers changed are durations, divided by the speed like every
+ * other duration in the demo (grace, the classes' windows): counts and
+ * ratios are ax's. AX_EOPEN at submit counts as rejected; AX_EOPEN and
+ * AX_EEXPIRED terminal failures as failed (and apart, in results.json).
  */
 #include "run.h"
 
@@ -26,6 +36,8 @@ static ax_sched *S;
 static ax_retry_policy policy;
 static _Atomic uint64_t ev_submitted, ev_terminal;
 static unsigned max_orphans;
+static unsigned class_id[DM_MAX_CLASSES];
+static unsigned nclasses;
 
 static ax_priority ax_prio(unsigned p)
 {
@@ -56,9 +68,66 @@ static void on_event(const ax_event *ev, void *arg)
     }
 }
 
+/* A wall-time rendering of an incident-time default (ms). */
+static uint32_t scaled_ms(uint64_t incident_ms)
+{
+    return wall_ms((double)incident_ms);
+}
+
+static int auto_start(char *err, size_t errlen)
+{
+    const struct dm_profile *p = dm_run_g.p;
+    const struct dm_scenario *sc = dm_run_g.sc;
+    ax_config c;
+    ax_config_default(&c);
+    c.grace_ms = wall_ms(3000);
+    /* ax's default bound on orphans: 0 means max_concurrency, at least 64. */
+    max_orphans = c.max_orphans ? c.max_orphans : (c.max_concurrency > 64 ? c.max_concurrency : 64);
+    int rc = ax_new(&c, &S);
+    if (rc) {
+        snprintf(err, errlen, "ax_new: %s: %s", ax_strerror(rc), ax_error_detail());
+        return -1;
+    }
+    policy.mode = AX_BACKOFF_EXPONENTIAL;
+    policy.base_ms = wall_ms(p->retry_base_ms > 0 ? p->retry_base_ms : 1000);
+    policy.max_ms = wall_ms(p->retry_max_ms > 0 ? p->retry_max_ms : 1000);
+    if (policy.max_ms < policy.base_ms) policy.max_ms = policy.base_ms;
+    policy.jitter_ms = p->retry_jitter_ms > 0 ? wall_ms(p->retry_jitter_ms) : 0;
+    nclasses = 0;
+    for (unsigned i = 0; i < sc->ncls; i++) {
+        ax_class_config cc;
+        ax_class_config_default(&cc);
+        cc.name = sc->cls[i].name;
+        cc.timeout_ms = dm_run_g.timeout_wall_ms[i];
+        cc.max_retry = p->retry == RETRY_NONE ? 0 : p->max_retry;
+        cc.retry = policy;
+        /* Durations at the demo's speed; the defaults' counts and ratios as they are. */
+        cc.retry_budget_window_ms = scaled_ms(cc.retry_budget_window_ms);
+        cc.retry_budget_min_per_s *= dm_run_g.speed;
+        cc.breaker_window_ms = scaled_ms(cc.breaker_window_ms);
+        cc.breaker_open_ms = scaled_ms(cc.breaker_open_ms);
+        if (cc.queue_budget_ms) cc.queue_budget_ms = scaled_ms(cc.queue_budget_ms);
+        rc = ax_class_register(S, &cc, &class_id[i]);
+        if (rc) {
+            snprintf(err, errlen, "ax_class_register(%s): %s: %s", cc.name, ax_strerror(rc),
+                     ax_error_detail());
+            ax_free(S);
+            S = NULL;
+            return -1;
+        }
+        nclasses++;
+    }
+    return 0;
+}
+
 static int ax_start(char *err, size_t errlen)
 {
     const struct dm_profile *p = dm_run_g.p;
+    nclasses = 0;
+    if (p->engine == ENG_AX_AUTO) {
+        if (auto_start(err, errlen) != 0) return -1;
+        goto events;
+    }
     ax_config c;
     ax_config_default(&c);
     c.max_concurrency = p->cap;
@@ -89,6 +158,7 @@ static int ax_start(char *err, size_t errlen)
         return -1;
     }
     if (!p->retry_low) ax_set_retry_enabled(S, AX_PRIO_LOW, false);
+events:
     ax_events_callback(S, on_event, NULL);
     /* Goal 5 asks for every task's lifecycle: a producer that finds its
      * ring full waits rather than drops (the default drops, and the ~20 000
@@ -130,6 +200,14 @@ static void on_done(const ax_result *r, void *arg)
                         : r->state == AX_STATE_TIMED_OUT ? OUT_TIMED_OUT
                         : r->state == AX_STATE_CANCELLED ? OUT_CANCELLED
                                                          : OUT_FAILED;
+    if (nclasses && o != OUT_SUCCEEDED) {
+        if (r->code == AX_EOPEN)
+            atomic_fetch_add_explicit(&dm_run_g.open_failed, 1, memory_order_relaxed);
+        else if (r->code == AX_EEXPIRED)
+            atomic_fetch_add_explicit(&dm_run_g.expired, 1, memory_order_relaxed);
+        if (strstr(r->error, "retry budget"))
+            atomic_fetch_add_explicit(&dm_run_g.budget_denied, 1, memory_order_relaxed);
+    }
     dm_task_done(tk, o);
 }
 
@@ -146,8 +224,17 @@ static int ax_submit_task(struct dm_task *tk)
         .on_done = on_done,
         .cb_arg = tk,
     };
+    if (nclasses) {
+        /* The class's timeout, retry count and policy; the task's own priority. */
+        sp.class_id = class_id[tk->cls];
+        sp.overrides = AX_SPEC_PRIORITY;
+        sp.timeout_ms = 0;
+        sp.max_retry = 0;
+        sp.retry = NULL;
+    }
     int rc = ax_submit(S, &sp, NULL);
     if (rc == 0) return 0;
+    if (rc == AX_EOPEN) atomic_fetch_add_explicit(&dm_run_g.open_refused, 1, memory_order_relaxed);
     return rc == AX_ESHED ? OUT_SHED : OUT_REJECTED;
 }
 
@@ -199,6 +286,32 @@ static void ax_finish(struct dm_result *r)
     S = NULL;
 }
 
+static void ax_class_sample(struct dm_result *r, unsigned i)
+{
+    r->nclasses = 0;
+    for (unsigned c = 0; c < nclasses && c < DM_MAX_CLASSES; c++) {
+        ax_class_stats st;
+        float(*cs)[DM_MAX_SAMPLES] = r->cls[c];
+        if (ax_class_stats_get(S, class_id[c], &st) != 0) {
+            for (unsigned k = 0; k < DM_NCS; k++)
+                cs[k][i] = NAN;
+            continue;
+        }
+        cs[CS_LIMIT][i] = (float)st.limit;
+        cs[CS_IN_FLIGHT][i] = (float)st.in_flight;
+        cs[CS_QUEUED][i] = (float)st.queued;
+        cs[CS_BREAKER][i] = st.breaker == AX_BREAKER_OPEN        ? 2.0f
+                            : st.breaker == AX_BREAKER_HALF_OPEN ? 1.0f
+                                                                 : 0.0f;
+        cs[CS_BUDGET_LEFT][i] = (float)st.retry_budget_left;
+        cs[CS_RETRIES_ALLOWED][i] = (float)st.retries_allowed;
+        cs[CS_RETRIES_DENIED][i] = (float)st.retries_denied;
+        cs[CS_EXPIRED][i] = (float)st.expired;
+        cs[CS_OPEN_REJECTED][i] = (float)st.breaker_rejected;
+    }
+    r->nclasses = nclasses;
+}
+
 const struct dm_engine_ops dm_engine_ax = {
     .start = ax_start,
     .submit = ax_submit_task,
@@ -206,4 +319,5 @@ const struct dm_engine_ops dm_engine_ax = {
     .idle = ax_idle,
     .stop = ax_stop,
     .finish = ax_finish,
+    .class_sample = ax_class_sample,
 };

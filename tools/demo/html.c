@@ -105,14 +105,18 @@ struct line {
     enum dm_series s; /* the series, when derived == D_NONE */
     int derived;
     bool step; /* a limit: draw as steps */
+    int cls;   /* >= 0: task class cls's series cs (or its rate, derived CD_*) */
+    int cs;
 };
 
-#define MAXLINES 6
+#define MAXLINES 8
 
 struct chart {
     const char *title;
     const char *unit; /* for the y axis label */
     bool log, ms;     /* log scale; values are milliseconds */
+    bool classes;     /* per task class: only configurations with classes */
+    bool states;      /* the breaker: 0 closed, 1 half-open, 2 open */
     double ymin, ymax;
     unsigned nlines;
     struct line l[MAXLINES];
@@ -123,14 +127,20 @@ struct axes {
 };
 
 /* Rates per incident second, derived from the cumulative series. */
+enum { CD_NONE, CD_ALLOWED, CD_DENIED, CD_N };
 struct derived {
     float y[D_N][DM_MAX_SAMPLES];
+    float cls[DM_MAX_CLASSES][CD_N][DM_MAX_SAMPLES]; /* retries allowed, denied per second */
 };
 static struct derived derived_of[DM_MAX_PROFILES];
 
-/* The values of line l for configuration i (NaN = gap). */
+/* The values of line l for configuration i (NaN = gap; NULL = none here). */
 static const float *line_y(const struct line *l, struct dm_result *const *res, unsigned i)
 {
+    if (l->cls >= 0) {
+        if ((unsigned)l->cls >= res[i]->nclasses) return NULL;
+        return l->derived ? derived_of[i].cls[l->cls][l->derived] : res[i]->cls[l->cls][l->cs];
+    }
     return l->derived ? derived_of[i].y[l->derived] : res[i]->series[l->s];
 }
 
@@ -195,6 +205,13 @@ static void draw_axes(FILE *f, const struct chart *c, const struct axes *a)
                 fmt_count(b, sizeof b, v);
             fprintf(f, "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' class='g'/>", ML, y, CW - MR, y);
             fprintf(f, "<text x='%d' y='%.1f' class='yl'>%s</text>", ML - 5, y + 4, b);
+        }
+    } else if (c->states) {
+        static const char *const name[] = {"closed", "half-open", "open"};
+        for (int v = 0; v <= 2; v++) {
+            double y = ymap(c, v);
+            fprintf(f, "<line x1='%d' y1='%.1f' x2='%d' y2='%.1f' class='g'/>", ML, y, CW - MR, y);
+            fprintf(f, "<text x='%d' y='%.1f' class='yl'>%s</text>", ML - 5, y + 4, name[v]);
         }
     } else {
         double step = nice_step(c->ymax - c->ymin, 4);
@@ -267,10 +284,16 @@ static void draw_chart(FILE *f, const struct dm_scenario *sc, const struct chart
         fprintf(f, "<text x='%d' y='%d' class='na'>did not run</text></svg>", CW / 2, CH / 2);
         return;
     }
+    if (c->classes && r->nclasses == 0) {
+        fprintf(f, "<text x='%d' y='%d' class='na'>no task classes</text></svg>", CW / 2, CH / 2);
+        return;
+    }
     draw_phases(f, sc, a);
     draw_axes(f, c, a);
-    for (unsigned k = 0; k < c->nlines; k++)
-        draw_line(f, c, a, r, &c->l[k], line_y(&c->l[k], res, i));
+    for (unsigned k = 0; k < c->nlines; k++) {
+        const float *y = line_y(&c->l[k], res, i);
+        if (y) draw_line(f, c, a, r, &c->l[k], y);
+    }
     fputs("</svg>", f);
 }
 
@@ -282,6 +305,7 @@ static void fit(struct chart *c, struct dm_result *const *res, unsigned n)
         if (!res[i]->ok) continue;
         for (unsigned k = 0; k < c->nlines; k++) {
             const float *y = line_y(&c->l[k], res, i);
+            if (!y) continue;
             for (unsigned j = 0; j < res[i]->nsamples; j++) {
                 double v = y[j];
                 if (!isfinite(v)) continue;
@@ -290,7 +314,10 @@ static void fit(struct chart *c, struct dm_result *const *res, unsigned n)
             }
         }
     }
-    if (c->log) {
+    if (c->states) {
+        c->ymin = -0.15;
+        c->ymax = 2.15;
+    } else if (c->log) {
         if (!(hi > 0)) hi = 1000;
         if (!isfinite(lo)) lo = 1;
         c->ymin = pow(10, floor(log10(lo)));
@@ -306,22 +333,37 @@ static void fit(struct chart *c, struct dm_result *const *res, unsigned n)
 }
 
 /* Rates from a cumulative series: per incident second, over a few samples. */
-static void rate_of(const struct dm_result *r, enum dm_series s, float *out)
+static void rate_from(const struct dm_result *r, const float *cum, float *out)
 {
     const unsigned w = 3;
     for (unsigned i = 0; i < r->nsamples; i++) {
         unsigned j = i >= w ? i - w : 0;
         double dt = (r->series[S_T][i] - r->series[S_T][j]) / 1000.0;
-        out[i] = dt > 0 ? (float)((r->series[s][i] - r->series[s][j]) / dt) : NAN;
+        out[i] = dt > 0 ? (float)((cum[i] - cum[j]) / dt) : NAN;
     }
+}
+
+static void rate_of(const struct dm_result *r, enum dm_series s, float *out)
+{
+    rate_from(r, r->series[s], out);
 }
 
 static void add(struct chart *c, const char *label, const char *color, const char *dash,
                 enum dm_series s, int derived, bool step)
 {
     if (c->nlines < MAXLINES)
-        c->l[c->nlines++] = (struct line){label, color, dash, s, derived, step};
+        c->l[c->nlines++] = (struct line){label, color, dash, s, derived, step, -1, 0};
 }
+
+static void add_cls(struct chart *c, const char *label, const char *color, const char *dash,
+                    int cls, int cs, int derived, bool step)
+{
+    if (c->nlines < MAXLINES)
+        c->l[c->nlines++] = (struct line){label, color, dash, S_T, derived, step, cls, cs};
+}
+
+static const char *const class_color[DM_MAX_CLASSES] = {"#9467bd", "#ff7f0e", "#8c564b", "#e377c2",
+                                                        "#7f7f7f", "#bcbd22", "#17becf", "#1f77b4"};
 
 /* ---- the page ----------------------------------------------------------------- */
 
@@ -455,6 +497,38 @@ static void summary(FILE *f, const struct dm_scenario *sc, struct dm_result *con
     ROW("peak RSS", true, "%.0f MB", r->peak_rss_mb);
     ROW("peak threads", false, "%u", r->peak_threads);
     ROW("run time (wall)", false, "%.1f s", r->wall_s);
+    /* The overload measures (tools/README.md, "Reading the results"). */
+    for (unsigned i = 0; i < n; i++)
+        fmt_ms(buf[i], sizeof buf[i],
+               res[i]->wait_high_peak.count ? res[i]->wait_high_peak.p99 : -1);
+    summary_row(f, "HIGH wait p99, tasks submitted in the peak", res, n, cells, true);
+    for (unsigned i = 0; i < n; i++) {
+        double q = dm_requests_per_degraded_task(res[i]);
+        if (isfinite(q))
+            snprintf(buf[i], sizeof buf[i], "%.2f", q);
+        else
+            snprintf(buf[i], sizeof buf[i], "–");
+    }
+    summary_row(f, "upstream requests per task admitted while degraded", res, n, cells, false);
+    ROW("most upstream requests one task made", false, "%llu",
+        (unsigned long long)r->max_task_requests);
+    for (unsigned i = 0; i < n; i++) {
+        char a[24];
+        if (!isfinite(res[i]->recovery_ms))
+            snprintf(buf[i], sizeof buf[i], "n/a");
+        else if (res[i]->recovery_ms < 0)
+            snprintf(buf[i], sizeof buf[i], "not before the traffic ended");
+        else {
+            fmt_ms(a, sizeof a, res[i]->recovery_ms);
+            snprintf(buf[i], sizeof buf[i], "%s", a);
+        }
+    }
+    summary_row(f, "recovery after the upstream's (wait p99 ≤ 2 × steady)", res, n, cells, false);
+    ROW("goodput: succeeded within the deadline, per second", false, "%.1f /s", dm_goodput(sc, r));
+    ROW("HIGH success rate (of HIGH tasks generated)", false, "%.1f %%", 100 * dm_high_success(r));
+    ROW("refused: breaker open (AX_EOPEN)", false, "%llu", (unsigned long long)r->open_refused);
+    ROW("failed: breaker open / queue-time budget (AX_EEXPIRED)", false, "%llu / %llu",
+        (unsigned long long)r->open_failed, (unsigned long long)r->expired);
 #undef ROW
     fputs("</table>\n", f);
 }
@@ -502,6 +576,33 @@ static void verdicts(FILE *f, const struct dm_scenario *sc, struct dm_result *co
     fputs("</table>\n", f);
 }
 
+/* ax-auto's targets (issue 12), against seed-tuned in the same run. */
+static void targets(FILE *f, const struct dm_scenario *sc, struct dm_result *const *res, unsigned n)
+{
+    const struct dm_result *tuned = NULL;
+    for (unsigned j = 0; j < n; j++)
+        if (strcmp(res[j]->name, "seed-tuned") == 0) tuned = res[j];
+    for (unsigned i = 0; i < n; i++) {
+        const struct dm_profile *p = dm_profile_find(sc, res[i]->name);
+        if (!p || p->engine != ENG_AX_AUTO || !res[i]->ok) continue;
+        struct dm_verdict v[DM_NTARGETS];
+        dm_targets(sc, res[i], tuned, v);
+        fputs("<h3>", f);
+        esc(f, res[i]->name);
+        fputs(": issue 12's targets, against seed-tuned in this run</h3>\n<table>", f);
+        for (unsigned k = 0; k < DM_NTARGETS; k++) {
+            const char *m = dm_mark_name(v[k].mark);
+            fputs("<tr><td class='l'>", f);
+            esc(f, v[k].goal);
+            fprintf(f, "</td><td class='vt'><span class='%s'>%s</span> ",
+                    v[k].mark == MARK_NA ? "NA" : m, m);
+            esc(f, v[k].text);
+            fputs("</td></tr>\n", f);
+        }
+        fputs("</table>\n", f);
+    }
+}
+
 #define HIGH_C "#d62728"
 #define NORMAL_C "#1f77b4"
 #define LOW_C "#2ca02c"
@@ -524,6 +625,10 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
             d->y[D_BAD][j] += tmp[j];
         rate_of(res[i], S_REFUSED, d->y[D_REFUSED]);
         rate_of(res[i], S_REQUESTS, d->y[D_REQ]);
+        for (unsigned c = 0; c < res[i]->nclasses; c++) {
+            rate_from(res[i], res[i]->cls[c][CS_RETRIES_ALLOWED], d->cls[c][CD_ALLOWED]);
+            rate_from(res[i], res[i]->cls[c][CS_RETRIES_DENIED], d->cls[c][CD_DENIED]);
+        }
     }
 
     time_t now = time(NULL);
@@ -539,7 +644,8 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
           "<p class='sub'>The incident of the write-up ax answers: at a traffic peak the "
           "upstream slowed from 300 ms to 2 s per call, fixed one-second retries piled on, the "
           "queues and memory grew. It is replayed here against a thread pool, ax with the "
-          "incident's settings and ax with the settings tuned after it. ",
+          "incident's settings, ax with the settings tuned after it and, where it ran, ax "
+          "by itself (ax-auto: its defaults and task classes). ",
           f);
     double len = dm_scenario_length_ms(sc) / 1000;
     fprintf(f, "Scenario <code>");
@@ -630,6 +736,7 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
           f);
     fputs("<h2>Verdicts on the seed's five goals</h2>\n", f);
     verdicts(f, sc, res, n);
+    targets(f, sc, res, n);
     fputs("<p class='note'>Every verdict is measured by the demo, not read from the engine "
           "under test: each task function records its entry and exit, the submitter counts the "
           "tasks waiting to start, every upstream answer is counted. <em>Orphans</em>: when a "
@@ -663,11 +770,24 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
     }
     fputs("</div>\n", f);
 
-    enum { ROWS = 6 };
+    bool any_classes = false;
+    for (unsigned i = 0; i < n; i++)
+        if (res[i]->ok && res[i]->nclasses) any_classes = true;
+    /* Label strings for the class lines: "quote limit", ... */
+    static char cls_label[DM_MAX_CLASSES][3][DM_NAME_MAX + 24];
+    for (unsigned k = 0; k < sc->ncls && k < DM_MAX_CLASSES; k++) {
+        snprintf(cls_label[k][0], sizeof cls_label[k][0], "%s limit", sc->cls[k].name);
+        snprintf(cls_label[k][1], sizeof cls_label[k][1], "%s in flight", sc->cls[k].name);
+        snprintf(cls_label[k][2], sizeof cls_label[k][2], "%s denied/s", sc->cls[k].name);
+    }
+    unsigned ncl = sc->ncls < 4 ? sc->ncls : 4; /* lines per chart stay readable */
+
+    enum { ROWS = 9 };
     for (unsigned row = 0; row < ROWS; row++) {
         struct chart c;
         memset(&c, 0, sizeof c);
         const char *note = "";
+        if (row >= 2 && row <= 4 && !any_classes) continue;
         switch (row) {
         case 0:
             c.title = "Queue length per bucket";
@@ -692,6 +812,47 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
                    "the request it was sent: that is the gap between the two lines.";
             break;
         case 2:
+            c.title = "Concurrency limit per task class (ax-auto's adaptive limit)";
+            c.unit = "attempts";
+            c.classes = true;
+            c.log = true; /* from the cap (500) down to a few: both ends readable */
+            for (unsigned k = 0; k < ncl; k++) {
+                add_cls(&c, cls_label[k][0], class_color[k], NULL, (int)k, CS_LIMIT, CD_NONE, true);
+                add_cls(&c, cls_label[k][1], class_color[k], "2 3", (int)k, CS_IN_FLIGHT, CD_NONE,
+                        false);
+            }
+            note = "ax_class_stats_get at every sample (log scale): the limit each class's "
+                   "attempts in flight may not pass (it follows the class's measured latency "
+                   "between its bounds), and the attempts in flight (gaps: none). Above the "
+                   "limit, tasks wait in their bucket, where priority and the queue-time "
+                   "budget act.";
+            break;
+        case 3:
+            c.title = "Retry budget per task class";
+            c.unit = "retries";
+            c.classes = true;
+            for (unsigned k = 0; k < ncl; k++) {
+                add_cls(&c, sc->cls[k].name, class_color[k], NULL, (int)k, CS_BUDGET_LEFT, CD_NONE,
+                        false);
+                add_cls(&c, cls_label[k][2], class_color[k], "2 3", (int)k, CS_RETRIES_DENIED,
+                        CD_DENIED, false);
+            }
+            note = "Solid: the retries the budget allows now (a share of the class's first "
+                   "attempts over its window, plus a floor per second). Dotted: retries refused "
+                   "per incident second; such an attempt's failure is final.";
+            break;
+        case 4:
+            c.title = "Circuit breaker state per task class";
+            c.unit = "";
+            c.classes = true;
+            c.states = true;
+            for (unsigned k = 0; k < ncl; k++)
+                add_cls(&c, sc->cls[k].name, class_color[k], k ? (k == 1 ? "6 3" : "2 2") : NULL,
+                        (int)k, CS_BREAKER, CD_NONE, true);
+            note = "Open: the class fails fast (AX_EOPEN at submit and at dispatch); half-open: "
+                   "a few probes decide whether it closes again.";
+            break;
+        case 5:
             c.title = "Wait p99 per priority (tasks started in the last half second of wall time)";
             c.unit = "submit → start";
             c.log = c.ms = true;
@@ -701,7 +862,7 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
             note = "Gaps: no task of that priority started in the window. The seed's goal is "
                    "NORMAL ≤ 100 ms.";
             break;
-        case 3:
+        case 6:
             c.title = "Upstream latency";
             c.unit = "latency";
             c.log = c.ms = true;
@@ -719,7 +880,7 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
                    "results.json. ax-upstream's own mean also counts the requests the client "
                    "had given up on.";
             break;
-        case 4:
+        case 7:
             c.title = "Outcomes and upstream requests per second";
             c.unit = "per second";
             add(&c, "upstream requests", "#444", NULL, S_T, D_REQ, false);
@@ -728,7 +889,7 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
             add(&c, "refused (shed, full)", "#e6a100", "5 3", S_T, D_REFUSED, false);
             note = "Per incident second. Requests above successes are retries and failures.";
             break;
-        case 5:
+        case 8:
             c.title = "Resident memory (RSS)";
             c.unit = "MB";
             add(&c, "RSS", "#6a3d9a", NULL, S_RSS_MB, D_NONE, false);

@@ -77,10 +77,19 @@ static const char *const series_name[DM_NSERIES] = {"t_s",
                                                     "requests",
                                                     "latency_all_p50_ms",
                                                     "latency_all_p99_ms",
-                                                    "timed_out_calls_pct"};
+                                                    "timed_out_calls_pct",
+                                                    "wait_p99_all_ms"};
+
+static const char *const class_series_name[DM_NCS] = {
+    "limit",           "in_flight",      "queued",  "breaker",         "retry_budget_left",
+    "retries_allowed", "retries_denied", "expired", "breaker_rejected"};
 
 static const char *const out_name[DM_NOUT] = {"succeeded", "failed", "timed_out",
                                               "cancelled", "shed",   "rejected"};
+
+/* The run's configurations, for ax-auto's targets against seed-tuned. */
+static struct dm_result *const *g_res;
+static unsigned g_nres;
 
 static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_result *r)
 {
@@ -88,14 +97,19 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
     fputs("{\"name\":", f);
     jstr(f, r->name);
     fputs(",\"engine\":", f);
-    jstr(f, p && p->engine == ENG_THREADS ? "threads" : "ax");
+    jstr(f, p && p->engine == ENG_THREADS   ? "threads"
+            : p && p->engine == ENG_AX_AUTO ? "ax-auto"
+                                            : "ax");
     fputs(",\"about\":", f);
     jstr(f, p ? p->about : "");
     fprintf(f, ",\"ok\":%s,\"error\":", r->ok ? "true" : "false");
     jstr(f, r->error);
     if (p) {
-        fprintf(f, ",\"settings\":{\"cap\":%u,\"queues\":", p->cap);
-        if (p->queue[0] || p->queue[1] || p->queue[2])
+        fprintf(f, ",\"settings\":{\"cap\":%llu,\"queues\":",
+                (unsigned long long)(p->cap ? p->cap : r->limit));
+        if (p->engine == ENG_AX_AUTO)
+            fputs("\"ax default\",\"shed_ratio\":\"ax default\"", f);
+        else if (p->queue[0] || p->queue[1] || p->queue[2])
             fprintf(f, "{\"HIGH\":%u,\"NORMAL\":%u,\"LOW\":%u},\"shed_ratio\":%g", p->queue[0],
                     p->queue[1], p->queue[2], p->shed_ratio);
         else
@@ -208,6 +222,56 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
             (unsigned long long)r->ev_terminal, (unsigned long long)r->ev_dropped,
             (unsigned long long)r->lingering, (unsigned long long)r->orphans,
             (unsigned long long)r->low_started_in_peak);
+    /* The overload measures (tools/README.md, "Reading the results"). */
+    fputs(",\"overload\":{\"high_wait_peak\":", f);
+    jdist(f, &r->wait_high_peak);
+    fputs(",\"wait_steady\":", f);
+    jdist(f, &r->wait_steady);
+    fputs(",\"high_wait_p99_peak_ms\":", f);
+    jnum(f, r->wait_high_peak.count ? r->wait_high_peak.p99 : NAN);
+    fprintf(f,
+            ",\"degraded_tasks\":%llu,\"degraded_requests\":%llu,\"max_requests_one_task\":%llu,"
+            "\"requests_per_task_degraded\":",
+            (unsigned long long)r->degraded_tasks, (unsigned long long)r->degraded_requests,
+            (unsigned long long)r->max_task_requests);
+    jnum(f, dm_requests_per_degraded_task(r));
+    fputs(",\"peak_rss_mb\":", f);
+    jnum(f, r->peak_rss_mb);
+    fputs(",\"recovery_s\":", f);
+    jnum(f, isfinite(r->recovery_ms) && r->recovery_ms >= 0 ? r->recovery_ms / 1000 : NAN);
+    fprintf(f, ",\"recovered\":%s,\"recovery_limit_ms\":",
+            !isfinite(r->recovery_ms) ? "null"
+            : r->recovery_ms >= 0     ? "true"
+                                      : "false");
+    jnum(f, r->recovery_limit_ms);
+    fprintf(f, ",\"deadline_ms\":%g,\"good\":%llu,\"good_degraded\":%llu,\"goodput_per_s\":",
+            sc->deadline_ms, (unsigned long long)r->good, (unsigned long long)r->good_degraded);
+    jnum(f, dm_goodput(sc, r));
+    fputs(",\"high_success_rate\":", f);
+    jnum(f, dm_high_success(r));
+    fprintf(f,
+            ",\"refused_breaker_open\":%llu,\"failed_breaker_open\":%llu,"
+            "\"failed_expired\":%llu,\"retry_budget_exhausted\":%llu}",
+            (unsigned long long)r->open_refused, (unsigned long long)r->open_failed,
+            (unsigned long long)r->expired, (unsigned long long)r->budget_denied);
+    if (p && p->engine == ENG_AX_AUTO) {
+        const struct dm_result *tuned = NULL;
+        for (unsigned j = 0; j < g_nres; j++)
+            if (strcmp(g_res[j]->name, "seed-tuned") == 0) tuned = g_res[j];
+        struct dm_verdict tv[DM_NTARGETS];
+        dm_targets(sc, r, tuned, tv);
+        fputs(",\"targets\":[", f);
+        for (unsigned k = 0; k < DM_NTARGETS; k++) {
+            fputs(k ? ",{\"target\":" : "{\"target\":", f);
+            jstr(f, tv[k].goal);
+            fputs(",\"result\":", f);
+            jstr(f, dm_mark_name(tv[k].mark));
+            fputs(",\"text\":", f);
+            jstr(f, tv[k].text);
+            fputc('}', f);
+        }
+        fputc(']', f);
+    }
     struct dm_verdict v[DM_NGOALS];
     dm_verdicts(sc, p, r, v);
     fputs(",\"verdicts\":[", f);
@@ -236,6 +300,34 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
         }
         fputc(']', f);
     }
+    fputc('}', f);
+    /* ax-auto: each task class over time, from ax_class_stats_get. */
+    fputs(",\"class_series\":", f);
+    if (!r->nclasses) {
+        fputs("null}", f);
+        return;
+    }
+    fputc('{', f);
+    for (unsigned c = 0; c < r->nclasses && c < sc->ncls; c++) {
+        fputs(c ? ",\n" : "\n", f);
+        jstr(f, sc->cls[c].name);
+        fputs(":{", f);
+        for (unsigned k = 0; k < DM_NCS; k++) {
+            fprintf(f, "%s\"%s\":[", k ? "," : "", class_series_name[k]);
+            for (unsigned i = 0; i < r->nsamples; i++) {
+                if (i) fputc(',', f);
+                double x = r->cls[c][k][i];
+                if (!isfinite(x))
+                    fputs("null", f);
+                else if (x == floor(x))
+                    fprintf(f, "%.0f", x);
+                else
+                    fprintf(f, "%.4g", x);
+            }
+            fputc(']', f);
+        }
+        fputc('}', f);
+    }
     fputs("}}", f);
 }
 
@@ -254,9 +346,13 @@ int dm_write_json(const char *path, const struct dm_scenario *sc, const char *ur
     jstr(f, sc->origin);
     fprintf(f,
             ",\"speed\":%g,\"seed\":%llu,\"mix\":{\"HIGH\":%g,\"NORMAL\":%g,\"LOW\":%g},"
-            "\"length_s\":%g,\"drain_s\":%g,\"context_bytes\":%g,\"classes\":[",
+            "\"length_s\":%g,\"drain_s\":%g,\"deadline_s\":%g,\"context_bytes\":%g,"
+            "\"upstream_base\":",
             sc->speed, (unsigned long long)sc->seed, sc->mix[0], sc->mix[1], sc->mix[2],
-            dm_scenario_length_ms(sc) / 1000, sc->drain_ms / 1000, sc->ctx_bytes);
+            dm_scenario_length_ms(sc) / 1000, sc->drain_ms / 1000, sc->deadline_ms / 1000,
+            sc->ctx_bytes);
+    jstr(f, sc->upstream_base);
+    fputs(",\"classes\":[", f);
     for (unsigned i = 0; i < sc->ncls; i++) {
         fputs(i ? ",{\"name\":" : "{\"name\":", f);
         jstr(f, sc->cls[i].name);
@@ -283,6 +379,8 @@ int dm_write_json(const char *path, const struct dm_scenario *sc, const char *ur
     } else {
         fputs("{\"kind\":\"ax-upstream\",\"restarted_per_config\":true}", f);
     }
+    g_res = res;
+    g_nres = n;
     fputs(",\n\"configs\":[\n", f);
     for (unsigned i = 0; i < n; i++) {
         if (i) fputs(",\n", f);

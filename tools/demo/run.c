@@ -50,13 +50,23 @@ static void atomic_max(_Atomic uint64_t *m, uint64_t v)
     }
 }
 
+/* A task's wait ends: it starts, or it ends without having started. */
+static void wait_ended(struct dm_run *rn, struct dm_task *t, uint64_t now)
+{
+    uint64_t us = (now - t->submit_ns) / 1000;
+    dm_hist_add(&rn->wait[t->prio], us);
+    if (t->in_peak && t->prio == DM_HIGH) dm_hist_add(&rn->wait_high_peak, us);
+    if (t->in_steady) dm_hist_add(&rn->wait_steady, us);
+}
+
 uint64_t dm_attempt_begin(struct dm_task *t)
 {
     struct dm_run *rn = &dm_run_g;
     uint64_t now = now_ns();
+    atomic_fetch_add_explicit(&t->attempts, 1, memory_order_relaxed);
     if (!atomic_exchange_explicit(&t->started, true, memory_order_relaxed)) {
         atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
-        dm_hist_add(&rn->wait[t->prio], (now - t->submit_ns) / 1000);
+        wait_ended(rn, t, now);
         atomic_fetch_add_explicit(&rn->started[t->prio], 1, memory_order_relaxed);
         if (t->prio == DM_LOW) {
             double inc = (double)(now - rn->o->t0_ns) / 1e6 * rn->speed;
@@ -106,10 +116,28 @@ void dm_task_done(struct dm_task *t, enum dm_outcome o)
     struct dm_run *rn = &dm_run_g;
     /* A task that never started waited at least until now: count that, or
      * the wait of a backlog that was never served would vanish. */
+    uint64_t now = now_ns();
     if (!atomic_load_explicit(&t->started, memory_order_relaxed)) {
         atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
-        dm_hist_add(&rn->wait[t->prio], (now_ns() - t->submit_ns) / 1000);
+        wait_ended(rn, t, now);
     }
+    /* Goodput: succeeded within the scenario's deadline of its submission. */
+    if (o == OUT_SUCCEEDED &&
+        (double)(now - t->submit_ns) / 1e6 * rn->speed <= rn->sc->deadline_ms) {
+        atomic_fetch_add_explicit(&rn->good, 1, memory_order_relaxed);
+        if (t->in_degraded) atomic_fetch_add_explicit(&rn->good_degraded, 1, memory_order_relaxed);
+    }
+    /* Requests per task admitted while degraded: every such task but those
+     * the end of the run cancelled before they ever started (the demo's cut,
+     * not the engine's choice); refused or expired ones count with 0. */
+    if (t->in_degraded &&
+        (o != OUT_CANCELLED || atomic_load_explicit(&t->started, memory_order_relaxed))) {
+        atomic_fetch_add_explicit(&rn->degraded_tasks, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&rn->degraded_requests,
+                                  atomic_load_explicit(&t->attempts, memory_order_relaxed),
+                                  memory_order_relaxed);
+    }
+    atomic_max(&rn->max_task_requests, atomic_load_explicit(&t->attempts, memory_order_relaxed));
     atomic_fetch_add_explicit(&rn->out[t->prio][o], 1, memory_order_relaxed);
     free(t);
 }
@@ -182,14 +210,19 @@ static void sample(struct sampler *sm, const struct dm_engine_ops *eng, struct d
 
     /* Windowed quantiles: this snapshot minus the one WAIT_WINDOW samples ago. */
     unsigned slot = i % (WAIT_WINDOW + 1), old = (i + 1) % (WAIT_WINDOW + 1);
-    uint64_t diff[DM_HIST_N];
+    uint64_t diff[DM_HIST_N], all[DM_HIST_N] = {0};
     for (unsigned p = 0; p < DM_NPRIO; p++) {
         dm_hist_snapshot(&rn->wait[p], sm->wait_snap[slot][p]);
-        for (unsigned k = 0; k < DM_HIST_N; k++)
+        for (unsigned k = 0; k < DM_HIST_N; k++) {
             diff[k] = sm->wait_snap[slot][p][k] - (i >= WAIT_WINDOW ? sm->wait_snap[old][p][k] : 0);
+            all[k] += diff[k];
+        }
         double us = dm_hist_quantile(diff, 0.99);
         S[S_WAIT_HIGH + p][i] = nan_or(us < 0 ? -1 : us / 1000 * rn->speed);
     }
+    double all_us = dm_hist_quantile(all, 0.99);
+    S[S_WAIT_ALL][i] = nan_or(all_us < 0 ? -1 : all_us / 1000 * rn->speed);
+    if (eng->class_sample) eng->class_sample(r, i);
     dm_hist_snapshot(&rn->latency, sm->lat_snap[slot]);
     for (unsigned k = 0; k < DM_HIST_N; k++)
         diff[k] = sm->lat_snap[slot][k] - (i >= WAIT_WINDOW ? sm->lat_snap[old][k] : 0);
@@ -317,6 +350,41 @@ static struct dm_dist dist_of(const struct dm_hist *h, double speed)
     return d;
 }
 
+/* Time to recover: from the end of the upstream's degradation to the first
+ * sample from which the wait p99 of recently started tasks (every priority)
+ * stays at most twice its steady value (the p99 of the tasks submitted in
+ * the first phase; at least RECOVERY_FLOOR_MS, the seed's own "starts
+ * within 100 ms": below it a p99 of a few milliseconds measures the
+ * machine's scheduling hiccups, not a backlog) until the traffic ends. A
+ * window in which nothing started counts as recovered only with every
+ * bucket empty. -1: never recovered; NAN: no degradation, or no steady
+ * value to compare with. */
+#define RECOVERY_FLOOR_MS 100.0
+static void recovery(const struct dm_run *rn, struct dm_result *r)
+{
+    r->recovery_ms = NAN;
+    r->recovery_limit_ms = NAN;
+    if (!rn->degraded || r->wait_steady.count == 0) return;
+    double limit = fmax(2 * r->wait_steady.p99, RECOVERY_FLOOR_MS);
+    r->recovery_limit_ms = limit;
+    double end = dm_scenario_length_ms(rn->sc);
+    const float(*S)[DM_MAX_SAMPLES] = r->series;
+    double since = -1;
+    for (unsigned i = 0; i < r->nsamples; i++) {
+        double t = S[S_T][i];
+        if (t < rn->degraded_to_ms) continue;
+        if (t > end) break;
+        double w = S[S_WAIT_ALL][i];
+        double q = S[S_Q_HIGH][i] + S[S_Q_NORMAL][i] + S[S_Q_LOW][i];
+        bool good = isfinite(w) ? w <= limit : q == 0;
+        if (!good)
+            since = -1;
+        else if (since < 0)
+            since = t;
+    }
+    r->recovery_ms = since < 0 ? -1 : since - rn->degraded_to_ms;
+}
+
 void dm_run(const struct dm_run_opts *o, struct dm_result *r)
 {
     struct dm_run *rn = &dm_run_g;
@@ -362,11 +430,18 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
         }
         start += sc->ph[i].duration_ms;
     }
+    rn->steady_to_ms = sc->nph ? sc->ph[0].duration_ms : 0;
+    rn->degraded = dm_degraded_window(sc, &rn->degraded_from_ms, &rn->degraded_to_ms);
     bool bounded = p->queue[0] || p->queue[1] || p->queue[2];
     r->queue_bound =
         p->engine == ENG_AX && bounded ? (uint64_t)p->queue[0] + p->queue[1] + p->queue[2] : 0;
+    if (p->engine == ENG_AX_AUTO) {
+        ax_config dc;
+        ax_config_default(&dc);
+        r->queue_bound = dc.capacity[0] + dc.capacity[1] + dc.capacity[2];
+    }
 
-    const struct dm_engine_ops *eng = p->engine == ENG_AX ? &dm_engine_ax : &dm_engine_threads;
+    const struct dm_engine_ops *eng = p->engine == ENG_THREADS ? &dm_engine_threads : &dm_engine_ax;
     if (eng->start(r->error, sizeof r->error) != 0) return;
     uint64_t psi0 = cpu_pressure_us(), psi_t0 = now_ns();
 
@@ -410,12 +485,16 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
             memset(t, 0, task_size); /* the context is real memory, as the caller's */
             t->prio = a.prio;
             t->cls = a.cls;
+            t->in_peak = a.t_ms >= rn->peak_from_ms && a.t_ms < rn->peak_to_ms;
+            t->in_steady = a.t_ms < rn->steady_to_ms;
+            t->in_degraded =
+                rn->degraded && a.t_ms >= rn->degraded_from_ms && a.t_ms < rn->degraded_to_ms;
             t->submit_ns = now_ns();
             atomic_fetch_add_explicit(&rn->generated, 1, memory_order_relaxed);
             atomic_fetch_add_explicit(&rn->generated_by[a.prio], 1, memory_order_relaxed);
             /* Counted waiting before the engine can start it (its start
              * takes it off again); a refusal takes it off at once. */
-            if (atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= p->cap) {
+            if (atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= r->limit && r->limit) {
                 atomic_fetch_add_explicit(&rn->met_full, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&rn->met_full_by[a.prio], 1, memory_order_relaxed);
             }
@@ -489,6 +568,18 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
     for (unsigned pr = 0; pr < DM_NPRIO; pr++)
         r->wait[pr] = dist_of(&rn->wait[pr], sc->speed);
     r->run = dist_of(&rn->attempt, sc->speed);
+    r->wait_high_peak = dist_of(&rn->wait_high_peak, sc->speed);
+    r->wait_steady = dist_of(&rn->wait_steady, sc->speed);
+    r->degraded_tasks = atomic_load(&rn->degraded_tasks);
+    r->degraded_requests = atomic_load(&rn->degraded_requests);
+    r->max_task_requests = atomic_load(&rn->max_task_requests);
+    r->good = atomic_load(&rn->good);
+    r->good_degraded = atomic_load(&rn->good_degraded);
+    r->open_refused = atomic_load(&rn->open_refused);
+    r->open_failed = atomic_load(&rn->open_failed);
+    r->expired = atomic_load(&rn->expired);
+    r->budget_denied = atomic_load(&rn->budget_denied);
+    recovery(rn, r);
     r->max_attempt_ms = (double)atomic_load(&rn->max_attempt_us) / 1000 * sc->speed;
     if (p->engine == ENG_THREADS) r->max_slot_ms = r->max_attempt_ms; /* a thread is the slot */
     r->max_in_task = atomic_load(&rn->max_in_fn);

@@ -20,6 +20,10 @@ struct dm_task {
     uint64_t submit_ns;
     unsigned prio, cls;
     atomic_bool started;
+    atomic_uint attempts; /* upstream requests it made */
+    bool in_peak;         /* submitted during the peak (the busiest phase) */
+    bool in_steady;       /* ... during the first phase */
+    bool in_degraded;     /* ... while a phase changed the upstream */
     char ctx[];
 };
 
@@ -37,6 +41,8 @@ struct dm_engine_ops {
     void (*stop)(void);
     /* Engine-specific figures (retries, events, lingering), then free all. */
     void (*finish)(struct dm_result *r);
+    /* Sample i of the per-class series (ax-auto); NULL: no classes. */
+    void (*class_sample)(struct dm_result *r, unsigned i);
 };
 
 extern const struct dm_engine_ops dm_engine_ax, dm_engine_threads;
@@ -49,6 +55,9 @@ struct dm_run {
     char url[DM_MAX_CLASSES][DM_URL_MAX];
     uint64_t timeout_wall_ms[DM_MAX_CLASSES]; /* the timeout each class's tasks get */
     double peak_from_ms, peak_to_ms;          /* incident time of the busiest phase */
+    double steady_to_ms;                      /* end of the first phase */
+    bool degraded;                            /* some phase changes the upstream: */
+    double degraded_from_ms, degraded_to_ms;  /* from the first such phase to the last */
 
     _Atomic uint64_t out[DM_NPRIO][DM_NOUT];
     _Atomic uint64_t generated_by[DM_NPRIO], admitted[DM_NPRIO], started[DM_NPRIO];
@@ -73,6 +82,11 @@ struct dm_run {
     struct dm_hist latency;        /* answered requests */
     struct dm_hist latency_all;    /* and timed-out ones, at their timeout (censored) */
     _Atomic uint64_t censored;     /* calls counted at their timeout */
+
+    /* The overload measures (tools/README.md, "Reading the results"). */
+    struct dm_hist wait_high_peak, wait_steady;
+    _Atomic uint64_t degraded_tasks, degraded_requests, good, good_degraded, max_task_requests;
+    _Atomic uint64_t open_refused, open_failed, expired, budget_denied; /* ax-auto */
 };
 
 extern struct dm_run dm_run_g;

@@ -1,37 +1,62 @@
-/* scenario.c - what ax-demo replays: the built-in incident (seed §1.1, §4),
- * and the --config file that replaces any part of it.
+/* scenario.c - what ax-demo replays: the built-in incidents (seed §1.1, §4),
+ * and the --config file that replaces any part of them.
  *
- * The built-in scenario, in incident time:
+ * Both built-in scenarios share, in incident time:
  *   - three task classes, each an endpoint of the upstream with its own
  *     latency: quote (p50 120 ms, p99 330 ms), search (300/660 ms), report
  *     (700 ms/2 s); weighted 40/40/20 they average the seed's "300 ms". Their
  *     per-class timeouts are the seed's 0.5/1/3 s (§4.4), which is also its
  *     rule "timeout = upstream p99 x 1.5" (§2.3) applied to each class.
- *   - priorities HIGH/NORMAL/LOW 10/50/40 of the traffic.
- *   - steady traffic, then a peak of 2.7 times the rate during which the
- *     upstream degrades: a third of its requests stall behind something
- *     slow (4 s median, 20 s p99) and 15 % are 503s, so its mean goes from
- *     300 ms to about 2 s while most answers stay quick (§1.1: "50 ms to
- *     30 s"; §4.1: "300 ms became 2 s"); then recovery at the steady rate,
- *     then a drain with no new traffic.
- *     The peak is sized so that the seed's story plays out by itself rather
- *     than by decree: seed-before's fixed 1 s retries x7 multiply every
- *     stalled call into more calls, which push its 500 slots past what they
- *     can serve while the upstream is slow, so its queue grows (§4.1's
- *     positive feedback); seed-tuned's back-off and "no LOW retries" add
- *     fewer calls than its 600 slots and shorter timeouts can carry. A peak
- *     many times larger than both can serve would hide the difference: every
- *     retry would wait behind tens of thousands of queued tasks until the
- *     upstream had recovered, whatever the retry policy (see
- *     tools/README.md, "Reading the results").
- *   - the configurations: threads (§1.1's thread pool), seed-before (§4.1-4.2)
- *     and seed-tuned (§4.4).
+ *   - priorities HIGH/NORMAL/LOW 10/50/40 of the traffic, 2 KiB of context
+ *     per task (§4.3), a 5 s deadline for goodput (§4.3: "a backlog of at
+ *     most 5 s").
+ *   - steady traffic, then a peak during which the upstream degrades: a
+ *     third of its requests stall behind something slow (4 s median, 20 s
+ *     p99) and 15 % are 503s, so its mean goes from 300 ms to about 2 s while
+ *     most answers stay quick (§1.1: "50 ms to 30 s"; §4.1: "300 ms became
+ *     2 s"); then recovery at the steady rate, then a drain with no traffic.
+ *   - the configurations: threads (§1.1's thread pool), seed-before
+ *     (§4.1-4.2), seed-tuned (§4.4) and ax-auto (ax's defaults and task
+ *     classes, issue 12).
+ *
+ * "overload" (the default) is the seed's incident at its real severity,
+ * every rate, cap and queue bound divided by one factor, DM_OVERLOAD_SCALE
+ * = 10, so that every ratio holds and the machine can carry it:
+ *
+ *     seed (full scale)                         here (/10)
+ *     steady 1 000 tasks/s                      100/s     8 s
+ *     peak   3 000 tasks/s (§4.3)               300/s     20 s, upstream degraded
+ *     recovery 1 000 tasks/s                    100/s     24 s, then 8 s drain
+ *     threads: 500 threads                      50
+ *     seed-before: cap 500, unbounded queues    cap 50, unbounded
+ *     seed-tuned: cap 600, 10 000/30 000/10 000 cap 60, 1 000/3 000/1 000
+ *     upstream: 1 000 requests per endpoint     capacity=100 per endpoint
+ *       at once before it slows (overload=1:     (ax-upstream's
+ *       processor sharing)                       capacity=, overload=)
+ *
+ * At the peak, seed-before's 50 slots at the degraded mean of 2 s serve 25
+ * tasks/s against 300 offered: 12 x (the seed's 3 000/s against 500 / 2 s =
+ * 250/s); even counting a stalled call at its 2 s timeout (a slot is held
+ * ~0.9 s on average) it is 5 x. Its backlog reaches thousands, waits reach
+ * seconds, memory follows the backlog. Durations (timeouts, back-offs,
+ * latencies) are not scaled: the seed's. ax-auto is never scaled either:
+ * ax_config_default's cap 500 and bounds 10 000/30 000/10 000 are full
+ * scale, so nothing in it is tuned to the scenario -- its adaptive limit,
+ * not its cap, has to hold its in-flight requests down, and the upstream's
+ * capacity makes extra concurrency cost latency.
+ *
+ * "retry-storm" is the moderate scenario ax-demo had before (numbers
+ * unchanged, unscaled): steady 150/s, peak 400/s, recovery 150/s. No
+ * configuration is overloaded by it; seed-before's fixed 1 s retries x7
+ * multiply stalled calls into more calls, which push its 500 slots past
+ * what they serve, while seed-tuned's back-off and "no LOW retries" add
+ * fewer calls than its 600 slots carry (tools/README.md).
  *
  * File syntax (one item per line, '#' starts a comment; --print-config
  * writes the built-in scenario in it):
  *   speed 3 | seed 42 | drain 10s | context 2048
  *   mix high=10 normal=50 low=40
- *   upstream KEY=V,...                   keys every ax-upstream endpoint gets
+ *   upstream KEY=V,...|none              keys every ax-upstream endpoint gets
  *   class NAME path=/p latency=MODEL share=W timeout=D
  *   phase NAME DURATION rate=R [upstream=KEY=V,KEY=V]
  *   config NAME engine=ax|threads cap=N [queues=unbounded|H/N/L] [shed=R]
@@ -76,6 +101,22 @@ static void add_phase(struct dm_scenario *sc, const char *name, double dur_ms, d
 
 static void profile_about(struct dm_profile *p)
 {
+    if (p->engine == ENG_AX_AUTO) {
+        char rt[80];
+        if (p->retry == RETRY_NONE || p->max_retry == 0)
+            snprintf(rt, sizeof rt, "no retries");
+        else if (p->retry == RETRY_FIXED)
+            snprintf(rt, sizeof rt, "fixed %g s retry x%u", p->retry_base_ms / 1000, p->max_retry);
+        else
+            snprintf(rt, sizeof rt, "back-off %g-%g s + jitter x%u", p->retry_base_ms / 1000,
+                     p->retry_max_ms / 1000, p->max_retry);
+        snprintf(p->about, sizeof p->about,
+                 "ax_config_default (cap 500, queues 10000/30000/10000, shed at 0.8) and one "
+                 "task class per scenario class (its timeout, %s); adaptive limit, retry "
+                 "budget, breaker and queue-time budget at their defaults",
+                 rt);
+        return;
+    }
     char q[64], rt[80], to[32];
     if (p->timeout_ms > 0)
         snprintf(to, sizeof to, "%g s timeout", p->timeout_ms / 1000);
@@ -114,43 +155,31 @@ static struct dm_profile *add_profile(struct dm_scenario *sc, const char *name)
     return p;
 }
 
-void dm_scenario_builtin(struct dm_scenario *sc, bool short_mode)
-{
-    memset(sc, 0, sizeof *sc);
-    snprintf(sc->origin, sizeof sc->origin, "built-in%s", short_mode ? ", --short" : "");
-    sc->speed = 3.5;
-    sc->seed = 42;
-    sc->mix[DM_HIGH] = 10;
-    sc->mix[DM_NORMAL] = 50;
-    sc->mix[DM_LOW] = 40;
-    sc->drain_ms = 8000;
-    sc->ctx_bytes = 2048;
-    add_class(sc, "quote", "/quote", "lognormal:120ms:330ms", 40, 500);
-    add_class(sc, "search", "/search", "lognormal:300ms:660ms", 40, 1000);
-    add_class(sc, "report", "/report", "lognormal:700ms:2s", 20, 3000);
-    add_phase(sc, "steady", 8000, 150, "");
-    add_phase(sc, "peak", 20000, 400,
-              "stall=0.33,stall_latency=lognormal:4s:20s,error=0.15,error_code=503");
-    add_phase(sc, "recovery", 24000, 150, "");
+const char *const dm_scenario_names = "overload, retry-storm";
 
+/* The three configurations of the seed, cap and queue bounds divided by
+ * `scale`, plus ax-auto (ax's defaults, never scaled: nothing in it is
+ * tuned to a scenario). */
+static void seed_profiles(struct dm_scenario *sc, unsigned scale)
+{
     struct dm_profile *p = add_profile(sc, "threads");
     p->engine = ENG_THREADS;
-    p->cap = 500;
+    p->cap = 500 / scale;
     p->retry = RETRY_NONE;
     p->timeout_ms = 2000;
 
     p = add_profile(sc, "seed-before");
-    p->cap = 500;
+    p->cap = 500 / scale;
     p->retry = RETRY_FIXED;
     p->retry_base_ms = p->retry_max_ms = 1000;
     p->max_retry = 7;
     p->timeout_ms = 2000;
 
     p = add_profile(sc, "seed-tuned");
-    p->cap = 600;
-    p->queue[DM_HIGH] = 10000;
-    p->queue[DM_NORMAL] = 30000;
-    p->queue[DM_LOW] = 10000;
+    p->cap = 600 / scale;
+    p->queue[DM_HIGH] = 10000 / scale;
+    p->queue[DM_NORMAL] = 30000 / scale;
+    p->queue[DM_LOW] = 10000 / scale;
     p->shed_ratio = 0.8;
     p->retry = RETRY_EXP;
     p->retry_base_ms = 1000;
@@ -160,6 +189,58 @@ void dm_scenario_builtin(struct dm_scenario *sc, bool short_mode)
     p->retry_low = false;
     p->timeout_ms = 0;
 
+    /* The seed's tuned retry policy (back-off 1 s .. 30 s, 7 retries) and its
+     * per-class timeouts are the classes' own settings; everything else is
+     * ax's default, LOW retries included (the retry budget decides). */
+    p = add_profile(sc, "ax-auto");
+    p->engine = ENG_AX_AUTO;
+    p->retry = RETRY_EXP;
+    p->retry_base_ms = 1000;
+    p->retry_max_ms = 30000;
+    p->retry_jitter_ms = 1000;
+    p->max_retry = 7;
+    p->timeout_ms = 0;
+}
+
+int dm_scenario_builtin(struct dm_scenario *sc, const char *name, bool short_mode)
+{
+    bool storm = name && strcmp(name, "retry-storm") == 0;
+    if (name && !storm && strcmp(name, "overload") != 0) return -1;
+    memset(sc, 0, sizeof *sc);
+    snprintf(sc->origin, sizeof sc->origin, "built-in %s%s", storm ? "retry-storm" : "overload",
+             short_mode ? ", --short" : "");
+    sc->speed = 3.5;
+    sc->seed = 42;
+    sc->mix[DM_HIGH] = 10;
+    sc->mix[DM_NORMAL] = 50;
+    sc->mix[DM_LOW] = 40;
+    sc->drain_ms = 8000;
+    sc->deadline_ms = 5000; /* seed §4.3: a backlog of at most 5 s */
+    sc->ctx_bytes = 2048;
+    add_class(sc, "quote", "/quote", "lognormal:120ms:330ms", 40, 500);
+    add_class(sc, "search", "/search", "lognormal:300ms:660ms", 40, 1000);
+    add_class(sc, "report", "/report", "lognormal:700ms:2s", 20, 3000);
+    const char *degraded = "stall=0.33,stall_latency=lognormal:4s:20s,error=0.15,error_code=503";
+    if (storm) {
+        /* Today's moderate peak: no configuration is overloaded by it. */
+        add_phase(sc, "steady", 8000, 150, "");
+        add_phase(sc, "peak", 20000, 400, degraded);
+        add_phase(sc, "recovery", 24000, 150, "");
+        seed_profiles(sc, 1);
+    } else {
+        /* The seed's overload, every rate, cap and bound divided by
+         * DM_OVERLOAD_SCALE (10): 1 000/s steady -> 100/s, the peak's
+         * 3 000/s -> 300/s, cap 500 -> 50 (600 -> 60), queues 10 000/30 000/
+         * 10 000 -> 1 000/3 000/1 000, an upstream that serves 1 000
+         * requests at once before it slows -> 100. At the peak 50 slots at
+         * the degraded 2 s serve 25 tasks/s against 300 offered: 12 x. */
+        snprintf(sc->upstream_base, sizeof sc->upstream_base, "capacity=%u,overload=1",
+                 1000 / DM_OVERLOAD_SCALE);
+        add_phase(sc, "steady", 8000, 1000.0 / DM_OVERLOAD_SCALE, "");
+        add_phase(sc, "peak", 20000, 3000.0 / DM_OVERLOAD_SCALE, degraded);
+        add_phase(sc, "recovery", 24000, 1000.0 / DM_OVERLOAD_SCALE, "");
+        seed_profiles(sc, DM_OVERLOAD_SCALE);
+    }
     if (short_mode) {
         /* CI: the same story in half the incident, run a little faster. */
         sc->speed = 4;
@@ -170,6 +251,22 @@ void dm_scenario_builtin(struct dm_scenario *sc, bool short_mode)
     }
     for (unsigned i = 0; i < sc->nprof; i++)
         profile_about(&sc->prof[i]);
+    return 0;
+}
+
+bool dm_degraded_window(const struct dm_scenario *sc, double *from_ms, double *to_ms)
+{
+    double t = 0;
+    bool any = false;
+    for (unsigned i = 0; i < sc->nph; i++) {
+        if (sc->ph[i].upstream[0]) {
+            if (!any) *from_ms = t;
+            *to_ms = t + sc->ph[i].duration_ms;
+            any = true;
+        }
+        t += sc->ph[i].duration_ms;
+    }
+    return any;
 }
 
 double dm_scenario_length_ms(const struct dm_scenario *sc)
@@ -409,10 +506,12 @@ static int parse_config(struct parse *ps, struct dm_scenario *sc, char **tok, in
         if (strcmp(k, "engine") == 0) {
             if (strcmp(v, "ax") == 0)
                 p->engine = ENG_AX;
+            else if (strcmp(v, "ax-auto") == 0)
+                p->engine = ENG_AX_AUTO;
             else if (strcmp(v, "threads") == 0)
                 p->engine = ENG_THREADS;
             else
-                bad = perr(ps, "engine=%s: ax or threads", v);
+                bad = perr(ps, "engine=%s: ax, ax-auto or threads", v);
         } else if (strcmp(k, "cap") == 0) {
             if (number(v, 1, 100000, &x) || x != floor(x))
                 bad = perr(ps, "cap=%s: a whole number from 1 to 100000", v);
@@ -485,6 +584,24 @@ static int parse_config(struct parse *ps, struct dm_scenario *sc, char **tok, in
             sc->nprof--;
             return -1;
         }
+    }
+    if (p->engine == ENG_AX_AUTO) {
+        /* ax's defaults, nothing tuned: only the classes' retries and timeouts. */
+        if (have_cap || p->queue[0] || p->shed_ratio != 1.0 || !p->retry_low) {
+            sc->nprof--;
+            return perr(ps,
+                        "config %s: engine=ax-auto takes ax's defaults: only retry=, "
+                        "max_retry= and timeout=class",
+                        tok[1]);
+        }
+        if (p->timeout_ms > 0) {
+            sc->nprof--;
+            return perr(ps,
+                        "config %s: engine=ax-auto uses the classes' timeouts "
+                        "(timeout=class)",
+                        tok[1]);
+        }
+        have_cap = true;
     }
     if (!have_cap || !have_timeout) {
         sc->nprof--;
@@ -580,6 +697,10 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
             if (!isdigit((unsigned char)tok[1][0]) || *e || errno)
                 rc = perr(&ps, "seed %s: a whole number", tok[1]);
             in->seed = s;
+        } else if (strcmp(what, "deadline") == 0) {
+            if (dm_parse_duration(tok[1], &in->deadline_ms) || in->deadline_ms < 1 ||
+                in->deadline_ms > 3600e3)
+                rc = perr(&ps, "deadline %s: a duration from 1ms to 1h", tok[1]);
         } else if (strcmp(what, "drain") == 0) {
             if (dm_parse_duration(tok[1], &in->drain_ms) || in->drain_ms > 3600e3)
                 rc = perr(&ps, "drain %s: a duration up to 1h", tok[1]);
@@ -589,10 +710,12 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
             in->ctx_bytes = x;
         } else if (strcmp(what, "upstream") == 0) {
             if (strlen(tok[1]) >= sizeof in->upstream_base) rc = perr(&ps, "upstream: too long");
-            snprintf(in->upstream_base, sizeof in->upstream_base, "%s", tok[1]);
+            /* "none": no keys beyond the classes' (the built-in overload has some). */
+            snprintf(in->upstream_base, sizeof in->upstream_base, "%s",
+                     strcmp(tok[1], "none") == 0 ? "" : tok[1]);
         } else {
             rc = perr(&ps,
-                      "unknown item '%s' (speed, seed, mix, drain, context, upstream, "
+                      "unknown item '%s' (speed, seed, mix, drain, deadline, context, upstream, "
                       "class, phase, config)",
                       what);
         }
@@ -674,10 +797,12 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
     print_num(f, sc->mix[DM_LOW]);
     fputs("\ndrain ", f);
     print_dur(f, sc->drain_ms);
+    fputs("\ndeadline ", f);
+    print_dur(f, sc->deadline_ms);
     fputs("\ncontext ", f);
     print_num(f, sc->ctx_bytes);
     fputc('\n', f);
-    if (sc->upstream_base[0]) fprintf(f, "upstream %s\n", sc->upstream_base);
+    fprintf(f, "upstream %s\n", sc->upstream_base[0] ? sc->upstream_base : "none");
     fputs("\n# task classes: one upstream endpoint each, with its own latency and timeout\n", f);
     for (unsigned i = 0; i < sc->ncls; i++) {
         const struct dm_class *c = &sc->cls[i];
@@ -700,8 +825,11 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
     fputs("\n# configurations, run one after the other against the same traffic\n", f);
     for (unsigned i = 0; i < sc->nprof; i++) {
         const struct dm_profile *p = &sc->prof[i];
-        fprintf(f, "config %s engine=%s cap=%u", p->name, p->engine == ENG_AX ? "ax" : "threads",
-                p->cap);
+        if (p->engine == ENG_AX_AUTO)
+            fprintf(f, "config %s engine=ax-auto", p->name);
+        else
+            fprintf(f, "config %s engine=%s cap=%u", p->name,
+                    p->engine == ENG_AX ? "ax" : "threads", p->cap);
         if (p->engine == ENG_AX) {
             if (p->queue[0] || p->queue[1] || p->queue[2]) {
                 fprintf(f, " queues=%u/%u/%u shed=", p->queue[DM_HIGH], p->queue[DM_NORMAL],
@@ -723,7 +851,9 @@ void dm_scenario_print(const struct dm_scenario *sc, FILE *f)
             fputc(':', f);
             print_dur(f, p->retry_jitter_ms);
         }
-        if (p->retry != RETRY_NONE)
+        if (p->retry != RETRY_NONE && p->engine == ENG_AX_AUTO)
+            fprintf(f, " max_retry=%u", p->max_retry);
+        else if (p->retry != RETRY_NONE)
             fprintf(f, " max_retry=%u low_retry=%s", p->max_retry, p->retry_low ? "on" : "off");
         if (p->timeout_ms > 0) {
             fputs(" timeout=", f);

@@ -36,6 +36,7 @@
 #include "demo.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <string.h>
 
 #define GOAL_WAIT_MS 100.0
@@ -179,7 +180,7 @@ void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
     double met_pct = adm ? 100.0 * (double)r->met_full / (double)adm : 0;
 
     /* 1: functions running at once vs cap + orphans allowed; the backlog's bound. */
-    uint64_t cap = p ? p->cap : r->limit;
+    uint64_t cap = p && p->cap ? p->cap : r->limit;
     uint64_t allowed = cap + r->orphan_allowance;
     bool cap_ok = r->max_in_task <= allowed;
     bool bounded = r->queue_bound > 0;
@@ -351,4 +352,94 @@ void dm_status_text(const struct dm_result *r, unsigned cls, unsigned top, char 
     if (all > shown)
         snprintf(out + n, n < len ? len - n : 0, "%sother:%llu", n ? " " : "", ull(all - shown));
     if (!all) snprintf(out, len, "-");
+}
+
+/* ---- the overload measures and ax-auto's targets (issue 12) ------------------ */
+
+double dm_requests_per_degraded_task(const struct dm_result *r)
+{
+    return r->degraded_tasks ? (double)r->degraded_requests / (double)r->degraded_tasks : NAN;
+}
+
+double dm_goodput(const struct dm_scenario *sc, const struct dm_result *r)
+{
+    double s = dm_scenario_length_ms(sc) / 1000;
+    return s > 0 ? (double)r->good / s : NAN;
+}
+
+double dm_high_success(const struct dm_result *r)
+{
+    return r->generated_by[DM_HIGH]
+               ? (double)r->out[DM_HIGH][OUT_SUCCEEDED] / (double)r->generated_by[DM_HIGH]
+               : NAN;
+}
+
+#define TARGET_HIGH_WAIT_MS 100.0
+#define TARGET_REQ_PER_TASK 1.1
+#define TARGET_RECOVERY_MS 2000.0
+
+static void target(struct dm_verdict *v, const char *goal, bool judged, bool pass, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
+static void target(struct dm_verdict *v, const char *goal, bool judged, bool pass, const char *fmt,
+                   ...)
+{
+    v->goal = goal;
+    v->mark = !judged ? MARK_NA : pass ? MARK_PASS : MARK_FAIL;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(v->text, sizeof v->text, fmt, ap);
+    va_end(ap);
+}
+
+void dm_targets(const struct dm_scenario *sc, const struct dm_result *a, const struct dm_result *t,
+                struct dm_verdict v[DM_NTARGETS])
+{
+    bool vs = t && t->ok;
+    const char *no = "no seed-tuned run to compare with";
+
+    double w = a->wait_high_peak.p99;
+    target(&v[0], "T1 HIGH wait in the peak", a->wait_high_peak.count > 0, w <= TARGET_HIGH_WAIT_MS,
+           "HIGH submit -> start p99 %.1f ms %s %.0f ms (%llu HIGH tasks)", w,
+           w <= TARGET_HIGH_WAIT_MS ? "<=" : ">", TARGET_HIGH_WAIT_MS,
+           ull(a->wait_high_peak.count));
+
+    double q = dm_requests_per_degraded_task(a);
+    target(&v[1], "T2 requests per task, degraded", isfinite(q), q <= TARGET_REQ_PER_TASK,
+           "%.3f upstream requests per task admitted while degraded %s %.1f (%llu requests, "
+           "%llu tasks)",
+           q, q <= TARGET_REQ_PER_TASK ? "<=" : ">", TARGET_REQ_PER_TASK, ull(a->degraded_requests),
+           ull(a->degraded_tasks));
+
+    if (vs)
+        target(&v[2], "T3 peak RSS", true, a->peak_rss_mb <= t->peak_rss_mb,
+               "%.1f MB %s seed-tuned's %.1f MB", a->peak_rss_mb,
+               a->peak_rss_mb <= t->peak_rss_mb ? "<=" : ">", t->peak_rss_mb);
+    else
+        target(&v[2], "T3 peak RSS", false, false, "%s", no);
+
+    if (!isfinite(a->recovery_ms))
+        target(&v[3], "T4 recovery", false, false, "no degradation or no steady wait to compare");
+    else if (a->recovery_ms < 0)
+        target(&v[3], "T4 recovery", true, false,
+               "the wait p99 never stayed under %.0f ms (2 x steady) before the traffic ended",
+               a->recovery_limit_ms);
+    else
+        target(&v[3], "T4 recovery", true, a->recovery_ms <= TARGET_RECOVERY_MS,
+               "wait p99 back under %.0f ms %.1f s after the upstream recovered %s %.0f s",
+               a->recovery_limit_ms, a->recovery_ms / 1000,
+               a->recovery_ms <= TARGET_RECOVERY_MS ? "<=" : ">", TARGET_RECOVERY_MS / 1000);
+
+    if (vs) {
+        double ga = dm_goodput(sc, a), gt = dm_goodput(sc, t);
+        target(&v[4], "T5 goodput", true, ga >= gt,
+               "%.1f tasks/s succeeded within %.0f s %s seed-tuned's %.1f", ga,
+               sc->deadline_ms / 1000, ga >= gt ? ">=" : "<", gt);
+        double ha = dm_high_success(a), ht = dm_high_success(t);
+        target(&v[5], "T6 HIGH success", true, ha >= ht,
+               "%.1f %% of HIGH tasks %s seed-tuned's %.1f %%", 100 * ha, ha >= ht ? ">=" : "<",
+               100 * ht);
+    } else {
+        target(&v[4], "T5 goodput", false, false, "%s", no);
+        target(&v[5], "T6 HIGH success", false, false, "%s", no);
+    }
 }
