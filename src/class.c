@@ -398,87 +398,76 @@ static uint64_t queue_budget_ns(const struct ax_class_rt *c, const struct job *j
     return c->cfg.queue_budget_ms ? c->cfg.queue_budget_ms * 1000000u : j->timeout_ns;
 }
 
+uint64_t class_queue_budget_ns(const struct ax_class_rt *c, const struct job *j)
+{
+    return queue_budget_ns(c, j);
+}
+
 bool class_queue_expired(const struct ax_class_rt *c, const struct job *j, uint64_t now)
 {
     return c->cfg.queue_budget && now > j->enqueue_ns &&
            now - j->enqueue_ns > queue_budget_ns(c, j);
 }
 
-static void budget_first(struct ax_class_rt *c, uint64_t now)
-{
-    pthread_mutex_lock(&c->lk);
-    ax_budget_first(&c->bud, now);
-    pthread_mutex_unlock(&c->lk);
-}
-
-int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j, uint64_t now)
+int class_check_locked(struct ax_sched *s, struct ax_class_rt *c, const struct job *j,
+                       uint64_t now)
 {
     (void)s;
     if (class_queue_expired(c, j, now))
         return CLASS_END_EXPIRED;
-    bool high = class_high_lane(c, j);
+    if (class_high_lane(c, j))
+        return CLASS_START;
     unsigned limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
-    bool probe = false;
-    if (c->cfg.breaker && !high &&
+    unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
+    if (c->cfg.breaker &&
         atomic_load_explicit(&c->brk_state, memory_order_relaxed) != AX_BRK_CLOSED) {
         /* Open fails fast even when the class is also at its limit. */
         pthread_mutex_lock(&c->lk);
         int st = ax_breaker_poll(&c->brk, now);
-        bool ok = st == AX_BRK_CLOSED ||
-                  (st == AX_BRK_HALF_OPEN && class_lane_in_flight(c, false) < limit &&
-                   ax_breaker_allow(&c->brk, now));
-        atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
-                              memory_order_relaxed);
+        bool permit = st == AX_BRK_HALF_OPEN && c->brk.probes_out < c->brk.cfg.half_open_calls;
+        atomic_store_explicit(&c->brk_state, st, memory_order_relaxed);
         pthread_mutex_unlock(&c->lk);
         if (st == AX_BRK_OPEN)
             return CLASS_END_OPEN;
-        if (!ok)
-            return CLASS_BLOCKED; /* at its limit, or half-open with its probes all out */
-        probe = st == AX_BRK_HALF_OPEN;
-    } else if (class_lane_in_flight(c, high) >= limit) {
-        return CLASS_BLOCKED;
+        if (st == AX_BRK_HALF_OPEN && !permit)
+            return CLASS_BLOCKED_PROBE; /* its probes' outcomes wake the class */
+    }
+    return inflight < limit ? CLASS_START : CLASS_BLOCKED;
+}
+
+void class_take_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j, uint64_t now)
+{
+    (void)s;
+    j->probe = 0;
+    if (c->cfg.breaker && !class_high_lane(c, j) &&
+        atomic_load_explicit(&c->brk_state, memory_order_relaxed) == AX_BRK_HALF_OPEN) {
+        pthread_mutex_lock(&c->lk);
+        j->probe = ax_breaker_poll(&c->brk, now) == AX_BRK_HALF_OPEN &&
+                   ax_breaker_allow(&c->brk, now);
+        pthread_mutex_unlock(&c->lk);
     }
     atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_seq_cst);
-    if (high)
-        atomic_fetch_add_explicit(&c->in_flight_high, 1, memory_order_seq_cst);
-    j->probe = probe;
-    /* The retry budget's deposit: a first attempt about to run, counted
-     * before any retry decision of its own can ask (Finagle deposits per
-     * request). */
-    if (c->cfg.retry_budget &&
-        js_attempt(atomic_load_explicit(&j->sw, memory_order_relaxed)) == 0)
-        budget_first(c, now);
-    return CLASS_START;
 }
 
-void class_wake_parked(struct ax_sched *s, struct ax_class_rt *c)
+void class_room_made(struct ax_sched *s, struct ax_class_rt *c)
 {
-    atomic_store_explicit(&c->unpark, true, memory_order_relaxed);
-    atomic_store_explicit(&s->unpark_pending, true, memory_order_seq_cst);
-    sched_wake_workers(s, 1);
-}
-
-/* Room may have appeared: if jobs are parked, have them unparked. The
- * in_flight decrement (or limit raise) comes before the nparked read, both
- * seq_cst; sched.c's park stores nparked, then re-reads in_flight and the
- * limit: one of the two sides sees the other (no job stays parked with the
- * class idle). */
-static void room_made(struct ax_sched *s, struct ax_class_rt *c)
-{
-    if (atomic_load_explicit(&c->nparked, memory_order_seq_cst))
-        class_wake_parked(s, c);
+    /* The in_flight decrement (or limit raise, breaker verdict) comes
+     * before this nparked read, both seq_cst; park_locked stores nparked,
+     * then re-reads in_flight and the limit: one side sees the other. */
+    if (atomic_load_explicit(&c->nparked, memory_order_seq_cst)) {
+        atomic_store_explicit(&s->parked_ready, true, memory_order_seq_cst);
+        sched_wake_workers(s, 1);
+    }
 }
 
 void class_slot_free(struct ax_sched *s, struct job *j)
 {
     struct ax_class_rt *c = s->classes[j->cls];
-    if (class_high_lane(c, j))
-        atomic_fetch_sub_explicit(&c->in_flight_high, 1, memory_order_seq_cst);
     atomic_fetch_sub_explicit(&c->in_flight, 1, memory_order_seq_cst);
-    room_made(s, c);
+    class_room_made(s, c);
 }
 
-static void probe_release(struct ax_class_rt *c, struct job *j, uint64_t now)
+static void probe_release(struct ax_sched *s, struct ax_class_rt *c, struct job *j, uint64_t now)
 {
     if (!j->probe)
         return;
@@ -486,18 +475,29 @@ static void probe_release(struct ax_class_rt *c, struct job *j, uint64_t now)
     pthread_mutex_lock(&c->lk);
     ax_breaker_release(&c->brk, now);
     pthread_mutex_unlock(&c->lk);
+    class_room_made(s, c); /* a permit is free again: a parked job may probe */
 }
 
 void class_unstart(struct ax_sched *s, struct job *j)
 {
     struct ax_class_rt *c = s->classes[j->cls];
-    probe_release(c, j, now_ns());
+    probe_release(s, c, j, now_ns());
     class_slot_free(s, j);
 }
 
 void class_started(struct ax_sched *s, struct job *j)
 {
-    atomic_fetch_add_explicit(&s->classes[j->cls]->started, 1, memory_order_relaxed);
+    struct ax_class_rt *c = s->classes[j->cls];
+    atomic_fetch_add_explicit(&c->started, 1, memory_order_relaxed);
+    /* The retry budget's deposit: a first attempt whose function is
+     * entered, before any retry decision of its own can ask (Finagle
+     * deposits per request); a hand-back or a cancel before this is none. */
+    if (c->cfg.retry_budget &&
+        js_attempt(atomic_load_explicit(&j->sw, memory_order_relaxed)) == 0) {
+        pthread_mutex_lock(&c->lk);
+        ax_budget_first(&c->bud, now_ns());
+        pthread_mutex_unlock(&c->lk);
+    }
 }
 
 void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool ran,
@@ -506,7 +506,7 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
     struct ax_class_rt *c = s->classes[j->cls];
     if (!ran || state == JS_CANCELLED) {
         /* No evidence about the upstream; a probe permit goes back. */
-        probe_release(c, j, now);
+        probe_release(s, c, j, now);
         return;
     }
     j->probe = 0; /* its outcome is the probe's */
@@ -523,12 +523,12 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
     if (c->cfg.breaker) {
         ax_breaker_record(&c->brk, now, failed);
         atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
-                              memory_order_relaxed);
+                              memory_order_seq_cst);
     }
     pthread_mutex_unlock(&c->lk);
     /* A raised limit or a closed breaker may let a parked job start; the
      * slot itself may have been freed before this (the watchdog's path). */
-    room_made(s, c);
+    class_room_made(s, c);
 }
 
 bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now)
@@ -615,7 +615,7 @@ void class_cap_changed(struct ax_sched *s, unsigned cap)
         atomic_store_explicit(&c->limit, now_limit, memory_order_seq_cst);
         pthread_mutex_unlock(&c->lk);
         if (now_limit > old)
-            room_made(s, c);
+            class_room_made(s, c);
     }
 }
 

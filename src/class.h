@@ -25,22 +25,20 @@ struct ax_class_rt {
     ax_class_config cfg;           /* as registered (cfg.name points at name) */
     unsigned id;
     _Atomic uint64_t timeout_ms;   /* ax_class_set_timeout changes it */
-    _Atomic unsigned in_flight;      /* every attempt holding a slot */
-    _Atomic unsigned in_flight_high; /* of them HIGH, when protect_high (their own lane) */
+    _Atomic unsigned in_flight;    /* attempts holding a slot, HIGH ones included */
     _Atomic unsigned limit;
     _Atomic int brk_state;         /* AX_BRK_* as last seen under lk */
     uint64_t queued;               /* s->lock: in a bucket, parked included */
     /* Parked (s->lock): queued jobs dispatch found while the class was at
-     * its limit (or out of half-open probes), one FIFO per priority, out of
-     * their bucket's list so the jobs behind them are not held up. They
-     * stay QUEUED and counted in their bucket's n; they go back to the
-     * front of their bucket (sched.c: class_unpark_locked) when the class
-     * has room again. */
+     * its limit (or out of half-open probes), one list per priority in
+     * queue order, out of their bucket's list so the jobs behind them are
+     * not held up. They stay QUEUED and counted in their bucket's n; the
+     * pick (sched.c) takes the oldest startable job of a priority from its
+     * bucket's list and the park lists' heads alike. */
     struct {
         struct job *head, *tail;
     } park[AX_PRIO_COUNT];
     _Atomic unsigned nparked;      /* written under s->lock, read by finishers */
-    _Atomic bool unpark;           /* room appeared while jobs were parked */
     pthread_mutex_t lk;
     struct ax_limit lim;
     struct ax_budget bud;
@@ -51,19 +49,11 @@ struct ax_class_rt {
     _Atomic uint64_t expired, open_refused, retries_denied, retries_allowed;
 };
 
-/* j runs in the HIGH lane of its class (protect_high): limited among HIGH
- * only, past an open breaker, outside the retry budget. */
+/* j is HIGH in a class with protect_high: no class limit, no breaker, no
+ * retry budget hold it back (the cap, the quotas and its deadlines do). */
 static inline bool class_high_lane(const struct ax_class_rt *c, const struct job *j)
 {
     return c->cfg.protect_high && j->prio == AX_PRIO_HIGH;
-}
-
-/* Attempts in flight that count against j's limit: HIGH ones of its lane,
- * or all of them. */
-static inline unsigned class_lane_in_flight(const struct ax_class_rt *c, bool high)
-{
-    return high ? atomic_load_explicit(&c->in_flight_high, memory_order_seq_cst)
-                : atomic_load_explicit(&c->in_flight, memory_order_seq_cst);
 }
 
 static inline struct ax_class_rt *class_get(struct ax_sched *s, unsigned id)
@@ -83,13 +73,18 @@ int class_resolve_spec(struct ax_sched *s, const ax_spec *in, ax_spec *out,
 int class_refuse_open(struct ax_class_rt *c, uint64_t now);
 bool class_open_now(struct ax_class_rt *c, uint64_t now);
 
-enum { CLASS_START, CLASS_BLOCKED, CLASS_END_EXPIRED, CLASS_END_OPEN };
+enum { CLASS_START, CLASS_BLOCKED, CLASS_BLOCKED_PROBE, CLASS_END_EXPIRED, CLASS_END_OPEN };
 /* j (of class c) has waited in its bucket past the queue-time budget. */
 bool class_queue_expired(const struct ax_class_rt *c, const struct job *j, uint64_t now);
-/* May queued job j (of class c) start now? s->lock held. CLASS_START also
- * takes its in_flight place (and a half-open permit: j->probe). */
-int class_dispatch_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
-                          uint64_t now);
+uint64_t class_queue_budget_ns(const struct ax_class_rt *c, const struct job *j);
+/* Could queued job j (of class c) start now? s->lock held; takes nothing:
+ * CLASS_BLOCKED (at its limit), CLASS_BLOCKED_PROBE (half-open, its probes
+ * all out), or it must end (expired, breaker open). */
+int class_check_locked(struct ax_sched *s, struct ax_class_rt *c, const struct job *j,
+                       uint64_t now);
+/* j starts: its in_flight place, and a half-open permit (j->probe). After a
+ * CLASS_START of class_check_locked in the same lock section. */
+void class_take_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j, uint64_t now);
 /* The slot of an attempt of j's class is free (any thread). */
 void class_slot_free(struct ax_sched *s, struct job *j);
 
@@ -123,8 +118,8 @@ void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state);
 void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t len);
 /* ax_set_max_concurrency: classes whose limit_max is 0 follow the new cap. */
 void class_cap_changed(struct ax_sched *s, unsigned cap);
-/* Room appeared in a class with parked jobs: ask a worker to unpark them. */
-void class_wake_parked(struct ax_sched *s, struct ax_class_rt *c);
+/* Room may have appeared in class c: if jobs are parked, a worker looks. */
+void class_room_made(struct ax_sched *s, struct ax_class_rt *c);
 void class_free_all(struct ax_sched *s);
 
 #endif

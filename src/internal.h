@@ -422,10 +422,15 @@ struct ax_sched {
     struct ax_class_rt *classes[AX_CLASS_MAX + 1]; /* [1 .. nclasses] */
     _Atomic unsigned nclasses;
     pthread_mutex_t class_reg_lock; /* serialises ax_class_register */
-    /* Some class with parked jobs has room again (class.c): the next
-     * dispatch unparks them. Set by whoever made the room, after it, then
-     * a sleeping worker is woken. */
-    _Atomic bool unpark_pending;
+    /* Some class with parked jobs may start one again (class.c room_made):
+     * the next dispatch looks, even if the buckets' lists are empty. Set by
+     * whoever made the room, after it, then a sleeping worker is woken;
+     * cleared by a dispatch before it picks. */
+    _Atomic bool parked_ready;
+    /* The last dispatch left every slot taken (s->lock): workers do not spin
+     * on queued work until a slot is released (`freed` moves) or the cap
+     * changes. */
+    _Atomic bool hint_cap_full;
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
     /* --- libax_http (http.c): ax_http_configure's settings --- */
@@ -505,10 +510,7 @@ void bucket_push_locked(struct ax_sched *s, struct job *j);
 void bucket_push_front_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended);
-/* Parked class jobs (sched.c): back to their buckets where their class has
- * room (unpark_pending), or ended past their queue-time budget. */
-void sched_unpark_locked(struct ax_sched *s);
-void sched_expire_parked_locked(struct ax_sched *s, uint64_t now, struct job **ended);
+
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);
 static inline unsigned load_locked(struct ax_sched *s)
@@ -520,6 +522,10 @@ static inline unsigned running_locked(struct ax_sched *s)
 {
     unsigned f = atomic_exchange_explicit(&s->freed, 0, memory_order_acq_rel);
     s->running -= f;
+    /* The slots just folded in are no longer in `freed`, where the hint's
+     * readers look: say it here (worker.c queued_takeable). */
+    if (f && atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed))
+        atomic_store_explicit(&s->hint_cap_full, false, memory_order_relaxed);
     return s->running;
 }
 void sched_wake_workers(struct ax_sched *s, unsigned n); /* no lock needed */

@@ -128,10 +128,25 @@ void bucket_push_front_locked(struct ax_sched *s, struct job *j)
 static void class_end_locked(struct ax_sched *s, struct job *j, unsigned why, uint64_t now,
                              struct job **ended);
 
-/* Move j (in its bucket's list, its class at its limit) to the tail of its
- * class's park list for its priority. It stays QUEUED and counted in b->n
- * (bounds, stats) and in the class's queued; only hint_queued drops. */
-static void park_locked(struct ax_sched *s, struct job *j)
+/* When a parked job's wait must be looked at again: its queue-time
+ * budget's end, or its deadline if that comes first (0: neither). */
+static uint64_t parked_due(struct ax_class_rt *c, const struct job *j)
+{
+    uint64_t due = c->cfg.queue_budget ? j->enqueue_ns + class_queue_budget_ns(c, j) + 1 : 0;
+    if (j->deadline_ns && (!due || j->deadline_ns < due))
+        due = j->deadline_ns;
+    return due;
+}
+
+/* Move j (in its bucket's list; its class cannot start it now) onto its
+ * class's park list for its priority, kept in queue order (enqueue_ns), so
+ * that the pick can take the oldest one first. It stays QUEUED and counted
+ * in b->n (bounds, stats) and in the class's queued; only hint_queued drops.
+ * Its timer now also covers its queue-time budget: a parked job past it ends
+ * at that time (sched_expire_locked), not when its class next has room.
+ * limit_blocked: blocked by the limit (not by half-open probes, whose
+ * outcomes wake the class): room that appeared meanwhile is flagged here. */
+static void park_locked(struct ax_sched *s, struct job *j, bool limit_blocked)
 {
     struct bucket *b = &s->b[j->prio];
     struct ax_class_rt *c = s->classes[j->cls];
@@ -144,107 +159,36 @@ static void park_locked(struct ax_sched *s, struct job *j)
     else
         b->tail = j->prev;
     unsigned p = j->prio;
-    j->next = NULL;
-    j->prev = c->park[p].tail;
-    if (c->park[p].tail)
-        c->park[p].tail->next = j;
+    struct job *after = c->park[p].tail; /* the last one queued before j */
+    while (after && after->enqueue_ns > j->enqueue_ns)
+        after = after->prev;
+    j->prev = after;
+    j->next = after ? after->next : c->park[p].head;
+    if (j->next)
+        j->next->prev = j;
+    else
+        c->park[p].tail = j;
+    if (after)
+        after->next = j;
     else
         c->park[p].head = j;
-    c->park[p].tail = j;
     j->parked = 1;
     b->parked++;
     s->parked_total++;
     hint_queued_locked(s);
+    uint64_t due = parked_due(c, j);
+    if (due) {
+        jtimer_del_locked(s, j);
+        jtimer_arm_locked(s, j, due);
+    }
     /* Published before the room is read again: a finisher decrements
      * in_flight, then reads nparked (class.c room_made); one of the two
      * sees the other. */
     atomic_store_explicit(&c->nparked, atomic_load_explicit(&c->nparked, memory_order_relaxed) + 1,
                           memory_order_seq_cst);
-    if (class_lane_in_flight(c, class_high_lane(c, j)) <
-        atomic_load_explicit(&c->limit, memory_order_seq_cst)) {
-        atomic_store_explicit(&c->unpark, true, memory_order_relaxed);
-        atomic_store_explicit(&s->unpark_pending, true, memory_order_relaxed);
-    }
-}
-
-/* Up to `room` parked jobs of each priority of class c go back to the
- * front of their bucket, in their order (they were queued before what is
- * there now). Up to room per priority, so the quota rounds choose among
- * them: a class's LOW is not kept parked behind its HIGH. Those that do not
- * get a place are parked again by the next pick. */
-static void class_unpark_locked(struct ax_sched *s, struct ax_class_rt *c, unsigned room,
-                                unsigned room_high)
-{
-    for (unsigned p = 0; p < AX_PRIO_COUNT; p++) {
-        struct job *last = c->park[p].head;
-        unsigned r = p == AX_PRIO_HIGH ? room_high : room; /* HIGH: its own lane */
-        if (!last || r == 0)
-            continue;
-        unsigned k = 1;
-        while (k < r && last->next) {
-            last = last->next;
-            k++;
-        }
-        /* Head to `last` go back, last first, each to the front of the
-         * bucket's list (they never left its count n). */
-        struct bucket *b = &s->b[p];
-        for (struct job *j = last; j;) {
-            struct job *prev = j->prev;
-            unpark_unlink_locked(s, j);
-            j->next = b->head;
-            if (b->head)
-                b->head->prev = j;
-            else
-                b->tail = j;
-            b->head = j;
-            j = prev;
-        }
-    }
-    hint_queued_locked(s);
-}
-
-/* Parked jobs past their queue-time budget end now rather than when their
- * class next has room (which may be a long attempt away). Oldest first:
- * each park list is in queue order. */
-void sched_expire_parked_locked(struct ax_sched *s, uint64_t now, struct job **ended)
-{
-    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
-    for (unsigned i = 1; i <= n; i++) {
-        struct ax_class_rt *c = s->classes[i];
-        if (!atomic_load_explicit(&c->nparked, memory_order_relaxed) || !c->cfg.queue_budget)
-            continue;
-        for (unsigned p = 0; p < AX_PRIO_COUNT; p++) {
-            struct job *j;
-            while ((j = c->park[p].head) && class_queue_expired(c, j, now))
-                class_end_locked(s, j, END_EXPIRED, now, ended);
-        }
-    }
-}
-
-void sched_unpark_locked(struct ax_sched *s)
-{
-    atomic_store_explicit(&s->unpark_pending, false, memory_order_seq_cst);
-    unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
-    for (unsigned i = 1; i <= n; i++) {
-        struct ax_class_rt *c = s->classes[i];
-        if (!atomic_load_explicit(&c->unpark, memory_order_relaxed))
-            continue;
-        atomic_store_explicit(&c->unpark, false, memory_order_relaxed);
-        if (!atomic_load_explicit(&c->nparked, memory_order_relaxed))
-            continue;
-        unsigned limit = atomic_load_explicit(&c->limit, memory_order_seq_cst);
-        unsigned all = class_lane_in_flight(c, false);
-        unsigned high = c->cfg.protect_high ? class_lane_in_flight(c, true) : all;
-        /* A half-open breaker's probes are decided at the pick. */
-        unsigned room = limit > all ? limit - all : 0;
-        unsigned room_high = limit > high ? limit - high : 0;
-        if (room > s->cap)
-            room = s->cap;
-        if (room_high > s->cap)
-            room_high = s->cap;
-        if (room || room_high)
-            class_unpark_locked(s, c, room, room_high);
-    }
+    if (limit_blocked && atomic_load_explicit(&c->in_flight, memory_order_seq_cst) <
+                             atomic_load_explicit(&c->limit, memory_order_seq_cst))
+        atomic_store_explicit(&s->parked_ready, true, memory_order_relaxed);
 }
 
 /* ---- the scheduler's timer wheel ---------------------------------------- */
@@ -362,6 +306,15 @@ unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ende
         uint64_t w = atomic_load_explicit(&j->sw, memory_order_acquire);
         unsigned st = js_state(w);
         bool past = j->deadline_ns && now >= j->deadline_ns;
+        if (AX_UNLIKELY(st == JS_QUEUED && !past && j->parked)) {
+            /* A parked job's queue-time budget (park_locked armed it). */
+            struct ax_class_rt *c = s->classes[j->cls];
+            if (class_queue_expired(c, j, now))
+                class_end_locked(s, j, END_EXPIRED, now, ended);
+            else
+                jtimer_arm_locked(s, j, parked_due(c, j)); /* not yet (tick rounding) */
+            continue;
+        }
         if (st == JS_QUEUED || past) {
             /* A queued deadline, or a delay / back-off that reached it. */
             uint64_t old;
@@ -410,6 +363,7 @@ void sched_slot_free(struct ax_sched *s, bool wake)
 void sched_hint_locked(struct ax_sched *s)
 {
     atomic_store_explicit(&s->hint_blocked, s->paused || s->closing, memory_order_relaxed);
+    atomic_store_explicit(&s->hint_cap_full, false, memory_order_relaxed); /* the next dispatch says */
 }
 
 /* A class job dispatch may not start now: it ends here (queue-time budget
@@ -429,42 +383,69 @@ static void class_end_locked(struct ax_sched *s, struct job *j, unsigned why, ui
     *ended = j;
 }
 
-/* The first job of bucket p that may start, or NULL. Jobs of classes at
- * their limit are parked on the way (off the list: the jobs behind them are
- * not held up), jobs past their queue-time budget or of an open breaker end.
- * Each job looked at leaves the list, so the walk is paid once per job; at
- * most PICK_WALK per call, the rest next time. Off the plain path: only a
- * bucket whose head has a class comes here. */
+/* The job of priority p to start next, or NULL: the oldest startable one
+ * (enqueue_ns) among the first startable one of the bucket's list and the
+ * head of each class's park list for p. On the way, list jobs whose class
+ * cannot start them now are parked (off the list: the jobs behind them are
+ * not held up), jobs past their queue-time budget or of an open breaker
+ * end. Each list job looked at leaves the list, so the walk is paid once per
+ * job; at most PICK_WALK per call, the rest next time. The job returned has
+ * its class place taken (class_take_locked). */
 #define PICK_WALK 1024
-static __attribute__((noinline)) struct job *bucket_first_startable_locked(struct ax_sched *s,
-                                                                          unsigned p, uint64_t now,
-                                                                          struct job **ended)
+static struct job *first_startable_locked(struct ax_sched *s, unsigned p, uint64_t now,
+                                          struct job **ended)
 {
-    struct job *j = s->b[p].head;
+    struct job *best = NULL, *j = s->b[p].head;
     for (unsigned walked = 0; j && walked < PICK_WALK; walked++) {
-        if (!j->cls)
-            return j;
         struct job *next = j->next;
-        switch (class_dispatch_locked(s, s->classes[j->cls], j, now)) {
-        case CLASS_START: return j;
-        case CLASS_END_EXPIRED: class_end_locked(s, j, END_EXPIRED, now, ended); break;
-        case CLASS_END_OPEN: class_end_locked(s, j, END_OPEN, now, ended); break;
-        default: park_locked(s, j); break;
+        if (!j->cls) {
+            best = j;
+            break;
         }
+        int r = class_check_locked(s, s->classes[j->cls], j, now);
+        if (r == CLASS_START) {
+            best = j;
+            break;
+        }
+        if (r == CLASS_END_EXPIRED || r == CLASS_END_OPEN)
+            class_end_locked(s, j, r == CLASS_END_EXPIRED ? END_EXPIRED : END_OPEN, now, ended);
+        else
+            park_locked(s, j, r == CLASS_BLOCKED);
         j = next;
     }
-    return NULL;
+    if (s->b[p].parked) {
+        unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
+        for (unsigned i = 1; i <= n; i++) {
+            struct ax_class_rt *c = s->classes[i];
+            struct job *h;
+            while ((h = c->park[p].head) && (!best || h->enqueue_ns < best->enqueue_ns)) {
+                int r = class_check_locked(s, c, h, now);
+                if (r == CLASS_START) {
+                    best = h;
+                    break;
+                }
+                if (r != CLASS_END_EXPIRED && r != CLASS_END_OPEN)
+                    break; /* this class cannot start its oldest: nor the others */
+                class_end_locked(s, h, r == CLASS_END_EXPIRED ? END_EXPIRED : END_OPEN, now,
+                                 ended);
+            }
+        }
+    }
+    if (best && best->cls)
+        class_take_locked(s, s->classes[best->cls], best, now);
+    return best;
 }
 
-/* sched_pick_locked once a bucket's head has a class: the same rounds,
- * each bucket's candidate found by bucket_first_startable_locked. */
+/* sched_pick_locked once class jobs are involved (a bucket's head has a
+ * class, or jobs are parked): the same rounds, each priority's candidate
+ * from first_startable_locked. */
 static __attribute__((noinline)) struct job *pick_classes_locked(struct ax_sched *s, uint64_t now,
                                                                 struct job **ended)
 {
     for (int tries = 0; tries <= AX_PRIO_COUNT; tries++) {
         unsigned p = round_order[s->rr];
-        if (s->b[p].head && s->rr_taken < s->quota[p]) {
-            struct job *j = bucket_first_startable_locked(s, p, now, ended);
+        if ((s->b[p].head || s->b[p].parked) && s->rr_taken < s->quota[p]) {
+            struct job *j = first_startable_locked(s, p, now, ended);
             if (j) {
                 bucket_remove_locked(s, j);
                 s->rr_taken++;
@@ -477,14 +458,16 @@ static __attribute__((noinline)) struct job *pick_classes_locked(struct ax_sched
     return NULL;
 }
 
-/* The next job by quota rounds, or NULL when every bucket's list is empty
- * (jobs of classes at their limit are parked on the way). Does not
+/* The next job by quota rounds, or NULL when no queued job can start (the
+ * buckets' lists are empty and no parked job's class has room). Does not
  * look at the concurrency cap or pause: the caller does. A class job
- * returned has its class place taken (class_dispatch_locked). Jobs without
- * a class stay on the plain loop (callgrind: the class-aware one in line
- * cost every dispatch ~20 instructions of register saves). */
+ * returned has its class place taken. Jobs without a class stay on the
+ * plain loop (callgrind: the class-aware one in line cost every dispatch
+ * ~20 instructions of register saves). */
 struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended)
 {
+    if (AX_UNLIKELY(s->parked_total))
+        return pick_classes_locked(s, now, ended);
     /* Nothing queued: leave the round where it is (an empty pick must not
      * move LOW's turn). */
     if (!s->b[0].head && !s->b[1].head && !s->b[2].head)

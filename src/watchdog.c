@@ -105,6 +105,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         struct job *j = take[i];
         if (js_unstart(&j->sw, job_gen(j))) {
             s->running--;
+            atomic_store_explicit(&s->hint_cap_full, false, memory_order_relaxed);
             if (j->cls) /* its class place and probe permit too: dispatch takes them again */
                 class_unstart(s, j);
             j->enqueue_ns = now_ns() - j->wait_ns; /* its wait goes on */

@@ -128,6 +128,20 @@ static bool orphans_full_locked(struct ax_sched *s)
     return full;
 }
 
+/* Could a dispatch take something now, by the lock-free hints? Queued work
+ * in the buckets' lists while not paused and not every slot is taken (a
+ * slot released since shows in `freed`), or a class with parked jobs that
+ * may have room. */
+static inline bool queued_takeable(struct ax_sched *s)
+{
+    if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
+        return true;
+    return atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
+           !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) &&
+           (!atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) ||
+            atomic_load_explicit(&s->freed, memory_order_relaxed));
+}
+
 static bool jwheel_due(struct ax_sched *s, uint64_t now)
 {
     return atomic_load_explicit(&s->jwheel_next, memory_order_relaxed) <= ns_to_tick(now);
@@ -146,10 +160,7 @@ static void dispatch(struct worker *w)
     struct job *ended = NULL;
 
     /* Fast path: nothing to apply, nothing due, nothing we could take. */
-    if (!p->free_list && !jwheel_due(s, w->now_ns) &&
-        (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0 ||
-         atomic_load_explicit(&s->hint_blocked, memory_order_relaxed)) &&
-        !atomic_load_explicit(&s->unpark_pending, memory_order_relaxed))
+    if (!p->free_list && !jwheel_due(s, w->now_ns) && !queued_takeable(s))
         return;
 
     if (AX_UNLIKELY(s->ev_lossless))
@@ -167,12 +178,10 @@ static void dispatch(struct worker *w)
     /* Take new work even while runs are ready (a task yielding in a loop
      * must not keep queued tasks out), but no more than a batch in all. */
     unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
-    /* Parked class jobs whose class has room go back to their buckets
+    /* Cleared before the pick, which looks at every parked job's class
      * (even paused: the flag must not keep workers coming back). */
-    if (AX_UNLIKELY(atomic_load_explicit(&s->unpark_pending, memory_order_seq_cst)))
-        sched_unpark_locked(s);
-    if (AX_UNLIKELY(s->parked_total))
-        sched_expire_parked_locked(s, w->now_ns, &ended);
+    if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
+        atomic_store_explicit(&s->parked_ready, false, memory_order_seq_cst);
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
         while (n < want && s->running < s->cap &&
@@ -185,11 +194,16 @@ static void dispatch(struct worker *w)
             take[n++] = j;
         }
         more = n == want && s->running < s->cap &&
-               (s->b[0].head || s->b[1].head || s->b[2].head);
+               (s->b[0].head || s->b[1].head || s->b[2].head || s->parked_total);
         /* Parking in this pick may have found room appear meanwhile. */
-        if (AX_UNLIKELY(atomic_load_explicit(&s->unpark_pending, memory_order_relaxed)))
+        if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
             more = true;
     }
+    /* Every slot taken: no worker spins on the queued work (queued_takeable)
+     * until a slot is released or the cap changes. */
+    bool full = s->running >= s->cap;
+    if (full != atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed))
+        atomic_store_explicit(&s->hint_cap_full, full, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
     if (more || requeued > n)
         sched_wake_workers(s, 1); /* more work than one batch: get help */
@@ -260,7 +274,7 @@ static bool work_available(struct worker *w)
     pthread_mutex_lock(&s->lock);
     yes = !s->paused && !s->closing && running_locked(s) < s->cap &&
           (s->b[0].head || s->b[1].head || s->b[2].head) && !orphans_full_locked(s);
-    yes = yes || atomic_load_explicit(&s->unpark_pending, memory_order_seq_cst);
+    yes = yes || atomic_load_explicit(&s->parked_ready, memory_order_seq_cst);
     pthread_mutex_unlock(&s->lock);
     return yes;
 }
@@ -296,10 +310,8 @@ static void worker_sleep(struct worker *w)
     for (unsigned i = 1;; i++) {
         if (atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
             atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
-            (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
-             !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) &&
-             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed)) ||
-            atomic_load_explicit(&s->unpark_pending, memory_order_relaxed))
+            (queued_takeable(s) &&
+             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed)))
             return;
         if ((i & 63) == 0) {
             uint64_t now = now_ns();

@@ -31,6 +31,7 @@ static inline ax_class_config rc_plain(const char *name)
     c.adaptive = false;
     c.retry_budget = false;
     c.breaker = false;
+    c.protect_high = false; /* HIGH is held back like the others */
     return c;
 }
 

@@ -16,12 +16,12 @@
  * unparked and fails fast, every other parked job of the class stays
  * parked, past open_ms and half-open, for ever.
  *
- * Here: class limit 1, queue budget 300 ms. A task holds the class; P1 is
- * parked at t=0, P2 at t=250 ms; the holder is cancelled at t=350 ms (its
- * place frees in one step: one room_made, after the decrement). The next
- * dispatch unparks P1 (room 1), P1 is past its budget and ends
- * AX_EEXPIRED at the pick; P2 has 200 ms of budget left and the class is
- * idle. Expected: P2 runs (SUCCEEDED) within 1 s.
+ * Here: class limit 1, queue budget 2 s. A task holds the class; P1 is
+ * parked at t=0, P2 at t=1.9 s; the holder is cancelled at t=2.1 s (its
+ * place frees in one step: one room_made, after the decrement). P1 is past
+ * its budget and ends AX_EEXPIRED (at the pick then; by its timer since);
+ * P2 has 1.8 s of budget left and the class is idle. Expected: P2 runs
+ * (SUCCEEDED) within 1 s.
  * (test_class2_unpark_lost_open: the breaker variant.)
  */
 #include "class_common.h"
@@ -32,7 +32,7 @@ int main(void)
     ax_class_config c = rc_plain("up");
     c.limit_max = 1;
     c.queue_budget = true;
-    c.queue_budget_ms = 300;
+    c.queue_budget_ms = 2000;
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
 
@@ -45,10 +45,12 @@ int main(void)
     uint64_t p1 = 0, p2 = 0;
     ax_spec a = {.fn = rc_noop, .class_id = id, .on_done = rc_on_done};
     CHECK_EQ(ax_submit(s, &a, &p1), AX_OK);
-    usleep(250 * 1000);
+    usleep(1900 * 1000);
     CHECK_EQ(ax_submit(s, &a, &p2), AX_OK);
-    usleep(100 * 1000);
-    CHECK_EQ(rc_cstats(s, id).queued, 2);
+    usleep(200 * 1000);
+    /* P1 may have ended already: parked jobs now expire at their budget's
+     * end (a timer), not when their class next has room. */
+    CHECK_LE(rc_cstats(s, id).queued, 2);
     CHECK_EQ(ax_cancel(s, holder), AX_OK);
 
     bool ok = WAIT_UNTIL(atomic_load(&rc_done_n) == 3, 1000);

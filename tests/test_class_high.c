@@ -3,8 +3,9 @@
  * HIGH (the seed's contract, §2.2, kept under overload).
  *
  *  1. Limit: class limit 1, a NORMAL task holds it. A HIGH task of the class
- *     starts at once (its own lane), a second NORMAL one waits parked. With
- *     protect_high off the HIGH task waits too, until the NORMAL one ends.
+ *     starts at once (the class limit does not hold HIGH back), a second
+ *     NORMAL one waits parked. With protect_high off the HIGH task waits
+ *     too, until the NORMAL one ends, and then starts first.
  *  2. Breaker: once open, NORMAL submissions get AX_EOPEN, HIGH ones are
  *     admitted and run; their failures still count in the breaker.
  *  3. Retry budget: with a budget of no retry at all, a failing NORMAL task
@@ -55,6 +56,7 @@ static void breaker_case(void)
 {
     ax_sched *s = test_sched(1, 8);
     ax_class_config c = rc_plain("search");
+    c.protect_high = true;
     c.breaker = true;
     c.breaker_min_calls = 4;
     c.breaker_open_ms = 3600000; /* stays open for the test */
@@ -87,6 +89,7 @@ static void budget_case(void)
 {
     ax_sched *s = test_sched(1, 8);
     ax_class_config c = rc_plain("report");
+    c.protect_high = true;
     c.retry_budget = true;
     c.retry_budget_ratio = 0;
     c.retry_budget_min_per_s = 0; /* no retry for NORMAL / LOW at all */
