@@ -34,8 +34,9 @@
  * breaker, budget or queue turns that mechanism off in the class config
  * (adaptive = false, breaker = false, retry_budget = false, queue_budget =
  * false) and the test is then expected to FAIL; nothing else reads it.
- * AX_OVL_TEST_CASES=1,3 runs only those cases. Case 5 (a cancelled half-open
- * probe) shows a library defect and runs only when named there.
+ * AX_OVL_TEST_CASES=1,3 runs only those cases. Cases 5 (a cancelled half-open
+ * probe) and 6 (a probe the watchdog hands back) show library defects and
+ * run only when named there.
  *
  * ax-upstream is killed when the test exits, also on a failed CHECK (its
  * SIGABRT) or a sanitizer's _exit (PR_SET_PDEATHSIG in the child).
@@ -645,7 +646,10 @@ static void case_breaker(void)
     cc.breaker = !off("breaker");
     cc.breaker_failure_rate = 0.5;
     cc.breaker_min_calls = B_MIN_CALLS;
-    cc.breaker_window_ms = 2000;
+    /* A 1 s window: at a steady rate, t s into the 503s it holds t s of
+     * failures and 1 - t of successes, so it opens ~0.5 s into the 3 s
+     * phase (the spared-upstream check below has room). */
+    cc.breaker_window_ms = 1000;
     cc.breaker_open_ms = B_OPEN_MS;
     cc.breaker_half_open_calls = B_PROBES;
     case_begin("/brk", args, &cc);
@@ -1045,12 +1049,102 @@ static void case_probe_cancel(void)
     case_end();
 }
 
+/* ---- 6: a probe handed back by the watchdog (library defect, opt-in) ------------------- */
+
+/* Dispatch puts up to DISPATCH_BATCH jobs on a worker's to-start list;
+ * when the first one started holds the worker (a hog: no yield), the
+ * watchdog hands the rest back to their bucket (watchdog.c hand_back):
+ * their class place is freed, but
+ *   - a half-open permit each took is not given back, and dispatch takes
+ *     another when it starts them again: half_open_calls permits are out
+ *     with fewer outcomes to come, so the breaker stays half-open for good
+ *     and the class never starts anything again;
+ *   - ax_class_stats.started counts each of them twice.
+ * No HTTP here: one worker, a class whose breaker 503-like failures opened,
+ * half-open, then a hog and 4 quick tasks submitted while paused, so all 5
+ * take a permit in one dispatch. Expected: the hog's success and the 4
+ * quick ones close the breaker. Fails on the library as of d6c7f43.
+ * AX_OVL_TEST_CASES=6 runs it. */
+static atomic_int h_mode; /* 0 fail, 1 succeed */
+static int h_task(ax_task *t, void *arg)
+{
+    (void)t;
+    atomic_fetch_add(&C.fn_calls, 1);
+    if (arg) { /* the hog: 300 ms without a yield */
+        uint64_t end = test_now_ms() + 300;
+        while (test_now_ms() < end) {
+        }
+    }
+    return atomic_load(&h_mode) ? 0 : 1;
+}
+
+static void case_handback(void)
+{
+    fprintf(stderr, "\n== 6: half-open probes handed back by the watchdog ==\n");
+    reset_case();
+    ax_config cfg;
+    ax_config_default(&cfg);
+    cfg.workers = 1;
+    cfg.max_concurrency = 16;
+    C.s = test_sched_cfg(&cfg);
+    ax_class_config cc;
+    ax_class_config_default(&cc);
+    cc.name = "hog";
+    cc.timeout_ms = 10000;
+    cc.adaptive = false;
+    cc.queue_budget = false;
+    cc.breaker_min_calls = 5;
+    cc.breaker_open_ms = 200;
+    cc.breaker_half_open_calls = 5;
+    CHECK_EQ(ax_class_register(C.s, &cc, &C.cls), 0);
+    for (int i = 0; i < 5; i++) {
+        ax_spec sp = {.fn = h_task, .on_done = on_done, .class_id = C.cls};
+        CHECK_EQ(ax_submit(C.s, &sp, NULL), 0);
+        atomic_fetch_add(&C.admitted, 1);
+    }
+    wait_all_done("6 failing");
+    CHECK(cstats().breaker_opened >= 1);
+    CHECK(WAIT_UNTIL(cstats().breaker == AX_BREAKER_HALF_OPEN, LIVENESS_MS));
+    atomic_store(&h_mode, 1);
+    long fn0 = atomic_load(&C.fn_calls);
+    ax_class_stats st0 = cstats();
+    CHECK_EQ(ax_pause(C.s), 0);
+    for (int i = 0; i < 5; i++) {
+        ax_spec sp = {.fn = h_task, .arg = i == 0 ? (void *)1 : NULL, .on_done = on_done,
+                      .class_id = C.cls};
+        CHECK_EQ(ax_submit(C.s, &sp, NULL), 0);
+        atomic_fetch_add(&C.admitted, 1);
+    }
+    CHECK_EQ(ax_resume(C.s), 0);
+    bool closed = WAIT_UNTIL(atomic_load(&C.done) == atomic_load(&C.admitted) &&
+                                 cstats().breaker == AX_BREAKER_CLOSED,
+                             10000);
+    ax_class_stats st = cstats();
+    fprintf(stderr,
+            "6: breaker %s, in_flight %u, queued %llu; since half-open: %ld attempts entered "
+            "the function, class stats 'started' +%llu; ended %ld of %ld\n",
+            ax_breaker_state_name(st.breaker), st.in_flight, (unsigned long long)st.queued,
+            atomic_load(&C.fn_calls) - fn0, (unsigned long long)(st.started - st0.started),
+            atomic_load(&C.done), atomic_load(&C.admitted));
+    if (!closed)
+        FAILF("6: LIBRARY DEFECT: the breaker stayed %s with %llu tasks queued and none in "
+              "flight: the probes the watchdog handed back kept their half-open permits",
+              ax_breaker_state_name(st.breaker), (unsigned long long)st.queued);
+    CHECK(closed);
+    check_started(&st, "6");
+    CHECK_EQ(st.started, atomic_load(&C.fn_calls));
+    check_books("6");
+    CHECK_EQ(ax_shutdown(C.s, 5000), 0);
+    ax_free(C.s);
+    C.s = NULL;
+}
+
 /* ---- main ------------------------------------------------------------------------------ */
 
 static bool want_case(const char *cases, int k)
 {
     if (!cases || !*cases)
-        return k <= 4; /* 5 shows a library defect: opt-in until it is fixed */
+        return k <= 4; /* 5 and 6 show library defects: opt-in until they are fixed */
     char d[2] = {(char)('0' + k), 0};
     return strstr(cases, d) != NULL;
 }
@@ -1085,6 +1179,8 @@ int main(int argc, char **argv)
         case_queue();
     if (want_case(cases, 5))
         case_probe_cancel();
+    if (want_case(cases, 6))
+        case_handback();
     fprintf(stderr, "\ntest_overload_upstream: all cases passed in %llu ms\n",
             (unsigned long long)(test_now_ms() - t0));
     return 0;
