@@ -70,7 +70,7 @@
 #include <sys/wait.h>
 
 #define WORKERS 2
-#define CAP 256          /* the scheduler's max_concurrency */
+#define CAP 256           /* the scheduler's max_concurrency */
 #define LIVENESS_MS 60000 /* any single wait: only a hung mechanism reaches it */
 
 static const char *upstream_bin;
@@ -81,10 +81,10 @@ static bool off(const char *what)
     return strcmp(mech_off, what) == 0;
 }
 
-#define FAILF(...)                                                                         \
-    do {                                                                                   \
-        fprintf(stderr, "FAIL: " __VA_ARGS__);                                             \
-        fputc('\n', stderr);                                                               \
+#define FAILF(...)                                                                                 \
+    do {                                                                                           \
+        fprintf(stderr, "FAIL: " __VA_ARGS__);                                                     \
+        fputc('\n', stderr);                                                                       \
     } while (0)
 
 /* ---- the upstream process ----------------------------------------------------- */
@@ -106,8 +106,7 @@ static void kill_upstream_now(void)
 static void on_abort(int sig)
 {
     pid_t p = up_pid;
-    if (p > 0)
-        kill(p, SIGKILL); /* async-signal-safe */
+    if (p > 0) kill(p, SIGKILL); /* async-signal-safe */
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -132,8 +131,7 @@ static void start_upstream(const char *const *args)
     if (pid == 0) {
         /* Only async-signal-safe calls: the parent may have threads. */
         prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlive the test */
-        if (getppid() != ppid)
-            _exit(127);
+        if (getppid() != ppid) _exit(127);
         dup2(p[1], STDOUT_FILENO); /* the copy loses O_CLOEXEC */
         execv(upstream_bin, argv);
         static const char msg[] = "test_overload_upstream: exec ax-upstream failed\n";
@@ -148,11 +146,9 @@ static void start_upstream(const char *const *args)
     uint64_t end = test_now_ms() + 20000;
     while (got < sizeof line - 1 && !memchr(line, '\n', got) && test_now_ms() < end) {
         struct pollfd pf = {.fd = p[0], .events = POLLIN};
-        if (poll(&pf, 1, 100) <= 0)
-            continue;
+        if (poll(&pf, 1, 100) <= 0) continue;
         ssize_t r = read(p[0], line + got, sizeof line - 1 - got);
-        if (r <= 0)
-            break;
+        if (r <= 0) break;
         got += (size_t)r;
     }
     line[got] = 0;
@@ -174,8 +170,7 @@ static void stop_upstream(void)
     int st = 0;
     uint64_t end = test_now_ms() + 30000;
     for (;;) {
-        if (waitpid(pid, &st, WNOHANG) == pid)
-            break;
+        if (waitpid(pid, &st, WNOHANG) == pid) break;
         if (test_now_ms() > end) {
             FAILF("ax-upstream did not stop within 30 s of SIGTERM");
             kill_upstream_now();
@@ -212,13 +207,10 @@ static const char *upstream_stats(void)
     size_t n = 0;
     for (;;) {
         ssize_t r = read(fd, stats_buf + n, sizeof stats_buf - 1 - n);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            break;
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
         n += (size_t)r;
-        if (n == sizeof stats_buf - 1)
-            break;
+        if (n == sizeof stats_buf - 1) break;
     }
     close(fd);
     stats_buf[n] = 0;
@@ -240,10 +232,10 @@ static long long json_num(const char *from, const char *key)
 }
 
 struct upstats {
-    int phase;              /* index of the current phase */
+    int phase; /* index of the current phase */
     char phase_name[32];
-    long long requests;     /* on the case's endpoint */
-    long long total, n503;  /* all endpoint requests; answered 503 */
+    long long requests;    /* on the case's endpoint */
+    long long total, n503; /* all endpoint requests; answered 503 */
 };
 
 static struct upstats up_get(const char *path)
@@ -285,8 +277,7 @@ static struct upstats wait_phase(const char *path, int want)
     uint64_t end = test_now_ms() + LIVENESS_MS;
     for (;;) {
         struct upstats u = up_get(path);
-        if (u.phase >= want)
-            return u;
+        if (u.phase >= want) return u;
         if (test_now_ms() > end) {
             FAILF("ax-upstream never reached phase %d (still %d '%s')", want, u.phase,
                   u.phase_name);
@@ -303,20 +294,20 @@ static struct {
     ax_sched *s;
     unsigned cls;
     char url[96];
-    bool resubmit;           /* case 1's closed loop: on_done submits the next */
+    bool resubmit; /* case 1's closed loop: on_done submits the next */
     atomic_bool stop;
-    atomic_long admitted;    /* submissions that returned 0 */
+    atomic_long admitted;     /* submissions that returned 0 */
     atomic_long refused_open; /* submissions that returned AX_EOPEN */
     atomic_long refused_other;
-    atomic_long fn_calls;    /* attempts that entered the task function */
+    atomic_long fn_calls; /* attempts that entered the task function */
     atomic_long http_200, http_other, http_err;
     atomic_long done, ok, failed, timed_out, cancelled;
     atomic_long done_eopen, done_eexpired, done_budget, expired_ran;
     _Atomic uint64_t expired_wait_min_ns, expired_wait_max_ns; /* their queue waits */
-    atomic_int phase_seen_bad; /* case 4: a started attempt answered outside its phase */
-    char want_phase[32];     /* case 4: the phase the started attempts must see */
+    atomic_int phase_seen_bad;   /* case 4: a started attempt answered outside its phase */
+    char want_phase[32];         /* case 4: the phase the started attempts must see */
     const char *_Atomic url_now; /* case 5: the URL the next attempt calls (else url) */
-    _Atomic uint64_t ids[64]; /* case 5: ids of the attempts that entered the function */
+    _Atomic uint64_t ids[64];    /* case 5: ids of the attempts that entered the function */
 } C;
 
 static void reset_case(void)
@@ -332,8 +323,7 @@ static int call_upstream(ax_task *t, void *arg)
 {
     (void)arg;
     long k = atomic_fetch_add(&C.fn_calls, 1);
-    if (k < 64)
-        atomic_store(&C.ids[k], ax_task_id(t));
+    if (k < 64) atomic_store(&C.ids[k], ax_task_id(t));
     const char *url = atomic_load(&C.url_now);
     ax_http_response r;
     int rc = ax_http_get(t, url ? url : C.url, -1, &r);
@@ -347,8 +337,7 @@ static int call_upstream(ax_task *t, void *arg)
     if (C.want_phase[0]) {
         char want[64];
         snprintf(want, sizeof want, "X-Upstream-Phase: %s\r", C.want_phase);
-        if (!r.headers || !strstr(r.headers, want))
-            atomic_store(&C.phase_seen_bad, 1);
+        if (!r.headers || !strstr(r.headers, want)) atomic_store(&C.phase_seen_bad, 1);
     }
     ax_http_response_free(&r);
     if (status == 200) {
@@ -366,30 +355,36 @@ static void on_done(const ax_result *r, void *arg)
 {
     (void)arg;
     switch (r->state) {
-    case AX_STATE_SUCCEEDED: atomic_fetch_add(&C.ok, 1); break;
-    case AX_STATE_FAILED: atomic_fetch_add(&C.failed, 1); break;
-    case AX_STATE_TIMED_OUT: atomic_fetch_add(&C.timed_out, 1); break;
-    case AX_STATE_CANCELLED: atomic_fetch_add(&C.cancelled, 1); break;
-    default: break;
+    case AX_STATE_SUCCEEDED:
+        atomic_fetch_add(&C.ok, 1);
+        break;
+    case AX_STATE_FAILED:
+        atomic_fetch_add(&C.failed, 1);
+        break;
+    case AX_STATE_TIMED_OUT:
+        atomic_fetch_add(&C.timed_out, 1);
+        break;
+    case AX_STATE_CANCELLED:
+        atomic_fetch_add(&C.cancelled, 1);
+        break;
+    default:
+        break;
     }
-    if (r->state == AX_STATE_FAILED && r->code == AX_EOPEN)
-        atomic_fetch_add(&C.done_eopen, 1);
+    if (r->state == AX_STATE_FAILED && r->code == AX_EOPEN) atomic_fetch_add(&C.done_eopen, 1);
     if (r->state == AX_STATE_FAILED && r->code == AX_EEXPIRED) {
         atomic_fetch_add(&C.done_eexpired, 1);
-        if (r->run_ns != 0)
-            atomic_fetch_add(&C.expired_ran, 1);
+        if (r->run_ns != 0) atomic_fetch_add(&C.expired_ran, 1);
         uint64_t w = atomic_load(&C.expired_wait_max_ns);
-        while (r->wait_ns > w && !atomic_compare_exchange_weak(&C.expired_wait_max_ns, &w, r->wait_ns)) {
+        while (r->wait_ns > w &&
+               !atomic_compare_exchange_weak(&C.expired_wait_max_ns, &w, r->wait_ns)) {
         }
         w = atomic_load(&C.expired_wait_min_ns);
         while ((w == 0 || r->wait_ns < w) &&
                !atomic_compare_exchange_weak(&C.expired_wait_min_ns, &w, r->wait_ns)) {
         }
     }
-    if (strstr(r->error, "retry budget exhausted"))
-        atomic_fetch_add(&C.done_budget, 1);
-    if (C.resubmit && !atomic_load(&C.stop))
-        submit_one();
+    if (strstr(r->error, "retry budget exhausted")) atomic_fetch_add(&C.done_budget, 1);
+    if (C.resubmit && !atomic_load(&C.stop)) submit_one();
     atomic_fetch_add(&C.done, 1); /* last: the main thread waits on it */
 }
 
@@ -436,10 +431,10 @@ static void check_books(const char *what)
             "cancelled %ld); class: submitted %llu started %llu succeeded %llu failed %llu "
             "timed_out %llu cancelled %llu\n",
             what, admitted, done, atomic_load(&C.ok), atomic_load(&C.failed),
-            atomic_load(&C.timed_out), atomic_load(&C.cancelled),
-            (unsigned long long)st.submitted, (unsigned long long)st.started,
-            (unsigned long long)st.succeeded, (unsigned long long)st.failed,
-            (unsigned long long)st.timed_out, (unsigned long long)st.cancelled);
+            atomic_load(&C.timed_out), atomic_load(&C.cancelled), (unsigned long long)st.submitted,
+            (unsigned long long)st.started, (unsigned long long)st.succeeded,
+            (unsigned long long)st.failed, (unsigned long long)st.timed_out,
+            (unsigned long long)st.cancelled);
     CHECK_EQ(done, admitted);
     CHECK_EQ(terminal, admitted);
     CHECK_EQ(st.submitted, admitted);
@@ -480,8 +475,7 @@ static void case_begin(const char *path, const char *const *upstream_args,
     C.s = test_sched_cfg(&cfg);
     unsigned id = 0;
     int rc = ax_class_register(C.s, cc, &id);
-    if (rc)
-        FAILF("ax_class_register: %s: %s", ax_strerror(rc), ax_error_detail());
+    if (rc) FAILF("ax_class_register: %s: %s", ax_strerror(rc), ax_error_detail());
     CHECK_EQ(rc, 0);
     C.cls = id;
 }
@@ -497,11 +491,11 @@ static void case_end(void)
 /* ---- 1: adaptive limit ------------------------------------------------------------ */
 
 #define L_HEALTHY_MS 50 /* mean of uniform 30..70 ms */
-#define L_SLOW 10 /* degraded: x10 */
+#define L_SLOW 10       /* degraded: x10 */
 #define LIMIT_MAX 64
 #define LIMIT_MIN 1
 #define OUTSTANDING (LIMIT_MAX + LIMIT_MAX / 2) /* more than the limit: never app-limited */
-#define DROP_FRACTION 0.5   /* degraded: the limit falls below this x its healthy value */
+#define DROP_FRACTION 0.5    /* degraded: the limit falls below this x its healthy value */
 #define RECOVER_FRACTION 0.9 /* healthy again: back to >= this x limit_max */
 #define MAX_SAMPLES 4000
 
@@ -515,6 +509,7 @@ static void case_limit(void)
 {
     fprintf(stderr, "\n== 1: adaptive limit (latency %d ms -> x%d -> %d ms, limit_max %d) ==\n",
             L_HEALTHY_MS, L_SLOW, L_HEALTHY_MS, LIMIT_MAX);
+    /* clang-format off */
     static const char *const args[] = {
         /* Uniform, not fixed: with one fixed latency a closed loop's
          * completions arrive in synchronised waves, one limiter window per
@@ -524,6 +519,7 @@ static void case_limit(void)
         "--phase", "8s:degraded,slow=10,error=0",
         "--phase", "1s:healthy", /* the last phase stays */
         NULL};
+    /* clang-format on */
     ax_class_config cc;
     ax_class_config_default(&cc);
     cc.name = "lim";
@@ -551,18 +547,15 @@ static void case_limit(void)
         struct upstats u = up_get("/lim");
         CHECK(n < MAX_SAMPLES);
         sm[n] = (struct lsample){u.phase, st.limit, st.in_flight, st.queued};
-        if (u.phase == 1 && first_degraded < 0)
-            first_degraded = n;
-        if (u.phase >= 2 && first_healthy2 < 0)
-            first_healthy2 = n;
+        if (u.phase == 1 && first_degraded < 0) first_degraded = n;
+        if (u.phase >= 2 && first_healthy2 < 0) first_healthy2 = n;
         if (u.phase >= 2 && st.limit >= ceil(RECOVER_FRACTION * LIMIT_MAX)) {
             recovered_at = n;
             n++;
             break;
         }
         n++;
-        if (test_now_ms() > end)
-            break; /* liveness: judged below */
+        if (test_now_ms() > end) break; /* liveness: judged below */
     }
     atomic_store(&C.stop, true);
     wait_all_done("1");
@@ -572,8 +565,7 @@ static void case_limit(void)
     static unsigned hl[MAX_SAMPLES];
     int nh = 0;
     for (int i = 0; i < n; i++)
-        if (sm[i].phase == 0)
-            hl[nh++] = sm[i].limit;
+        if (sm[i].phase == 0) hl[nh++] = sm[i].limit;
     for (int i = 1; i < nh; i++) /* insertion sort: a few hundred */
         for (int k = i; k > 0 && hl[k - 1] > hl[k]; k--) {
             unsigned x = hl[k];
@@ -582,18 +574,15 @@ static void case_limit(void)
         }
     healthy_limit = nh ? hl[nh / 2] : 0;
     for (int i = 0; i < n && dropped_at < 0; i++)
-        if (sm[i].phase == 1 && sm[i].limit < DROP_FRACTION * healthy_limit)
-            dropped_at = i;
+        if (sm[i].phase == 1 && sm[i].limit < DROP_FRACTION * healthy_limit) dropped_at = i;
     /* The trace: one line per second or so, and every phase change. */
     unsigned min_deg = UINT32_MAX, min_all = UINT32_MAX, max_all = 0;
     int queued_samples = 0, phase_n[3] = {0};
     for (int i = 0; i < n; i++) {
         if (i % 20 == 0 || (i && sm[i].phase != sm[i - 1].phase) || i == n - 1)
             fprintf(stderr, "  sample %3d phase %d: limit %2u in_flight %2u queued %3llu\n", i,
-                    sm[i].phase, sm[i].limit, sm[i].in_flight,
-                    (unsigned long long)sm[i].queued);
-        if (sm[i].phase == 1 && sm[i].limit < min_deg)
-            min_deg = sm[i].limit;
+                    sm[i].phase, sm[i].limit, sm[i].in_flight, (unsigned long long)sm[i].queued);
+        if (sm[i].phase == 1 && sm[i].limit < min_deg) min_deg = sm[i].limit;
         min_all = sm[i].limit < min_all ? sm[i].limit : min_all;
         max_all = sm[i].limit > max_all ? sm[i].limit : max_all;
         queued_samples += sm[i].queued > 0;
@@ -605,9 +594,9 @@ static void case_limit(void)
             "degraded %u (%s %.0f%% of it, at degraded sample %d), range [%u, %u]; back to "
             ">= %.0f at healthy sample %d; samples with a queue %d of %d\n",
             phase_n[0], phase_n[1], phase_n[2], healthy_limit, min_deg,
-            min_deg < DROP_FRACTION * healthy_limit ? "below" : "NOT below",
-            DROP_FRACTION * 100, dropped_at < 0 ? -1 : dropped_at - first_degraded, min_all,
-            max_all, ceil(RECOVER_FRACTION * LIMIT_MAX),
+            min_deg < DROP_FRACTION * healthy_limit ? "below" : "NOT below", DROP_FRACTION * 100,
+            dropped_at < 0 ? -1 : dropped_at - first_degraded, min_all, max_all,
+            ceil(RECOVER_FRACTION * LIMIT_MAX),
             recovered_at < 0 ? -1 : recovered_at - first_healthy2, queued_samples, n);
 
     /* Never outside [limit_min, limit_max]. */
@@ -624,8 +613,8 @@ static void case_limit(void)
     CHECK(queued_samples >= n * 9 / 10);
     /* Degraded: the limit fell below DROP_FRACTION of its healthy value. */
     if (!(min_deg < DROP_FRACTION * healthy_limit))
-        FAILF("1: while degraded the limit stayed >= %u, want < %.0f%% of its healthy %u",
-              min_deg, DROP_FRACTION * 100, healthy_limit);
+        FAILF("1: while degraded the limit stayed >= %u, want < %.0f%% of its healthy %u", min_deg,
+              DROP_FRACTION * 100, healthy_limit);
     CHECK(min_deg < DROP_FRACTION * healthy_limit);
     /* Healthy again: back to >= RECOVER_FRACTION x limit_max. */
     if (recovered_at < 0)
@@ -655,12 +644,14 @@ static void case_limit(void)
 static void case_breaker(void)
 {
     fprintf(stderr, "\n== 2: circuit breaker (a phase of 503s) ==\n");
+    /* clang-format off */
     static const char *const args[] = {
         "--endpoint", "/brk latency=fixed:10ms",
         "--phase", "2s:healthy",
         "--phase", "5s:failing,error=1,error_code=503",
         "--phase", "1s:healthy",
         NULL};
+    /* clang-format on */
     ax_class_config cc;
     ax_class_config_default(&cc);
     cc.name = "brk";
@@ -692,8 +683,7 @@ static void case_breaker(void)
         submit_one();
         sub_in_phase[phase > 2 ? 2 : phase]++;
         usleep(B_SUBMIT_EVERY_US);
-        if (++it % 10)
-            continue;
+        if (++it % 10) continue;
         ax_class_stats st = cstats();
         struct upstats u = up_get("/brk");
         phase = u.phase;
@@ -707,8 +697,7 @@ static void case_breaker(void)
             healthy0_samples++;
             closed_in_healthy0 += st.breaker == AX_BREAKER_CLOSED;
         }
-        if (phase == 1 && st.breaker == AX_BREAKER_OPEN)
-            opened_seen_in_failing++;
+        if (phase == 1 && st.breaker == AX_BREAKER_OPEN) opened_seen_in_failing++;
         if (phase >= 2 && ok_at_healthy2 < 0) {
             ok_at_healthy2 = atomic_load(&C.ok);
             n503_at_healthy2 = u.n503;
@@ -719,8 +708,7 @@ static void case_breaker(void)
             closed_again = true;
             break;
         }
-        if (test_now_ms() > end)
-            break;
+        if (test_now_ms() > end) break;
     }
     wait_all_done("2");
     ax_class_stats st = cstats();
@@ -732,10 +720,9 @@ static void case_breaker(void)
             "upstream: %lld requests, %lld answered 503 (%lld in the failing phase, from %ld "
             "submissions)\n",
             trace, sub_in_phase[0], sub_in_phase[1], sub_in_phase[2], atomic_load(&C.admitted),
-            atomic_load(&C.refused_open), atomic_load(&C.refused_other),
-            atomic_load(&C.done_eopen), (unsigned long long)st.breaker_opened,
-            (unsigned long long)st.breaker_rejected, u.requests, u.n503, n503_at_healthy2,
-            sub_in_phase[1]);
+            atomic_load(&C.refused_open), atomic_load(&C.refused_other), atomic_load(&C.done_eopen),
+            (unsigned long long)st.breaker_opened, (unsigned long long)st.breaker_rejected,
+            u.requests, u.n503, n503_at_healthy2, sub_in_phase[1]);
     check_books("2");
     CHECK_EQ(atomic_load(&C.refused_other), 0);
     /* Healthy first: closed all along. */
@@ -743,8 +730,7 @@ static void case_breaker(void)
     CHECK_EQ(closed_in_healthy0, healthy0_samples);
     /* The failing phase opened it: submissions refused, queued tasks failed
      * fast, both counted as breaker_rejected, exactly. */
-    if (st.breaker_opened < 1)
-        FAILF("2: the breaker never opened during a phase of 503s");
+    if (st.breaker_opened < 1) FAILF("2: the breaker never opened during a phase of 503s");
     CHECK(st.breaker_opened >= 1);
     CHECK(opened_seen_in_failing >= 1);
     CHECK(st.breaker_rejected > 0);
@@ -769,8 +755,7 @@ static void case_breaker(void)
     check_started(&st, "2");
     CHECK_EQ(u.n503, atomic_load(&C.http_other));
     CHECK_EQ(atomic_load(&C.http_err), 0);
-    CHECK_EQ(atomic_load(&C.ok) + u.n503 + atomic_load(&C.done_eopen),
-             atomic_load(&C.admitted));
+    CHECK_EQ(atomic_load(&C.ok) + u.n503 + atomic_load(&C.done_eopen), atomic_load(&C.admitted));
     case_end();
 }
 
@@ -787,12 +772,14 @@ static double retry_run(bool budget)
 {
     fprintf(stderr, "\n== 3: retry budget %s (max_retry %d, every request 503) ==\n",
             budget ? "on" : "OFF", R_MAX_RETRY);
+    /* clang-format off */
     static const char *const args[] = {
         "--endpoint", "/rty latency=fixed:5ms",
         "--phase", "1s:healthy",
         "--phase", "60s:failing,error=1,error_code=503",
         "--phase", "1s:healthy",
         NULL};
+    /* clang-format on */
     ax_class_config cc;
     ax_class_config_default(&cc);
     cc.name = "rty";
@@ -886,12 +873,14 @@ static void case_queue(void)
 {
     fprintf(stderr, "\n== 4: queue-time budget (limit %d, budget %d ms, a 3 s phase) ==\n", Q_LIMIT,
             Q_BUDGET_MS);
+    /* clang-format off */
     static const char *const args[] = {
         "--endpoint", "/que latency=fixed:10ms",
         "--phase", "5s:healthy",
         "--phase", "6s:slow,latency=fixed:3s",
         "--phase", "1s:healthy",
         NULL};
+    /* clang-format on */
     ax_class_config cc;
     ax_class_config_default(&cc);
     cc.name = "que";
@@ -944,7 +933,7 @@ static void case_queue(void)
               "ones should have expired",
               started, Q_LIMIT);
     CHECK_EQ(started, Q_LIMIT);
-    CHECK_EQ(atomic_load(&C.phase_seen_bad), 0); /* the started ones met the slow phase */
+    CHECK_EQ(atomic_load(&C.phase_seen_bad), 0);  /* the started ones met the slow phase */
     CHECK_EQ(u2.requests - u1.requests, started); /* no request for an expired task */
     CHECK_EQ(atomic_load(&C.ok) - ok0, Q_LIMIT);
     CHECK_EQ(atomic_load(&C.done_eexpired), Q_TASKS - Q_LIMIT);
@@ -999,11 +988,13 @@ static void case_queue(void)
 static void case_probe_cancel(void)
 {
     fprintf(stderr, "\n== 5: half-open probes cancelled, then the upstream recovers ==\n");
+    /* clang-format off */
     static const char *const args[] = {
         "--endpoint", "/fail latency=fixed:5ms error=1 error_code=503",
         "--endpoint", "/hang hang=1",
         "--endpoint", "/ok latency=fixed:5ms",
         NULL};
+    /* clang-format on */
     ax_class_config cc;
     ax_class_config_default(&cc);
     cc.name = "hop";
@@ -1130,8 +1121,8 @@ static void case_handback(void)
     ax_class_stats st0 = cstats();
     CHECK_EQ(ax_pause(C.s), 0);
     for (int i = 0; i < 5; i++) {
-        ax_spec sp = {.fn = h_task, .arg = i == 0 ? (void *)1 : NULL, .on_done = on_done,
-                      .class_id = C.cls};
+        ax_spec sp = {
+            .fn = h_task, .arg = i == 0 ? (void *)1 : NULL, .on_done = on_done, .class_id = C.cls};
         CHECK_EQ(ax_submit(C.s, &sp, NULL), 0);
         atomic_fetch_add(&C.admitted, 1);
     }
@@ -1189,18 +1180,12 @@ int main(int argc, char **argv)
 
     const char *cases = getenv("AX_OVL_TEST_CASES");
     uint64_t t0 = test_now_ms();
-    if (want_case(cases, 1))
-        case_limit();
-    if (want_case(cases, 2))
-        case_breaker();
-    if (want_case(cases, 3))
-        case_budget();
-    if (want_case(cases, 4))
-        case_queue();
-    if (want_case(cases, 5))
-        case_probe_cancel();
-    if (want_case(cases, 6))
-        case_handback();
+    if (want_case(cases, 1)) case_limit();
+    if (want_case(cases, 2)) case_breaker();
+    if (want_case(cases, 3)) case_budget();
+    if (want_case(cases, 4)) case_queue();
+    if (want_case(cases, 5)) case_probe_cancel();
+    if (want_case(cases, 6)) case_handback();
     fprintf(stderr, "\ntest_overload_upstream: all cases passed in %llu ms\n",
             (unsigned long long)(test_now_ms() - t0));
     return 0;
