@@ -26,12 +26,12 @@
  *
  * Typical figures (2 CPUs, load 5-11, gcc/TSan/ASan alike): 1: limit 64
  * healthy, lowest 9-11 while degraded (below 32 about 24-34 samples into
- * the phase), back to >= 58 21-36 samples into the healthy one; 2: opened
- * 7-9 times in the 5 s of 503s, ~125 of ~750 submissions made then reached
- * the upstream, breaker_rejected = refused + failed at dispatch exactly; 3:
- * 270 requests for 200 tasks (1.35, the bound) with the budget, 800 (4.00)
- * without; 4: 2 started, 18 expired (after ~3 s: dispatch ends them when a
- * slot frees), 2 requests. About 35 s in all.
+ * the phase), back to >= 58 20-36 samples into the healthy one; 2: opened
+ * 3 times in the 5 s of 503s, 30-107 of 430-850 submissions made then
+ * reached the upstream, breaker_rejected = refused + failed at dispatch
+ * exactly; 3: 270 requests for 200 tasks (1.35, the bound) with the
+ * budget, 800 (4.00) without; 4: 2 started, 18 expired (after 3-4.6 s: dispatch ends them when
+ * a slot frees), 2 requests. 35-41 s in all.
  *
  * Every count of the upstream comes from its own GET /stats, read over a
  * plain socket from the test thread. No assertion is on wall-clock speed:
