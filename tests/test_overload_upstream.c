@@ -44,8 +44,8 @@
  * (adaptive = false, breaker = false, retry_budget = false, queue_budget =
  * false) and the test is then expected to FAIL; nothing else reads it.
  * AX_OVL_TEST_CASES=1,3 runs only those cases. Cases 5 (a cancelled half-open
- * probe) and 6 (a probe the watchdog hands back) show library defects and
- * run only when named there.
+ * probe) and 6 (a probe the watchdog hands back) were written for library
+ * defects, fixed since (26fa503); they run by default.
  *
  * ax-upstream is killed when the test exits, also on a failed CHECK (its
  * SIGABRT) or a sanitizer's _exit (PR_SET_PDEATHSIG in the child).
@@ -966,7 +966,7 @@ static void case_queue(void)
     case_end();
 }
 
-/* ---- 5: a cancelled half-open probe (library defect, opt-in) ---------------------------- */
+/* ---- 5: a cancelled half-open probe --------------------------------------------------- */
 
 /* The breaker hands out half_open_calls permits when half-open and closes
  * or reopens once that many outcomes are in. A probe that is cancelled
@@ -984,8 +984,7 @@ static void case_queue(void)
  * upstream and are cancelled; then the upstream answers 200. Expected: the
  * queued tasks become the probes, succeed and close the breaker. Fails on
  * the library as of d6c7f43 (state half-open, in_flight 0, tasks queued,
- * nothing starts). Not in the default run until that is fixed:
- * AX_OVL_TEST_CASES=5 runs it. */
+ * nothing starts). */
 #define H_PROBES 3
 
 static void case_probe_cancel(void)
@@ -1033,11 +1032,12 @@ static void case_probe_cancel(void)
             (unsigned long long)st.queued);
     CHECK_EQ(st.in_flight, H_PROBES);
     CHECK_EQ(atomic_load(&C.fn_calls), fn0 + H_PROBES);
+    /* The upstream is fine now (first: a permit given back starts a queued
+     * task at once, and it must not hang too). */
+    atomic_store(&C.url_now, url_ok);
     /* The callers go away: the probes are cancelled. */
     for (long k = fn0; k < fn0 + H_PROBES; k++)
         CHECK_EQ(ax_cancel(C.s, atomic_load(&C.ids[k])), 0);
-    /* The upstream is fine now. */
-    atomic_store(&C.url_now, url_ok);
     for (int i = 0; i < 5; i++)
         CHECK_EQ(submit_one(), 0);
     bool closed = WAIT_UNTIL(cstats().breaker == AX_BREAKER_CLOSED &&
@@ -1063,7 +1063,7 @@ static void case_probe_cancel(void)
     case_end();
 }
 
-/* ---- 6: a probe handed back by the watchdog (library defect, opt-in) ------------------- */
+/* ---- 6: a probe handed back by the watchdog ------------------------------------------- */
 
 /* Dispatch puts up to DISPATCH_BATCH jobs on a worker's to-start list;
  * when the first one started holds the worker (a hog: no yield), the
@@ -1077,8 +1077,7 @@ static void case_probe_cancel(void)
  * No HTTP here: one worker, a class whose breaker 503-like failures opened,
  * half-open, then a hog and 4 quick tasks submitted while paused, so all 5
  * take a permit in one dispatch. Expected: the hog's success and the 4
- * quick ones close the breaker. Fails on the library as of d6c7f43.
- * AX_OVL_TEST_CASES=6 runs it. */
+ * quick ones close the breaker. Fails on the library as of d6c7f43. */
 static atomic_int h_mode; /* 0 fail, 1 succeed */
 static int h_task(ax_task *t, void *arg)
 {
@@ -1158,7 +1157,7 @@ static void case_handback(void)
 static bool want_case(const char *cases, int k)
 {
     if (!cases || !*cases)
-        return k <= 4; /* 5 and 6 show library defects: opt-in until they are fixed */
+        return true;
     char d[2] = {(char)('0' + k), 0};
     return strstr(cases, d) != NULL;
 }
