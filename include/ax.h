@@ -363,8 +363,8 @@ int ax_resume(ax_sched *s);
  *  - queue-time budget: a task that waited in its bucket longer than
  *    queue_budget_ms (0 = its timeout) ends FAILED with AX_EEXPIRED at
  *    dispatch instead of starting late. Never retried.
- * With protect_high (the default) HIGH tasks are exempt from the limit
- * NORMAL/LOW fill, the breaker and the budget: see the field.
+ * With protect_high (the default) HIGH tasks are exempt from a class's
+ * limit, breaker and budget: see the field.
  * Classes are per scheduler, up to AX_CLASS_MAX, never removed; ids are 1,
  * 2, ... in registration order. */
 #define AX_CLASS_MAX 64
@@ -387,13 +387,14 @@ typedef struct ax_class_config {
     double retry_budget_ratio; /* default 0.2 (Finagle) */
     double retry_budget_min_per_s; /* default 10 */
     uint32_t retry_budget_window_ms; /* default 10000 */
-    /* HIGH first, also under overload (default true): HIGH attempts of the
-     * class count against `limit` among themselves only (NORMAL and LOW in
-     * flight never hold HIGH back; at worst 2 x limit in flight, when HIGH
-     * alone fills one), pass an open breaker (their outcomes still feed it)
-     * and retry outside the retry budget (their retries are counted in it:
-     * they come out of NORMAL's and LOW's share). Shedding NORMAL and LOW
-     * first is the seed's contract (§2.2) kept under overload. */
+    /* HIGH first, also under overload (default true): the class's limit,
+     * breaker and retry budget hold back NORMAL and LOW only. HIGH tasks of
+     * the class are bounded by the scheduler's cap, quotas and their
+     * deadlines alone (their outcomes still feed the limiter and the
+     * breaker, their retries are counted in the budget, so they come out of
+     * NORMAL's and LOW's share). Shedding NORMAL and LOW first is the seed's
+     * contract (§2.2) kept under overload. A class whose own priority is
+     * HIGH therefore has no overload control unless this is false. */
     bool protect_high;
     bool breaker;              /* default true */
     double breaker_failure_rate;   /* default 0.5 (resilience4j) */
@@ -426,7 +427,8 @@ typedef struct ax_class_stats {
     uint64_t rtt_short_ns;  /* the limiter's recent latency (last window) */
     uint64_t rtt_long_ns;   /* ... and its baseline */
     ax_breaker_state breaker;
-    double failure_rate;    /* over the breaker's window */
+    double failure_rate;    /* over the breaker's window ... */
+    uint64_t breaker_calls; /* ... of this many calls (it opens from breaker_min_calls) */
     uint64_t breaker_opened;   /* times it opened */
     uint64_t breaker_rejected; /* submissions refused and queued tasks failed: AX_EOPEN */
     double retry_budget_left;  /* retries the budget allows now */

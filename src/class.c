@@ -175,6 +175,8 @@ int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
         return ax_fail_static(AX_EINVAL, "ax_class_register: scheduler is NULL");
     if (!cfg)
         return ax_fail_static(AX_EINVAL, "ax_class_register: config is NULL");
+    if (atomic_load_explicit(&s->closing, memory_order_relaxed))
+        return ax_fail_static(AX_ESHUTDOWN, "ax_class_register: the scheduler is shutting down");
     pthread_mutex_lock(&s->class_reg_lock);
     unsigned cap = sched_cap(s);
     int rc = check_config(s, cfg, cap);
@@ -322,6 +324,7 @@ int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
         unsigned calls = 0;
         out->breaker = (ax_breaker_state)ax_breaker_poll(&c->brk, now);
         out->failure_rate = ax_breaker_failure_rate(&c->brk, now, &calls);
+        out->breaker_calls = calls;
         out->breaker_opened = c->brk.opened;
         atomic_store_explicit(&c->brk_state, (int)out->breaker, memory_order_relaxed);
     }

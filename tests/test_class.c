@@ -119,6 +119,8 @@ static void test_bad_input(void)
     ax_class_stats st;
     CHECK_EQ(ax_class_stats_get(s, 0, &st), AX_ENOTFOUND);
     CHECK_EQ(ax_class_stats_get(s, 1, NULL), AX_EINVAL);
+    CHECK_EQ(ax_class_stats_get(s, 1, &st), AX_OK);
+    CHECK_EQ(st.breaker_calls, 0u);
 
     /* Up to AX_CLASS_MAX, then AX_ENOMEM. */
     char name[16];
@@ -145,6 +147,8 @@ static void test_bad_input(void)
     sp.timeout_ms = 0;
     CHECK_EQ(ax_submit(s, &sp, NULL), AX_EINVAL);
     CHECK_EQ(ax_shutdown(s, 5000), 0);
+    c = base("too-late");
+    CHECK_EQ(ax_class_register(s, &c, &id), AX_ESHUTDOWN);
     ax_free(s);
 }
 

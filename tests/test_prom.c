@@ -388,9 +388,9 @@ static void check_counters(void)
         CHECK_STR(fams[s->fam].type, "gauge");
         CHECK(s->value == (double)st->queued[prio_ids[i]]);
     }
-    /* 14 counters, 6 gauges, 2 histograms; with classes 7 gauges and 9
+    /* 14 counters, 6 gauges, 2 histograms; with classes 7 gauges and 11
      * counters more, one sample per class each. */
-    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 7 + 9 : 0));
+    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 7 + 11 : 0));
 }
 
 /* Every histogram series: buckets in ascending le, cumulative, ending at

@@ -15,9 +15,9 @@
  *   per task class (when classes are registered), label class:
  *              gauges ax_class_{limit,in_flight,queue_length,breaker_state,
  *              retry_budget_left,latency_seconds,latency_baseline_seconds},
- *              counters ax_class_{submitted,succeeded,failed,timed_out,
- *              expired,breaker_opened,breaker_rejected,retries_allowed,
- *              retries_denied}_total
+ *              counters ax_class_{submitted,started,succeeded,failed,
+ *              timed_out,cancelled,expired,breaker_opened,breaker_rejected,
+ *              retries_allowed,retries_denied}_total
  *
  * priority is "high", "normal", "low", in that order; class in
  * registration order.
@@ -338,6 +338,8 @@ CLASS_FIELD(cf_budget, c->retry_budget_left)
 CLASS_FIELD(cf_rtt, (double)c->rtt_short_ns / 1e9)
 CLASS_FIELD(cf_rtt_long, (double)c->rtt_long_ns / 1e9)
 CLASS_FIELD(cf_submitted, c->submitted)
+CLASS_FIELD(cf_started, c->started)
+CLASS_FIELD(cf_cancelled, c->cancelled)
 CLASS_FIELD(cf_succeeded, c->succeeded)
 CLASS_FIELD(cf_failed, c->failed)
 CLASS_FIELD(cf_timed_out, c->timed_out)
@@ -368,6 +370,8 @@ static void classes(struct out *o, const struct ax_metrics_snapshot *m)
                  "The concurrency limiter's baseline run time for the class.", cf_rtt_long);
     class_family(o, m, "ax_class_submitted_total", "counter", "Tasks of the class admitted.",
                  cf_submitted);
+    class_family(o, m, "ax_class_started_total", "counter",
+                 "Attempts of the class whose function was entered.", cf_started);
     class_family(o, m, "ax_class_succeeded_total", "counter",
                  "Tasks of the class that ended successfully.", cf_succeeded);
     class_family(o, m, "ax_class_failed_total", "counter",
@@ -375,6 +379,8 @@ static void classes(struct out *o, const struct ax_metrics_snapshot *m)
                  cf_failed);
     class_family(o, m, "ax_class_timed_out_total", "counter",
                  "Tasks of the class that ended timed out.", cf_timed_out);
+    class_family(o, m, "ax_class_cancelled_total", "counter",
+                 "Tasks of the class that ended cancelled.", cf_cancelled);
     class_family(o, m, "ax_class_expired_total", "counter",
                  "Tasks of the class failed at dispatch past the queue-time budget.", cf_expired);
     class_family(o, m, "ax_class_breaker_opened_total", "counter",
