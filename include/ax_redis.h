@@ -39,6 +39,8 @@
  * A message's fields: k (kind), p (payload), t (trace id), to (timeout ms),
  * r (max retries), dl (deadline, Unix ms, 0 none), a (attempts so far),
  * o (origin id: the id submit returned, kept across retries), e (last error).
+ * A message id is the first entry's id prefixed by its stream, "h:", "n:"
+ * or "l:" (entry ids are unique only within one stream).
  *
  * Delivery is at least once: a message leaves its stream only by the script
  * that acknowledges it (XACK + XDEL, then count it, schedule its retry or
@@ -116,7 +118,7 @@ bool ax_redis_connected(const ax_redis *r);
 typedef struct ax_redis_queue ax_redis_queue;
 
 #define AX_REDIS_NAME_MAX 64 /* queue name bytes, including the NUL */
-#define AX_REDIS_ID_MAX 48   /* a stream id "ms-seq", including the NUL */
+#define AX_REDIS_ID_MAX 48   /* a message id "h:ms-seq", including the NUL */
 #define AX_REDIS_KIND_MAX 64 /* a kind (handler name), including the NUL */
 
 typedef struct ax_redis_queue_config {

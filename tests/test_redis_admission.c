@@ -61,7 +61,7 @@ static int produce_task(ax_task *t, void *arg)
         char id[AX_REDIS_ID_MAX];
         int rc = ax_redis_submit(t, p->q, &sp, 5000, id);
         if (rc == 0)
-            CHECK(strchr(id, '-') != NULL);
+            CHECK(id[1] == ':' && strchr(id, '-') != NULL);
         count(&p->c, rc);
     }
     atomic_store(&p->done, 1);

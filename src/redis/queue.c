@@ -27,6 +27,11 @@ int rq_stream_key(ax_priority p)
     return p == AX_PRIO_HIGH ? KEY_HIGH : p == AX_PRIO_LOW ? KEY_LOW : KEY_NORMAL;
 }
 
+char rq_prio_letter(ax_priority p)
+{
+    return p == AX_PRIO_HIGH ? 'h' : p == AX_PRIO_LOW ? 'l' : 'n';
+}
+
 void ax_redis_queue_config_default(ax_redis_queue_config *c)
 {
     if (!c)
@@ -223,9 +228,9 @@ int ax_redis_submit(ax_task *t, ax_redis_queue *q, const ax_redis_spec *sp, int6
         ax_fail(rc, "queue %s: %s", q->name,
                 rc == AX_EFULL ? "the priority's stream is at its bound"
                                : "overloaded: NORMAL/LOW shed above shed_ratio");
-    } else if (rep->type == REDIS_REPLY_STRING && rep->len < AX_REDIS_ID_MAX) {
-        if (id_out)
-            memcpy(id_out, rep->str, rep->len + 1);
+    } else if (rep->type == REDIS_REPLY_STRING && rep->len + 2 < AX_REDIS_ID_MAX) {
+        if (id_out) /* entry ids repeat across the three streams: name the stream */
+            snprintf(id_out, AX_REDIS_ID_MAX, "%c:%s", rq_prio_letter(sp->priority), rep->str);
     } else {
         rc = ax_fail(AX_ENET, "queue %s: submit: server answered %s", q->name,
                      rep->type == REDIS_REPLY_ERROR ? rep->str : "an unexpected reply");

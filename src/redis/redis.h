@@ -66,6 +66,9 @@ struct ax_redis_queue {
 
 /* The stream key of a priority. */
 int rq_stream_key(ax_priority p);
+/* The message id is "h:", "n:" or "l:" and the first entry id: entry ids
+ * are unique only within a stream. */
+char rq_prio_letter(ax_priority p);
 /* Borrow and return a pooled connection (NULL: out of memory). */
 ax_redis *rq_conn_get(ax_redis_queue *q);
 void rq_conn_put(ax_redis_queue *q, ax_redis *r);

@@ -64,12 +64,15 @@ static const char ack_lua[] =
     "return 1\n";
 
 /* Claim idle entries of one stream. KEYS: stream dead stats. ARGV:
- * consumer, min idle ms, cursor, count, max deliveries. Returns {next
+ * consumer, min idle ms, cursor, count, max deliveries, the stream's
+ * letter (h, n, l: a dead letter's id "h:<entry>" when it has no o). Returns {next
  * cursor, {{id, fields, deliveries}...}}; entries delivered more than max
  * times go to the dead-letter stream instead. */
 static const char claim_lua[] =
-    "local function set(f, k, v)\n"
-    "  for i = 1, #f, 2 do if f[i] == k then f[i + 1] = v; return end end\n"
+    "local function set(f, k, v, keep)\n"
+    "  for i = 1, #f, 2 do\n"
+    "    if f[i] == k then if not keep then f[i + 1] = v end; return end\n"
+    "  end\n"
     "  f[#f + 1] = k; f[#f + 1] = v\n"
     "end\n"
     "local r = redis.call('XAUTOCLAIM', KEYS[1], 'ax', ARGV[1], ARGV[2], ARGV[3], 'COUNT',\n"
@@ -84,6 +87,7 @@ static const char claim_lua[] =
     "      redis.call('XACK', KEYS[1], 'ax', id)\n"
     "      redis.call('XDEL', KEYS[1], id)\n"
     "      set(f, 'e', 'delivered ' .. d .. ' times without an outcome (consumers died or stalled)')\n"
+    "      set(f, 'o', ARGV[6] .. ':' .. id, true)\n"
     "      redis.call('XADD', KEYS[2], '*', unpack(f))\n"
     "      redis.call('HINCRBY', KEYS[3], 'dead', 1)\n"
     "    else\n"
