@@ -196,9 +196,13 @@ typedef struct ax_redis_consumer_config {
     unsigned quota_high, quota_normal, low_guaranteed;
     uint32_t block_ms;       /* an XREADGROUP waits at most this for news (default 200) */
     uint32_t visibility_ms;  /* a delivered message idle this long is claimed by another
-                                consumer (default 30000; keep it above the longest
-                                message timeout) */
-    uint32_t claim_interval_ms; /* how often to claim and move due retries (default 1000) */
+                                consumer (default 30000). While its handler runs, its
+                                consumer resets the idle time (XCLAIM JUSTID) once it
+                                passes visibility_ms / 2: only a dead or stalled
+                                process loses its messages */
+    uint32_t claim_interval_ms; /* how often to claim, move due retries and reset the idle
+                                   time of running messages (default 1000; keep it under
+                                   visibility_ms / 2) */
     unsigned max_deliveries; /* an entry delivered more often (consumers died holding
                                 it) is dead-lettered (default 5) */
     ax_retry_policy retry;   /* back-off of failed attempts (ax's default) */

@@ -11,7 +11,11 @@
  *          also moves due retries from the delayed set back to their
  *          streams (RS_PROMOTE) and takes over entries idle past
  *          visibility_ms (RS_CLAIM: XAUTOCLAIM; entries delivered more than
- *          max_deliveries times are dead-lettered there). When every stream
+ *          max_deliveries times are dead-lettered there; entries this
+ *          process still runs are never taken twice), and resets the idle
+ *          time of messages it has held over visibility_ms / 2 (XCLAIM to
+ *          itself, JUSTID), so a long handler is not taken over by another
+ *          live consumer. When every stream
  *          is empty it blocks in XREADGROUP BLOCK on all three (or, with
  *          fewer than three free slots, waits for a slot up to 5 ms).
  *  acker   writes the terminal record of each finished message (RS_ACK:
@@ -52,8 +56,11 @@ enum { OUT_OK, OUT_RETRY, OUT_DEAD, OUT_ABANDON };
 
 /* One delivery held by this consumer, from read to terminal record. */
 struct rmsg {
-    struct rmsg *next; /* done list */
+    struct rmsg *next;         /* done list */
+    struct rmsg *hprev, *hnext; /* held list */
+    uint64_t touched_ns;       /* delivered, or its idle time last reset */
     ax_redis_consumer *c;
+    int key;                   /* round position of its stream: 0 high, 1 normal, 2 low */
     ax_priority prio;
     char entry_id[AX_REDIS_ID_MAX], origin[AX_REDIS_ID_MAX];
     char kind[AX_REDIS_KIND_MAX], trace[AX_TRACE_ID_MAX];
@@ -79,8 +86,9 @@ struct ax_redis_consumer {
     size_t nh, hcap;
     ax_redis *pull_conn, *ack_conn;
     int done_efd, slot_efd;
-    pthread_mutex_t lock; /* the done list */
+    pthread_mutex_t lock; /* the done list and the held list */
     struct rmsg *done_head, *done_tail;
+    struct rmsg *held_head; /* every message held, for the heartbeat */
     atomic_uint held;
     atomic_bool stopping, started;
     atomic_bool puller_running, acker_running;
@@ -136,6 +144,45 @@ static void msg_free(struct rmsg *m)
         free(m->payload);
         free(m);
     }
+}
+
+static void hold(ax_redis_consumer *c, struct rmsg *m)
+{
+    m->touched_ns = ax_now_ns();
+    pthread_mutex_lock(&c->lock);
+    m->hprev = NULL;
+    m->hnext = c->held_head;
+    if (c->held_head)
+        c->held_head->hprev = m;
+    c->held_head = m;
+    pthread_mutex_unlock(&c->lock);
+    atomic_fetch_add(&c->held, 1);
+}
+
+/* The message's record is written (or given up): free it and its slot. */
+static void release(ax_redis_consumer *c, struct rmsg *m)
+{
+    pthread_mutex_lock(&c->lock);
+    if (m->hprev)
+        m->hprev->hnext = m->hnext;
+    else
+        c->held_head = m->hnext;
+    if (m->hnext)
+        m->hnext->hprev = m->hprev;
+    pthread_mutex_unlock(&c->lock);
+    msg_free(m);
+    atomic_fetch_sub(&c->held, 1);
+    kick(c->slot_efd);
+}
+
+static bool is_held(ax_redis_consumer *c, int key, const char *entry_id)
+{
+    bool found = false;
+    pthread_mutex_lock(&c->lock);
+    for (struct rmsg *m = c->held_head; m && !found; m = m->hnext)
+        found = m->key == key && strcmp(m->entry_id, entry_id) == 0;
+    pthread_mutex_unlock(&c->lock);
+    return found;
 }
 
 static void push_done(ax_redis_consumer *c, struct rmsg *m)
@@ -334,10 +381,11 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
     if (!m)
         return; /* stays pending: claimed after visibility_ms */
     m->c = c;
+    m->key = key;
     m->prio = key_prio[key];
     m->deliveries = deliveries;
     copy_str(m->entry_id, sizeof m->entry_id, id);
-    atomic_fetch_add(&c->held, 1);
+    hold(c, m);
     if (deliveries > 1)
         atomic_fetch_add(&c->redelivered, 1);
     const redisReply *k = field(fields, "k"), *p = field(fields, "p"), *o = field(fields, "o");
@@ -558,6 +606,9 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
                 unsigned d = e->element[2]->type == REDIS_REPLY_INTEGER
                                  ? (unsigned)e->element[2]->integer
                                  : 2;
+                if (e->element[0]->type != REDIS_REPLY_STRING ||
+                    is_held(c, k, e->element[0]->str))
+                    continue; /* ours, still running (this process stalled): not twice */
                 dispatch(c, k, e->element[0], e->element[1], d);
                 atomic_fetch_add(&c->claimed, 1);
                 free--;
@@ -566,6 +617,65 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
         freeReplyObject(rep);
     }
     return AX_OK;
+}
+
+/* Reset the idle time of the messages held longer than half the visibility
+ * timeout (XCLAIM to ourselves, JUSTID: the delivery count stays), so a
+ * handler that runs long is not taken over while this process is alive. */
+static int heartbeat(ax_task *t, ax_redis_consumer *c)
+{
+    enum { MAX = 512 };
+    char (*ids)[AX_REDIS_ID_MAX] = malloc(MAX * sizeof *ids);
+    int keys[MAX];
+    const char **argv = malloc((MAX + 6 * 3) * sizeof *argv);
+    size_t *lens = malloc((MAX + 6 * 3) * sizeof *lens);
+    int rc = AX_OK;
+    if (!ids || !argv || !lens) {
+        rc = ax_fail_static(AX_ENOMEM, "heartbeat: out of memory");
+        goto out;
+    }
+    size_t n = 0;
+    uint64_t now = ax_now_ns(), half = (uint64_t)c->cfg.visibility_ms * 500000u;
+    pthread_mutex_lock(&c->lock);
+    for (struct rmsg *m = c->held_head; m && n < MAX; m = m->hnext)
+        if (now - m->touched_ns >= half) {
+            m->touched_ns = now;
+            keys[n] = m->key;
+            memcpy(ids[n++], m->entry_id, AX_REDIS_ID_MAX);
+        }
+    pthread_mutex_unlock(&c->lock);
+    struct rcmd cmds[3];
+    redisReply *reps[3];
+    size_t nc = 0, a = 0;
+    for (int k = 0; k < 3 && n; k++) {
+        size_t start = a;
+        const char *head[] = {"XCLAIM", c->q->key[round_key[k]], RGROUP, c->name, "0"};
+        for (size_t i = 0; i < 5; i++)
+            argv[a++] = head[i];
+        for (size_t i = 0; i < n; i++)
+            if (keys[i] == k)
+                argv[a++] = ids[i];
+        if (a == start + 5) {
+            a = start;
+            continue;
+        }
+        argv[a++] = "JUSTID";
+        for (size_t i = start; i < a; i++)
+            lens[i] = strlen(argv[i]);
+        cmds[nc++] = (struct rcmd){(int)(a - start), argv + start, lens + start};
+    }
+    if (nc == 0)
+        goto out;
+    if ((rc = rconn_pipeline(t, c->pull_conn, -1, nc, cmds, reps)) == AX_OK)
+        for (size_t i = 0; i < nc; i++)
+            freeReplyObject(reps[i]);
+    else
+        atomic_fetch_add(&c->errors, 1);
+out:
+    free(ids);
+    free(argv);
+    free(lens);
+    return rc;
 }
 
 static unsigned free_slots(ax_redis_consumer *c)
@@ -600,7 +710,7 @@ static int puller(ax_task *t, void *arg)
         }
         uint64_t now = ax_now_ns();
         if (now >= next_maint) {
-            if (promote(t, c) == AX_OK)
+            if (promote(t, c) == AX_OK && heartbeat(t, c) == AX_OK)
                 claim(t, c, free_slots(c));
             next_maint = now + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
             now = ax_now_ns();
@@ -676,9 +786,7 @@ static void ack_settled(ax_redis_consumer *c, struct rmsg *m, const redisReply *
     } else if (m->outcome != OUT_ABANDON) {
         atomic_fetch_add(&c->ack_lost, 1);
     }
-    msg_free(m);
-    atomic_fetch_sub(&c->held, 1);
-    kick(c->slot_efd);
+    release(c, m);
 }
 
 /* Write the records of a batch; returns 0, or an error with the batch left
@@ -732,9 +840,9 @@ static int acker(ax_task *t, void *arg)
             struct rmsg *m = c->done_head;
             c->done_head = m->next;
             if (m->outcome == OUT_ABANDON) {
-                msg_free(m);
-                atomic_fetch_sub(&c->held, 1);
-                kick(c->slot_efd);
+                pthread_mutex_unlock(&c->lock);
+                release(c, m);
+                pthread_mutex_lock(&c->lock);
                 continue;
             }
             batch[n++] = m;
