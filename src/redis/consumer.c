@@ -502,7 +502,7 @@ static int read_stream(ax_task *t, ax_redis_consumer *c, int k, unsigned n)
     snprintf(count, sizeof count, "%u", n);
     const char *argv[] = {"XREADGROUP", "GROUP", RGROUP, c->name, "COUNT", count,
                           "STREAMS",    c->q->key[round_key[k]], ">"};
-    redisReply *rep;
+    redisReply *rep = NULL;
     int rc = pull_cmd(t, c, -1, 9, argv, &rep);
     if (rc)
         return rc;
@@ -546,7 +546,7 @@ static int read_blocking(ax_task *t, ax_redis_consumer *c, uint32_t block_ms)
     const char *argv[] = {"XREADGROUP", "GROUP", RGROUP, c->name, "COUNT", "1", "BLOCK", bl,
                           "STREAMS", c->q->key[KEY_HIGH], c->q->key[KEY_NORMAL], c->q->key[KEY_LOW],
                           ">", ">", ">"};
-    redisReply *rep;
+    redisReply *rep = NULL;
     int rc = pull_cmd(t, c, (int64_t)block_ms + c->q->conn.command_timeout_ms, 15, argv, &rep);
     if (rc)
         return rc;
@@ -562,7 +562,7 @@ static int promote(ax_task *t, ax_redis_consumer *c)
     const char *keys[] = {c->q->key[KEY_HIGH], c->q->key[KEY_NORMAL], c->q->key[KEY_LOW],
                           c->q->key[KEY_DELAYED]};
     const char *args[] = {now, "1000"};
-    redisReply *rep;
+    redisReply *rep = NULL;
     int rc = rscript_call(t, c->pull_conn, -1, RS_PROMOTE, 4, keys, 2, args, NULL, &rep);
     if (rc == AX_OK && rep->type == REDIS_REPLY_ERROR)
         rc = ax_fail(AX_ENET, "redis: promote: %s", rep->str);
