@@ -163,6 +163,25 @@ typedef struct ax_redis_spec {
 int ax_redis_submit(ax_task *t, ax_redis_queue *q, const ax_redis_spec *spec, int64_t timeout_ms,
                     char id_out[AX_REDIS_ID_MAX]);
 
+/* What the queue holds now and what happened to it, from the server (every
+ * producer's and consumer's records), read in one pipelined round trip. */
+typedef struct ax_redis_queue_stats {
+    uint64_t length[AX_PRIO_COUNT];  /* entries per stream (waiting + delivered and not
+                                        yet acknowledged), indexed by ax_priority */
+    uint64_t pending[AX_PRIO_COUNT]; /* delivered, not yet acknowledged */
+    uint64_t delayed;                /* retries waiting out their back-off */
+    uint64_t dead_letters;           /* entries in the dead-letter stream */
+    uint64_t succeeded, retried, dead, claimed; /* terminal records and take-overs so far */
+} ax_redis_queue_stats;
+
+/* t and timeout_ms as for ax_redis_command. */
+int ax_redis_queue_stats_get(ax_task *t, ax_redis_queue *q, int64_t timeout_ms,
+                             ax_redis_queue_stats *out);
+/* The stats in Prometheus text format (ax_redis_queue_* families, label
+ * queue="NAME"), snprintf-style: the length needed, excluding the NUL. */
+long ax_redis_queue_prometheus(const ax_redis_queue *q, const ax_redis_queue_stats *st,
+                               char *buf, size_t len);
+
 /* ---- consumers ------------------------------------------------------------ */
 
 typedef struct ax_redis_consumer ax_redis_consumer;

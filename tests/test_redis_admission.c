@@ -145,6 +145,16 @@ int main(void)
     CHECK_EQ(c.full, 10);
     CHECK_EQ(rs_int(rc, "XLEN ax:{adm}:high"), 50);
     CHECK_EQ(rs_int(rc, "XLEN ax:{adm}:low"), 10);
+    {
+        ax_redis_queue *sq = queue();
+        ax_redis_queue_stats qs;
+        CHECK_EQ(ax_redis_queue_stats_get(NULL, sq, 5000, &qs), 0);
+        CHECK_EQ(qs.length[AX_PRIO_HIGH], 50);
+        CHECK_EQ(qs.length[AX_PRIO_NORMAL], 100);
+        CHECK_EQ(qs.length[AX_PRIO_LOW], 10);
+        CHECK_EQ(qs.pending[AX_PRIO_HIGH] + qs.pending[AX_PRIO_NORMAL] + qs.pending[AX_PRIO_LOW], 0);
+        ax_redis_queue_free(sq);
+    }
     /* The bounds live on the server: a producer configured otherwise uses
      * the first one's. */
     CHECK_EQ(rs_int(rc, "HGET ax:{adm}:conf normal"), 100);

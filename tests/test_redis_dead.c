@@ -141,6 +141,26 @@ int main(void)
     const char *streams[] = {"high", "normal", "low"};
     for (int k = 0; k < 3; k++)
         CHECK_EQ(rs_int(rc, "XLEN ax:{dl}:%s", streams[k]), 0);
+    /* The same numbers through the stats API and its Prometheus text. */
+    ax_redis_queue_stats qs;
+    CHECK_EQ(ax_redis_queue_stats_get(NULL, q, 5000, &qs), 0);
+    CHECK_EQ(qs.dead_letters, 5);
+    CHECK_EQ(qs.dead, 5);
+    CHECK_EQ(qs.retried, 2);
+    CHECK_EQ(qs.succeeded, 0);
+    CHECK_EQ(qs.claimed, 0); /* the over-delivered one went dead, not to a handler */
+    CHECK_EQ(qs.delayed, 0);
+    for (int p = 0; p < AX_PRIO_COUNT; p++) {
+        CHECK_EQ(qs.length[p], 0);
+        CHECK_EQ(qs.pending[p], 0);
+    }
+    char text[4096];
+    long need = ax_redis_queue_prometheus(q, &qs, NULL, 0);
+    CHECK_EQ(ax_redis_queue_prometheus(q, &qs, text, sizeof text), need);
+    CHECK_LE(need, (long)sizeof text - 1);
+    CHECK(strstr(text, "ax_redis_queue_dead_letters{queue=\"dl\"} 5\n") != NULL);
+    CHECK(strstr(text, "ax_redis_queue_retried_total{queue=\"dl\"} 2\n") != NULL);
+    CHECK(strstr(text, "ax_redis_queue_length{queue=\"dl\",priority=\"high\"} 0\n") != NULL);
     CHECK_EQ(ax_redis_consumer_stop(c, 5000), 0);
     ax_free(s);
     ax_redis_consumer_free(c);
