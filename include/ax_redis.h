@@ -158,8 +158,10 @@ typedef struct ax_redis_spec {
  * id_out (if not NULL) gets the new message id, the consumers' idempotency
  * key. t and timeout_ms as for ax_redis_command. Errors: AX_EINVAL,
  * AX_EFULL, AX_ESHED, AX_ENET (also for a server error reply, in the
- * detail), AX_ETIMEDOUT, AX_ECANCELED. Safe from many tasks and threads at
- * once (each borrows a pooled connection). */
+ * detail), AX_ETIMEDOUT, AX_ECANCELED; after AX_ENET / AX_ETIMEDOUT /
+ * AX_ECANCELED the message may have been admitted all the same (its reply
+ * was lost): a producer that retries must accept a duplicate. Safe from
+ * many tasks and threads at once (each borrows a pooled connection). */
 int ax_redis_submit(ax_task *t, ax_redis_queue *q, const ax_redis_spec *spec, int64_t timeout_ms,
                     char id_out[AX_REDIS_ID_MAX]);
 
@@ -181,6 +183,17 @@ int ax_redis_queue_stats_get(ax_task *t, ax_redis_queue *q, int64_t timeout_ms,
  * queue="NAME"), snprintf-style: the length needed, excluding the NUL. */
 long ax_redis_queue_prometheus(const ax_redis_queue *q, const ax_redis_queue_stats *st,
                                char *buf, size_t len);
+
+/* n submits in one round trip (pipelined; each is its own atomic script
+ * run, checked and admitted alone, in order). rcs[i] gets each one's result
+ * as ax_redis_submit's, ids[i] (if ids is not NULL) its id. Returns 0 when
+ * the round trip completed (look at rcs), else the transport's error
+ * (AX_ENET, AX_ETIMEDOUT, AX_ECANCELED), also in every rcs[i] that was
+ * sent: such a message may or may not have been admitted (its reply was
+ * lost). n at most AX_REDIS_BATCH_MAX. */
+#define AX_REDIS_BATCH_MAX 4096
+int ax_redis_submit_batch(ax_task *t, ax_redis_queue *q, const ax_redis_spec *specs, size_t n,
+                          int64_t timeout_ms, int *rcs, char (*ids)[AX_REDIS_ID_MAX]);
 
 /* ---- consumers ------------------------------------------------------------ */
 

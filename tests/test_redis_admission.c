@@ -180,6 +180,53 @@ int main(void)
     sp.kind = "";
     CHECK_EQ(ax_redis_submit(NULL, q, &sp, 5000, NULL), AX_EINVAL);
     ax_redis_queue_free(q);
+
+    /* A batch: one round trip, each message admitted alone and in order --
+     * the first 20 fit NORMAL's bound, the rest are refused; an invalid
+     * spec fails alone. After SCRIPT FLUSH the batch goes again as EVAL. */
+    rs_int(rc, "SCRIPT FLUSH");
+    ax_redis_queue_config qc;
+    ax_redis_queue_config_default(&qc);
+    qc.name = "batch";
+    qc.conn.port = (uint16_t)port;
+    qc.capacity[AX_PRIO_NORMAL] = 20;
+    CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
+    enum { B = 30 };
+    ax_redis_spec specs[B];
+    int rcs[B];
+    char ids[B][AX_REDIS_ID_MAX];
+    for (int i = 0; i < B; i++)
+        specs[i] = (ax_redis_spec){.kind = "k", .timeout_ms = 1000};
+    specs[5].timeout_ms = 0; /* invalid: not sent */
+    CHECK_EQ(ax_redis_submit_batch(NULL, q, specs, B, 5000, rcs, ids), 0);
+    for (int i = 0; i < B; i++)
+        CHECK_EQ(rcs[i], i == 5 ? AX_EINVAL : i <= 20 ? 0 : AX_EFULL);
+    for (int i = 0; i <= 20; i++)
+        for (int k = 0; k < i; k++)
+            if (i != 5 && k != 5)
+                CHECK(strcmp(ids[i], ids[k]) != 0);
+    CHECK_EQ(rs_int(rc, "XLEN ax:{batch}:normal"), 20);
+    CHECK_EQ(ax_redis_submit_batch(NULL, q, specs, 0, 5000, rcs, ids), AX_EINVAL);
+
+    /* Many tasks submitting at once share the pool, one connection each. */
+    ax_sched *s = test_sched(2, 64);
+    static struct prod many[32];
+    rs_int(rc, "DEL ax:{batch}:normal ax:{batch}:conf");
+    qc.capacity[AX_PRIO_NORMAL] = 1000;
+    ax_redis_queue_free(q);
+    CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
+    for (int i = 0; i < 32; i++) {
+        many[i] = (struct prod){.q = q, .prio = AX_PRIO_NORMAL, .n = 20};
+        ax_spec sp2 = {.fn = produce_task, .arg = &many[i], .timeout_ms = 60000};
+        CHECK_EQ(ax_submit(s, &sp2, NULL), 0);
+    }
+    for (int i = 0; i < 32; i++) {
+        CHECK(WAIT_UNTIL(atomic_load(&many[i].done), 60000));
+        CHECK_EQ(many[i].c.ok, 20);
+    }
+    CHECK_EQ(rs_int(rc, "XLEN ax:{batch}:normal"), 640);
+    ax_free(s);
+    ax_redis_queue_free(q);
     redisFree(rc);
     return 0;
 }
