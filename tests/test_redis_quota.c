@@ -50,14 +50,20 @@ int main(void)
             CHECK_EQ(ax_redis_submit(NULL, q, &sp, 5000, sub[ns++]), 0);
         }
 
-    ax_sched *s = test_sched(1, 3); /* the puller, the acker, one message */
+    ax_sched *s = test_sched(1, 2);
+    ax_redis_consumer *c;
+    CHECK_EQ(ax_redis_consumer_new(s, q, NULL, &c), 0);
+    CHECK_EQ(ax_redis_consumer_start(c), AX_EINVAL); /* no room for a message */
+    CHECK(strstr(ax_error_detail(), "max_concurrency 2 < 3") != NULL);
+    ax_redis_consumer_free(c);
+    ax_free(s);
+    s = test_sched(1, 3); /* the puller, the acker, one message */
     ax_redis_consumer_config cc;
     ax_redis_consumer_config_default(&cc);
     cc.slots = 1;
     cc.quota_high = 2;
     cc.quota_normal = 1;
     cc.low_guaranteed = 1;
-    ax_redis_consumer *c;
     CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);
     CHECK_EQ(ax_redis_handle(c, "rec", record, NULL), 0);
     CHECK_EQ(ax_redis_handle(c, "rec", record, NULL), AX_EBUSY);

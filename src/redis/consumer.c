@@ -879,12 +879,21 @@ int ax_redis_consumer_start(ax_redis_consumer *c)
 {
     if (!c)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_start: consumer is NULL");
+    ax_stats st;
+    int rc = ax_stats_get(c->s, &st);
+    if (rc)
+        return rc;
+    if (st.limit < 3) /* else the puller or the acker might never start */
+        return ax_fail(AX_EINVAL,
+                       "ax_redis_consumer_start: max_concurrency %llu < 3 (the puller, the acker "
+                       "and a message; slots + 2 to run them all)",
+                       (unsigned long long)st.limit);
     if (atomic_exchange(&c->started, true))
         return ax_fail_static(AX_ESTATE, "ax_redis_consumer_start: already started");
     ax_spec sp = {.fn = acker, .arg = c, .priority = AX_PRIO_HIGH,
                   .timeout_ms = 365ull * 24 * 3600 * 1000, .trace_id = "ax-redis-acker"};
     atomic_store(&c->acker_running, true);
-    int rc = ax_submit(c->s, &sp, &c->acker_id);
+    rc = ax_submit(c->s, &sp, &c->acker_id);
     if (rc) {
         atomic_store(&c->acker_running, false);
         return rc;
