@@ -25,15 +25,15 @@ static void on_term(int sig)
     term = 1;
 }
 
+/* Logs the execution first, then works 2 ms: a message the killed process
+ * held has most likely run there already (a duplicate once claimed). */
 static int work(ax_task *t, const ax_redis_msg *m, void *arg)
 {
     (void)arg;
-    if (ax_sleep(t, 2))
-        return -1;
     char line[32];
     int n = snprintf(line, sizeof line, "%.*s\n", (int)m->len, (const char *)m->payload);
     CHECK_EQ(write(log_fd, line, (size_t)n), n); /* O_APPEND: one line, atomic */
-    return 0;
+    return ax_sleep(t, 2);
 }
 
 static ax_redis_queue *queue(void)
@@ -181,7 +181,7 @@ int main(void)
     long dup = total - N;
     printf("killed at %lld/%d done; claimed %lld; duplicated executions %ld\n", done_at_kill, N,
            claimed, dup);
-    CHECK(dup >= 0);
+    CHECK(dup >= 1); /* counted: the killed one had run messages it never acknowledged */
     CHECK_LE(dup, claimed);
     CHECK_LE(dup, SLOTS);
     redisFree(rc);
