@@ -29,6 +29,12 @@ static int always_fail(ax_task *t, const ax_redis_msg *m, void *arg)
     return -1;
 }
 
+static int ok_one(ax_task *t, const ax_redis_msg *m, void *arg)
+{
+    (void)t, (void)m, (void)arg;
+    return 0;
+}
+
 static int too_slow(ax_task *t, const ax_redis_msg *m, void *arg)
 {
     (void)m, (void)arg;
@@ -93,6 +99,12 @@ int main(void)
     ax_redis_spec late = {.kind = "late", .timeout_ms = 5000,
                           .deadline_ms = (uint64_t)now.tv_sec * 1000 - 1};
     CHECK_EQ(ax_redis_submit(NULL, q, &late, 5000, NULL), 0);
+    /* Successes beside them, on all three streams: acknowledged in the same
+     * pipelines as the failures' records, one call per stream. */
+    for (int i = 0; i < 30; i++) {
+        ax_redis_spec ok = {.kind = "ok", .priority = (ax_priority)(i % 3), .timeout_ms = 5000};
+        CHECK_EQ(ax_redis_submit(NULL, q, &ok, 5000, NULL), 0);
+    }
 
     ax_sched *s = test_sched(2, 16);
     ax_redis_consumer_config cc;
@@ -106,6 +118,7 @@ int main(void)
     CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);
     CHECK_EQ(ax_redis_handle(c, "fail", always_fail, NULL), 0);
     CHECK_EQ(ax_redis_handle(c, "slow", too_slow, NULL), 0);
+    CHECK_EQ(ax_redis_handle(c, "ok", ok_one, NULL), 0);
     CHECK_EQ(ax_redis_handle(c, "ghost", too_slow, NULL), 0); /* never runs: dead first */
     CHECK_EQ(ax_redis_consumer_start(c), 0);
     CHECK(WAIT_UNTIL(rs_int(rc, "XLEN ax:{dl}:dead") == 5, 60000));
@@ -134,7 +147,7 @@ int main(void)
     ax_redis_consumer_stats st;
     CHECK(WAIT_UNTIL((ax_redis_consumer_stats_get(c, &st), st.held == 0), 10000));
     CHECK_EQ(st.retried, 2);
-    CHECK_EQ(st.succeeded, 0);
+    CHECK_EQ(st.succeeded, 30);
     CHECK_EQ(rs_int(rc, "HGET ax:{dl}:stats retried"), 2);
     CHECK_EQ(rs_int(rc, "HGET ax:{dl}:stats dead"), 5);
     CHECK_EQ(rs_int(rc, "ZCARD ax:{dl}:delayed"), 0);
@@ -147,7 +160,7 @@ int main(void)
     CHECK_EQ(qs.dead_letters, 5);
     CHECK_EQ(qs.dead, 5);
     CHECK_EQ(qs.retried, 2);
-    CHECK_EQ(qs.succeeded, 0);
+    CHECK_EQ(qs.succeeded, 30);
     CHECK_EQ(qs.claimed, 0); /* the over-delivered one went dead, not to a handler */
     CHECK_EQ(qs.delayed, 0);
     for (int p = 0; p < AX_PRIO_COUNT; p++) {

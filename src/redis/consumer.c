@@ -789,42 +789,82 @@ static void ack_settled(ax_redis_consumer *c, struct rmsg *m, const redisReply *
     release(c, m);
 }
 
-/* Write the records of a batch; returns 0, or an error with the batch left
- * untouched for the next try. */
+/* Write the records of a batch in one pipeline: the successes of a stream
+ * together in one RS_ACK_OK call, every other outcome in its own RS_ACK.
+ * Settled messages are released and their ms[i] set to NULL; returns 0, or
+ * an error with the unsettled ones left for the next try. */
+struct ackcmd {
+    struct rcmd cmd;
+    int script;
+    size_t first, count; /* its messages: order[first .. first + count) */
+};
+
 static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t n)
 {
-    struct rcmd cmds[ACK_BATCH];
-    redisReply *reps[ACK_BATCH];
-    for (size_t i = 0; i < n; i++)
-        build_ack(c, ms[i], &cmds[i]);
-    int rc = rconn_pipeline(t, c->ack_conn, -1, n, cmds, reps);
+    struct ackcmd cmds[3 + ACK_BATCH];
+    struct rcmd plain[3 + ACK_BATCH];
+    redisReply *reps[3 + ACK_BATCH];
+    size_t order[ACK_BATCH]; /* indexes into ms, grouped as the commands */
+    const char *gargv[3][5 + ACK_BATCH];
+    size_t glens[3][5 + ACK_BATCH];
+    size_t nc = 0, no = 0;
+    for (int k = 0; k < 3; k++) { /* the successes, one call per stream */
+        const char *ids[ACK_BATCH];
+        size_t first = no;
+        for (size_t i = 0; i < n; i++)
+            if (ms[i] && ms[i]->outcome == OUT_OK && ms[i]->key == k) {
+                ids[no - first] = ms[i]->entry_id;
+                order[no++] = i;
+            }
+        if (no == first)
+            continue;
+        const char *keys[] = {c->q->key[round_key[k]], c->q->key[KEY_STATS]};
+        cmds[nc] = (struct ackcmd){.script = RS_ACK_OK, .first = first, .count = no - first};
+        rscript_evalsha(RS_ACK_OK, &cmds[nc].cmd, gargv[k], glens[k], 2, keys, (int)(no - first),
+                        ids, NULL);
+        nc++;
+    }
+    for (size_t i = 0; i < n; i++) /* every other outcome alone */
+        if (ms[i] && ms[i]->outcome != OUT_OK) {
+            cmds[nc] = (struct ackcmd){.script = RS_ACK, .first = no, .count = 1};
+            order[no++] = i;
+            build_ack(c, ms[i], &cmds[nc++].cmd);
+        }
+    for (size_t j = 0; j < nc; j++)
+        plain[j] = cmds[j].cmd;
+    int rc = rconn_pipeline(t, c->ack_conn, -1, nc, plain, reps);
     if (rc) {
         atomic_fetch_add(&c->errors, 1);
         return rc;
     }
-    for (size_t i = 0; i < n; i++) {
-        if (rscript_noscript(reps[i])) {
-            freeReplyObject(reps[i]);
-            reps[i] = NULL;
-            rscript_to_eval(RS_ACK, &cmds[i]);
-            if ((rc = rconn_pipeline(t, c->ack_conn, -1, 1, &cmds[i], &reps[i]))) {
+    for (size_t j = 0; j < nc; j++) {
+        if (rscript_noscript(reps[j])) { /* a restarted server: once more as EVAL */
+            freeReplyObject(reps[j]);
+            reps[j] = NULL;
+            rscript_to_eval(cmds[j].script, &plain[j]);
+            if ((rc = rconn_pipeline(t, c->ack_conn, -1, 1, &plain[j], &reps[j]))) {
                 atomic_fetch_add(&c->errors, 1);
-                for (size_t k = i; k < n; k++) /* the rest stays for the next try */
-                    if (k != i && reps[k])
-                        freeReplyObject(reps[k]);
-                for (size_t k = 0; k < i; k++)
-                    ms[k] = NULL; /* settled already */
+                for (size_t k = j + 1; k < nc; k++) /* unsettled: the next try */
+                    freeReplyObject(reps[k]);
                 return rc;
             }
         }
-        if (reps[i]->type == REDIS_REPLY_ERROR) {
+        const redisReply *rep = reps[j];
+        if (rep->type == REDIS_REPLY_ERROR) {
             atomic_fetch_add(&c->errors, 1);
-            fprintf(stderr, "ax_redis: queue %s: ack of %s: %s\n", c->q->name, ms[i]->entry_id,
-                    reps[i]->str);
+            fprintf(stderr, "ax_redis: queue %s: acknowledgement: %s\n", c->q->name, rep->str);
         }
-        ack_settled(c, ms[i], reps[i]);
-        ms[i] = NULL;
-        freeReplyObject(reps[i]);
+        for (size_t x = 0; x < cmds[j].count; x++) {
+            size_t i = order[cmds[j].first + x];
+            const redisReply *one = rep;
+            if (cmds[j].script == RS_ACK_OK)
+                one = rep->type == REDIS_REPLY_ARRAY && x < rep->elements ? rep->element[x] : NULL;
+            /* An error reply wrote nothing: the entry stays pending and is
+             * claimed after visibility_ms (at least once). */
+            ack_settled(c, ms[i], one);
+            ms[i] = NULL;
+        }
+        freeReplyObject(reps[j]);
     }
     return AX_OK;
 }

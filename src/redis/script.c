@@ -63,6 +63,23 @@ static const char ack_lua[] =
     "end\n"
     "return 1\n";
 
+/* The records of many successes of one stream in one call: KEYS stream
+ * stats, ARGV entry ids. For each id, as ack_lua's ok: acts only if XACK
+ * took it off the pending list. Returns one 1/0 per id. */
+static const char ack_ok_lua[] =
+    "local out, n = {}, 0\n"
+    "for i = 1, #ARGV do\n"
+    "  if redis.call('XACK', KEYS[1], 'ax', ARGV[i]) == 1 then\n"
+    "    redis.call('XDEL', KEYS[1], ARGV[i])\n"
+    "    n = n + 1\n"
+    "    out[i] = 1\n"
+    "  else\n"
+    "    out[i] = 0\n"
+    "  end\n"
+    "end\n"
+    "if n > 0 then redis.call('HINCRBY', KEYS[2], 'succeeded', n) end\n"
+    "return out\n";
+
 /* Claim idle entries of one stream. KEYS: stream dead stats. ARGV:
  * consumer, min idle ms, cursor, count, max deliveries, the stream's
  * letter (h, n, l: a dead letter's id "h:<entry>" when it has no o). Returns {next
@@ -114,7 +131,8 @@ static const char promote_lua[] =
     "end\n"
     "return #due\n";
 
-static const char *const bodies[RS_COUNT] = {submit_lua, ack_lua, claim_lua, promote_lua};
+static const char *const bodies[RS_COUNT] = {submit_lua, ack_lua, ack_ok_lua, claim_lua,
+                                              promote_lua};
 static char shas[RS_COUNT][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 
