@@ -110,6 +110,21 @@ int main(void)
         CHECK_EQ(r->element[0]->integer, 0);
         freeReplyObject(r);
     }
+    /* Redis loses everything (a restart without persistence): the
+     * consumer creates its group again and goes on with new messages. */
+    rs_int(rc, "FLUSHALL");
+    /* A stream without the group (the submit script would create both). */
+    redisReply *raw = redisCommand(rc, "XADD ax:{rs}:normal * k w p 0 to 5000 r 0 dl 0 a 0");
+    CHECK(raw && raw->type == REDIS_REPLY_STRING);
+    freeReplyObject(raw);
+    usleep(100000); /* the puller meets the missing group */
+    for (int i = 1; i < 10; i++) {
+        char pl[16];
+        int n = snprintf(pl, sizeof pl, "%d", i);
+        ax_redis_spec again = {.kind = "w", .payload = pl, .len = (size_t)n + 1, .timeout_ms = 5000};
+        CHECK_EQ(ax_redis_submit(NULL, q, &again, 5000, NULL), 0);
+    }
+    CHECK(WAIT_UNTIL(rs_int(rc, "HGET ax:{rs}:stats succeeded") == 10, 30000));
     CHECK_EQ(ax_redis_consumer_stop(c, 5000), 0);
     ax_free(s);
     ax_redis_consumer_free(c);

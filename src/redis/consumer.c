@@ -694,6 +694,14 @@ static int wait_efd(ax_task *t, int efd, uint64_t ms)
     return rc;
 }
 
+/* After a failed read: did the server lose the group (a Redis restarted
+ * without persistence, FLUSHALL)? Then create it again before reading. */
+static bool lost_group(void)
+{
+    const char *d = ax_error_detail();
+    return strstr(d, "NOGROUP") || strstr(d, "no longer exists");
+}
+
 static int puller(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
@@ -723,6 +731,7 @@ static int puller(ax_task *t, void *arg)
         }
         int got = read_rounds(t, c, free);
         if (got < 0) {
+            groups = !lost_group();
             ax_sleep(t, 20); /* the connection's back-off paces the retries */
             continue;
         }
@@ -730,8 +739,10 @@ static int puller(ax_task *t, void *arg)
             continue;
         if (free >= 3) {
             uint32_t bl = c->cfg.block_ms < to_maint ? c->cfg.block_ms : (uint32_t)to_maint;
-            if (read_blocking(t, c, bl ? bl : 1) < 0)
+            if (read_blocking(t, c, bl ? bl : 1) < 0) {
+                groups = !lost_group();
                 ax_sleep(t, 20);
+            }
         } else {
             wait_efd(t, c->slot_efd, to_maint < 5 ? to_maint : 5);
         }
