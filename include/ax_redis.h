@@ -219,8 +219,8 @@ typedef struct ax_redis_msg {
 typedef int (*ax_redis_handler)(ax_task *t, const ax_redis_msg *m, void *arg);
 
 typedef struct ax_redis_consumer_config {
-    const char *name;        /* consumer name in the group, unique per process
-                                (default "HOST-PID") */
+    const char *name;        /* consumer name in the group, unique per process, 1-127
+                                bytes of [A-Za-z0-9_.:-] (default "HOST-PID") */
     unsigned slots;          /* messages held at most (pulled, not yet acknowledged)
                                 (default 64) */
     /* Quota rounds across the three streams, as local dispatch (DESIGN.md
@@ -272,6 +272,9 @@ typedef struct ax_redis_consumer_stats {
 } ax_redis_consumer_stats;
 
 int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *out);
+/* This consumer's counters in Prometheus text format (ax_redis_consumer_*
+ * families, labels queue and consumer), snprintf-style. */
+long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len);
 
 #ifdef __cplusplus
 }

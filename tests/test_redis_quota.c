@@ -56,11 +56,16 @@ int main(void)
     CHECK_EQ(ax_redis_consumer_start(c), AX_EINVAL); /* no room for a message */
     CHECK(strstr(ax_error_detail(), "max_concurrency 2 < 3") != NULL);
     ax_redis_consumer_free(c);
+    ax_redis_consumer_config bad;
+    ax_redis_consumer_config_default(&bad);
+    bad.name = "a \"quoted\" name";
+    CHECK_EQ(ax_redis_consumer_new(s, q, &bad, &c), AX_EINVAL);
     ax_free(s);
     s = test_sched(1, 3); /* the puller, the acker, one message */
     ax_redis_consumer_config cc;
     ax_redis_consumer_config_default(&cc);
     cc.slots = 1;
+    cc.name = "q1";
     cc.quota_high = 2;
     cc.quota_normal = 1;
     cc.low_guaranteed = 1;
@@ -78,6 +83,15 @@ int main(void)
     CHECK_EQ(st.claimed, 0);
     CHECK_EQ(st.redelivered, 0);
     CHECK_EQ(st.ack_lost, 0);
+    char text[4096];
+    long need = ax_redis_consumer_prometheus(c, NULL, 0);
+    CHECK_EQ(ax_redis_consumer_prometheus(c, text, sizeof text), need);
+    CHECK_LE(need, (long)sizeof text - 1);
+    char want[128];
+    snprintf(want, sizeof want, "ax_redis_consumer_succeeded_total{queue=\"quota\",consumer=\"%s\"} 12\n",
+             "q1");
+    CHECK(strstr(text, want) != NULL);
+    CHECK(strstr(text, "# TYPE ax_redis_consumer_held gauge\n") != NULL);
     CHECK_EQ(ax_redis_consumer_stop(c, 5000), 0);
     /* Each submitted id ran once. */
     for (int i = 0; i < 12; i++) {

@@ -38,6 +38,7 @@
 #include "redis.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +201,23 @@ static void push_done(ax_redis_consumer *c, struct rmsg *m)
 
 /* ---- new, handlers, stats ------------------------------------------------------------- */
 
+static bool name_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == ':' || ch == '-';
+}
+
+static bool name_ok(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len >= 128)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char(n[i]))
+            return false;
+    return true;
+}
+
 int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consumer_config *cfg,
                           ax_redis_consumer **out)
 {
@@ -223,8 +241,9 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
     int rc = ax_retry_delay_ms(&cfg->retry, 0, 0, &probe);
     if (rc)
         return rc;
-    if (cfg->name && (!*cfg->name || strlen(cfg->name) >= 128))
-        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config.name must be 1-127 bytes");
+    if (cfg->name && !name_ok(cfg->name))
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config.name must be 1-127 bytes of "
+                                         "[A-Za-z0-9_.:-]");
     ax_redis_consumer *c = calloc(1, sizeof *c);
     if (!c)
         return ax_fail_static(AX_ENOMEM, "ax_redis_consumer_new: out of memory");
@@ -239,6 +258,9 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
         gethostname(host, sizeof host - 1);
         host[sizeof host - 1] = 0;
         snprintf(c->name, sizeof c->name, "%s-%ld", host, (long)getpid());
+        for (char *p = c->name; *p; p++) /* a metrics label: keep it plain */
+            if (!name_char(*p))
+                *p = '_';
     }
     c->cfg.name = c->name;
     unsigned sl = cfg->slots;
@@ -302,6 +324,53 @@ int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o
     o->held = atomic_load(&c->held);
     o->redis_errors = atomic_load(&c->errors);
     return AX_OK;
+}
+
+long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len)
+{
+    if (!c || (!buf && len))
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_prometheus: consumer and buf");
+    ax_redis_consumer_stats st;
+    ax_redis_consumer_stats_get(c, &st);
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } fam[] = {
+        {"pulled_total", "counter", "New deliveries read.",
+         offsetof(ax_redis_consumer_stats, pulled)},
+        {"claimed_total", "counter", "Entries taken over from other consumers.",
+         offsetof(ax_redis_consumer_stats, claimed)},
+        {"redelivered_total", "counter", "Messages run again after a delivery elsewhere.",
+         offsetof(ax_redis_consumer_stats, redelivered)},
+        {"succeeded_total", "counter", "Successes recorded by this consumer.",
+         offsetof(ax_redis_consumer_stats, succeeded)},
+        {"retried_total", "counter", "Failed attempts sent to the delayed set.",
+         offsetof(ax_redis_consumer_stats, retried)},
+        {"dead_total", "counter", "Messages dead-lettered by this consumer.",
+         offsetof(ax_redis_consumer_stats, dead)},
+        {"ack_lost_total", "counter", "Outcomes another consumer had recorded first.",
+         offsetof(ax_redis_consumer_stats, ack_lost)},
+        {"redis_errors_total", "counter", "Failed Redis calls (each retried).",
+         offsetof(ax_redis_consumer_stats, redis_errors)},
+        {"held", "gauge", "Messages pulled and not yet acknowledged.",
+         offsetof(ax_redis_consumer_stats, held)},
+    };
+    size_t pos = 0;
+    if (len)
+        buf[0] = 0;
+    for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&st + fam[i].off, sizeof v);
+        size_t room = pos < len ? len - pos : 0;
+        int n = snprintf(room ? buf + pos : NULL, room,
+                         "# HELP ax_redis_consumer_%s %s\n# TYPE ax_redis_consumer_%s %s\n"
+                         "ax_redis_consumer_%s{queue=\"%s\",consumer=\"%s\"} %" PRIu64 "\n",
+                         fam[i].name, fam[i].help, fam[i].name, fam[i].type, fam[i].name,
+                         c->q->name, c->name, v);
+        if (n > 0)
+            pos += (size_t)n;
+    }
+    return (long)pos;
 }
 
 /* ---- one message as an ax task ----------------------------------------------------------- */
