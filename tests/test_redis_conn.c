@@ -6,6 +6,8 @@
 
 #include <ax_redis.h>
 #include <errno.h>
+#include <poll.h>
+#include <pthread.h>
 
 /* A loopback port that refuses (bound, not listening) or stalls (listening,
  * never accepting: the kernel completes the handshake, nobody answers). */
@@ -38,6 +40,33 @@ static ax_redis *conn(int port, uint32_t min_ms)
     ax_redis *r;
     CHECK_EQ(ax_redis_new(&c, &r), 0);
     return r;
+}
+
+/* ---- a Redis Cluster node that owns nothing: MOVED to the real server -------------- */
+
+static int moved_fd, moved_to;
+static atomic_int moved_stop, moved_sent;
+
+static void *moved_node(void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&moved_stop)) {
+        struct pollfd p = {.fd = moved_fd, .events = POLLIN};
+        if (poll(&p, 1, 50) != 1)
+            continue;
+        int c = accept(moved_fd, NULL, NULL);
+        if (c < 0)
+            continue;
+        char buf[4096], ans[64];
+        int n = snprintf(ans, sizeof ans, "-MOVED 1234 127.0.0.1:%d\r\n", moved_to);
+        while (read(c, buf, sizeof buf) > 0) { /* one command per read here */
+            if (write(c, ans, (size_t)n) != n)
+                break;
+            atomic_fetch_add(&moved_sent, 1);
+        }
+        close(c);
+    }
+    return NULL;
 }
 
 /* ---- in a task ---------------------------------------------------------------- */
@@ -163,6 +192,41 @@ int main(void)
     CHECK_EQ(rep->type, REDIS_REPLY_ERROR);
     freeReplyObject(rep);
     ax_redis_free(r);
+
+    /* Redis Cluster: a node that does not own the slot answers MOVED; the
+     * connection follows it to the owner and stays there. */
+    moved_fd = bound_socket(true);
+    moved_to = port;
+    pthread_t mt;
+    CHECK_EQ(pthread_create(&mt, NULL, moved_node, NULL), 0);
+    r = conn(port_of(moved_fd), 50);
+    const char *ping[] = {"PING"};
+    CHECK_EQ(ax_redis_command_argv(NULL, r, 2000, &rep, 1, ping, NULL), 0);
+    CHECK_EQ(rep->type, REDIS_REPLY_STATUS);
+    CHECK_STR(rep->str, "PONG");
+    freeReplyObject(rep);
+    CHECK_EQ(atomic_load(&moved_sent), 1);
+    CHECK_EQ(ax_redis_command_argv(NULL, r, 2000, &rep, 1, ping, NULL), 0); /* no hop now */
+    freeReplyObject(rep);
+    CHECK_EQ(atomic_load(&moved_sent), 1);
+    ax_redis_free(r);
+    /* ... and so does a submit, its script sent where the slot lives. */
+    ax_redis_queue_config qc;
+    ax_redis_queue_config_default(&qc);
+    qc.name = "moved";
+    qc.conn.port = (uint16_t)port_of(moved_fd);
+    ax_redis_queue *q;
+    CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
+    ax_redis_spec sp = {.kind = "k", .timeout_ms = 1000};
+    CHECK_EQ(ax_redis_submit(NULL, q, &sp, 2000, NULL), 0);
+    CHECK_EQ(atomic_load(&moved_sent), 2);
+    ax_redis_queue_free(q);
+    redisContext *rc = rs_connect();
+    CHECK_EQ(rs_int(rc, "XLEN ax:{moved}:normal"), 1);
+    redisFree(rc);
+    atomic_store(&moved_stop, 1);
+    pthread_join(mt, NULL);
+    close(moved_fd);
 
     /* The server goes away: AX_ENET; it comes back on the same port: the
      * connection reconnects by itself on a later call. */

@@ -384,6 +384,40 @@ static int enter(ax_task *t, ax_redis *r, const char *who)
     return AX_OK;
 }
 
+/* "MOVED <slot> <host>:<port>": Redis Cluster says another node owns the
+ * keys' slot (the command did not run there). Re-point the connection. */
+static bool moved(ax_redis *r, const redisReply *rep)
+{
+    if (!rep || rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "MOVED ", 6) != 0)
+        return false;
+    const char *sp = strchr(rep->str + 6, ' ');
+    const char *colon = sp ? strrchr(sp + 1, ':') : NULL;
+    if (!colon || colon == sp + 1 || (size_t)(colon - sp - 1) >= 64 || r->unix_path)
+        return false;
+    char host[64];
+    memcpy(host, sp + 1, (size_t)(colon - sp - 1));
+    host[colon - sp - 1] = 0;
+    long port = strtol(colon + 1, NULL, 10);
+    char *h = strdup(host);
+    if (!h || port <= 0 || port > 65535) {
+        free(h);
+        return false;
+    }
+    disconnect(r);
+    free(r->host);
+    r->host = h;
+    r->cfg.host = h;
+    r->cfg.port = (uint16_t)port;
+    snprintf(r->addr, sizeof r->addr, strchr(h, ':') ? "[%s]:%ld" : "%s:%ld", h, port);
+    r->failures = 0;
+    r->next_try_ns = 0;
+    return true;
+}
+
+/* Send and receive; the commands answered MOVED go again to the node named
+ * (at most two hops: a slot moving while we follow it is retried by the
+ * caller). With all of a queue's keys under one hash tag, every command of
+ * a pipeline is for one slot, so they move together. */
 int rconn_pipeline(ax_task *t, ax_redis *r, int64_t timeout_ms, size_t n, const struct rcmd *cmds,
                    redisReply **replies)
 {
@@ -393,16 +427,55 @@ int rconn_pipeline(ax_task *t, ax_redis *r, int64_t timeout_ms, size_t n, const 
     if (timeout_ms < 0)
         timeout_ms = r->cfg.command_timeout_ms;
     uint64_t deadline = now_ns() + ms_to_ns_capped(timeout_ms);
-    if (!r->ctx && (rc = do_connect(t, r, deadline, timeout_ms)))
+    size_t todo_small[16], *todo = n <= 16 ? todo_small : malloc(n * sizeof *todo);
+    redisReply *got_small[16], **got = n <= 16 ? got_small : malloc(n * sizeof *got);
+    if (!todo || !got) {
+        rc = ax_fail_static(AX_ENOMEM, "redis: out of memory");
         goto out;
+    }
+    size_t ntodo = n;
     for (size_t i = 0; i < n; i++)
-        if (redisAppendCommandArgv(r->ctx, cmds[i].argc, cmds[i].argv, cmds[i].lens) != REDIS_OK) {
-            rc = io_error(r, "append");
-            goto out;
+        todo[i] = i;
+    for (int hop = 0; ntodo; hop++) {
+        if (!r->ctx && (rc = do_connect(t, r, deadline, timeout_ms)))
+            goto fail;
+        for (size_t k = 0; k < ntodo; k++) {
+            const struct rcmd *c = &cmds[todo[k]];
+            if (redisAppendCommandArgv(r->ctx, c->argc, c->argv, c->lens) != REDIS_OK) {
+                rc = io_error(r, "append");
+                goto fail;
+            }
         }
-    if ((rc = exchange(t, r, deadline, timeout_ms, n, replies)) == AX_OK)
+        if ((rc = exchange(t, r, deadline, timeout_ms, ntodo, got)))
+            goto fail;
         r->failures = 0;
+        size_t again = 0;
+        for (size_t k = 0; k < ntodo; k++) {
+            if (hop < 2 && moved(r, got[k])) {
+                freeReplyObject(got[k]);
+                todo[again++] = todo[k];
+            } else {
+                replies[todo[k]] = got[k];
+            }
+        }
+        ntodo = again;
+    }
+    goto out;
+fail:
+    /* replies already placed by an earlier hop are the caller's only on
+     * success: free them */
+    for (size_t i = 0, k = 0; i < n; i++) {
+        bool pending = false;
+        for (k = 0; k < ntodo && !pending; k++)
+            pending = todo[k] == i;
+        if (!pending && ntodo != n)
+            freeReplyObject(replies[i]);
+    }
 out:
+    if (todo != todo_small)
+        free(todo);
+    if (got != got_small)
+        free(got);
     atomic_flag_clear(&r->busy);
     return rc;
 }
