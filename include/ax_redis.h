@@ -211,7 +211,7 @@ typedef struct ax_redis_msg {
                                 across retries and redeliveries) */
     const char *entry_id;    /* this delivery's stream entry */
     const char *kind;
-    const void *payload;
+    const void *payload;     /* len bytes, followed by a NUL (not counted) */
     size_t len;
     const char *trace_id;
     ax_priority priority;

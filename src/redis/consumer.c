@@ -18,11 +18,17 @@
  *          live consumer. When every stream
  *          is empty it blocks in XREADGROUP BLOCK on all three (or, with
  *          fewer than three free slots, waits for a slot up to 5 ms).
- *  acker   writes the terminal record of each finished message (RS_ACK:
- *          XACK + XDEL, then succeeded / a retry in the delayed set / a dead
+ *  acker   writes the terminal record of each finished message (XACK +
+ *          XDEL, then succeeded / a retry in the delayed set / a dead
  *          letter), every message that ended since its last round trip in
- *          one pipeline. A message's slot is freed only once its record is
- *          written: while Redis is unreachable the consumer stops pulling.
+ *          one pipeline: the successes of a stream in one RS_ACK_OK call,
+ *          each other outcome in its own RS_ACK. A message's slot is freed
+ *          only once its record is written: while Redis is unreachable the
+ *          consumer stops pulling.
+ *
+ * Hot path, per message: one calloc (struct rmsg and its payload), its
+ * share of an XREADGROUP and of an acknowledgement pipeline, one ax_submit.
+ * The puller and the acker each hold one connection (conn.c).
  *
  * Each message runs as one ax task at its priority and timeout, with no
  * local retry (retries go through the delayed set, so they survive this
