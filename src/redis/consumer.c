@@ -26,7 +26,7 @@
  *          only once its record is written: while Redis is unreachable the
  *          consumer stops pulling.
  *
- * Hot path, per message: one calloc (struct rmsg and its payload), its
+ * Hot path, per message: two allocations (struct rmsg, its payload), its
  * share of an XREADGROUP and of an acknowledgement pipeline, one ax_submit.
  * The puller and the acker each hold one connection (conn.c).
  *
