@@ -69,6 +69,23 @@ static void *moved_node(void *arg)
     return NULL;
 }
 
+struct closer_arg {
+    int lfd;
+};
+
+/* Accept one connection and close it with a reset (unread data pending). */
+static void *accept_close(void *arg)
+{
+    struct closer_arg *ca = arg;
+    int a = accept(ca->lfd, NULL, NULL);
+    if (a >= 0) {
+        char b[1024];
+        (void)!read(a, b, sizeof b); /* some of the command: closing now resets */
+        close(a);
+    }
+    return NULL;
+}
+
 /* ---- in a task ---------------------------------------------------------------- */
 
 struct job {
@@ -110,7 +127,29 @@ static void in_task(ax_sched *s, struct job *j, uint64_t task_timeout_ms)
 int main(void)
 {
     rs_find(); /* skip early when there is no redis-server */
-    signal(SIGPIPE, SIG_IGN);
+    signal(SIGPIPE, SIG_DFL); /* a closed peer must not kill us: AX_ENET */
+
+    /* A peer that closes (with a reset) while a 4 MiB command is being
+     * written: whether the kernel says ECONNRESET or EPIPE, the call fails
+     * with AX_ENET and the process lives, SIGPIPE at its default action. */
+    {
+        int lfd = bound_socket(true);
+        ax_redis *big = conn(port_of(lfd), 50);
+        static char payload[4 << 20];
+        memset(payload, 'x', sizeof payload);
+        const char *argv[] = {"SET", "k", payload};
+        size_t lens[] = {3, 1, sizeof payload};
+        redisReply *rep = NULL;
+        pthread_t closer;
+        struct closer_arg ca = {lfd};
+        CHECK_EQ(pthread_create(&closer, NULL, accept_close, &ca), 0);
+        int rc = ax_redis_command_argv(NULL, big, 5000, &rep, 3, argv, lens);
+        CHECK_EQ(rc, AX_ENET);
+        CHECK(strstr(ax_error_detail(), "write") != NULL || strstr(ax_error_detail(), "read") != NULL);
+        pthread_join(closer, NULL);
+        ax_redis_free(big);
+        close(lfd);
+    }
 
     /* Refused, from the calling thread: AX_ENET naming the cause. */
     int refuse = bound_socket(false);
