@@ -112,9 +112,8 @@ int ax_redis_command_argv(ax_task *t, ax_redis *r, int64_t timeout_ms, redisRepl
                           int argc, const char **argv, const size_t *argvlen);
 /* Redis Cluster: a MOVED answer re-points the connection to the node it
  * names and sends the command there (up to two hops), for
- * ax_redis_command_argv and every queue call (a queue's keys share one
- * hash tag, so one node serves them all); ax_redis_command returns MOVED
- * as an error reply. ASK (a slot being migrated) is returned as an error
+ * every command and queue call (a queue's keys share one hash tag, so one
+ * node serves them all). ASK (a slot being migrated) is returned as an error
  * reply: the queue calls fail with AX_ENET and are retried by their callers.
  * Whether the connection is up now (no I/O). */
 bool ax_redis_connected(const ax_redis *r);

@@ -249,6 +249,13 @@ int main(void)
     freeReplyObject(rep);
     CHECK_EQ(atomic_load(&moved_sent), 1);
     ax_redis_free(r);
+    r = conn(port_of(moved_fd), 50); /* the formatted form follows it too */
+    CHECK_EQ(ax_redis_command(NULL, r, 2000, &rep, "ECHO %s", "hop"), 0);
+    CHECK_EQ(rep->type, REDIS_REPLY_STRING);
+    CHECK_STR(rep->str, "hop");
+    freeReplyObject(rep);
+    CHECK_EQ(atomic_load(&moved_sent), 2);
+    ax_redis_free(r);
     /* ... and so does a submit, its script sent where the slot lives. */
     ax_redis_queue_config qc;
     ax_redis_queue_config_default(&qc);
@@ -258,7 +265,7 @@ int main(void)
     CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
     ax_redis_spec sp = {.kind = "k", .timeout_ms = 1000};
     CHECK_EQ(ax_redis_submit(NULL, q, &sp, 2000, NULL), 0);
-    CHECK_EQ(atomic_load(&moved_sent), 2);
+    CHECK_EQ(atomic_load(&moved_sent), 3);
     ax_redis_queue_free(q);
     redisContext *rc = rs_connect();
     CHECK_EQ(rs_int(rc, "XLEN ax:{moved}:normal"), 1);

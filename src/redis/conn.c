@@ -471,7 +471,9 @@ int rconn_pipeline(ax_task *t, ax_redis *r, int64_t timeout_ms, size_t n, const 
             goto fail;
         for (size_t k = 0; k < ntodo; k++) {
             const struct rcmd *c = &cmds[todo[k]];
-            if (redisAppendCommandArgv(r->ctx, c->argc, c->argv, c->lens) != REDIS_OK) {
+            if ((c->argc == RCMD_FORMATTED
+                     ? redisAppendFormattedCommand(r->ctx, c->argv[0], c->lens[0])
+                     : redisAppendCommandArgv(r->ctx, c->argc, c->argv, c->lens)) != REDIS_OK) {
                 rc = io_error(r, "append");
                 goto fail;
             }
@@ -526,26 +528,19 @@ int ax_redis_command(ax_task *t, ax_redis *r, int64_t timeout_ms, redisReply **r
     if (!reply || !fmt)
         return ax_fail_static(AX_EINVAL, "ax_redis_command: reply and fmt are required");
     *reply = NULL;
-    int rc = enter(t, r, "ax_redis_command");
-    if (rc)
-        return rc;
-    if (timeout_ms < 0)
-        timeout_ms = r->cfg.command_timeout_ms;
-    uint64_t deadline = now_ns() + ms_to_ns_capped(timeout_ms);
-    if (!r->ctx && (rc = do_connect(t, r, deadline, timeout_ms)))
-        goto out;
+    if (!r)
+        return ax_fail_static(AX_EINVAL, "ax_redis_command: connection is NULL");
+    char *cmd = NULL;
     va_list ap;
     va_start(ap, fmt);
-    int arc = redisvAppendCommand(r->ctx, fmt, ap);
+    int len = redisvFormatCommand(&cmd, fmt, ap);
     va_end(ap);
-    if (arc != REDIS_OK) {
-        rc = ax_fail(AX_EINVAL, "ax_redis_command: cannot format \"%s\"", fmt);
-        disconnect(r); /* a partial command may be buffered */
-        goto out;
-    }
-    if ((rc = exchange(t, r, deadline, timeout_ms, 1, reply)) == AX_OK)
-        r->failures = 0;
-out:
-    atomic_flag_clear(&r->busy);
+    if (len < 0 || !cmd)
+        return ax_fail(AX_EINVAL, "ax_redis_command: cannot format \"%s\"", fmt);
+    const char *argv[1] = {cmd};
+    size_t lens[1] = {(size_t)len};
+    struct rcmd c = {RCMD_FORMATTED, argv, lens};
+    int rc = rconn_pipeline(t, r, timeout_ms, 1, &c, reply);
+    redisFreeCommand(cmd);
     return rc;
 }

@@ -17,10 +17,11 @@
 /* ---- conn.c --------------------------------------------------------------- */
 
 struct rcmd {
-    int argc;
+    int argc; /* or RCMD_FORMATTED: argv[0] is a whole RESP command, lens[0] bytes */
     const char **argv;
     const size_t *lens;
 };
+#define RCMD_FORMATTED (-1)
 
 /* Send n commands in one write and read their n replies, bounded by
  * timeout_ms (< 0: the configured command timeout) and t's deadline.
