@@ -217,6 +217,8 @@ typedef struct ax_redis_msg {
     unsigned attempt;        /* 0 on the first attempt (retries counted) */
     unsigned deliveries;     /* deliveries of this entry (> 1: redelivered after a
                                 consumer died or stalled) */
+    uint64_t submitted_ms;   /* when it was admitted, Unix ms by the Redis server's clock
+                                (the time part of its id): submit -> start latency */
 } ax_redis_msg;
 
 /* Run as the message's ax task: return 0 for success; anything else fails

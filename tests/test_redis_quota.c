@@ -11,6 +11,7 @@
 static char order[64];
 static atomic_int norder;
 static char ids[12][AX_REDIS_ID_MAX];
+static uint64_t submit_start_ms;
 
 static int record(ax_task *t, const ax_redis_msg *m, void *arg)
 {
@@ -25,6 +26,11 @@ static int record(ax_task *t, const ax_redis_msg *m, void *arg)
     CHECK_STR(m->id + 2, m->entry_id); /* "h:" + the entry */
     CHECK_EQ(m->id[0], order[i] == 'H' ? 'h' : order[i] == 'N' ? 'n' : 'l');
     CHECK_STR(m->kind, "rec");
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    uint64_t now_ms = (uint64_t)now.tv_sec * 1000 + (uint64_t)now.tv_nsec / 1000000;
+    CHECK_LE(submit_start_ms, m->submitted_ms); /* one machine: one clock */
+    CHECK_LE(m->submitted_ms, now_ms);
     snprintf(ids[i], sizeof ids[i], "%s", m->id);
     atomic_store(&norder, i + 1);
     return 0;
@@ -39,6 +45,9 @@ int main(void)
     qc.conn.port = (uint16_t)port;
     ax_redis_queue *q;
     CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    submit_start_ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
     char sub[12][AX_REDIS_ID_MAX];
     int ns = 0;
     const ax_priority ps[3] = {AX_PRIO_LOW, AX_PRIO_NORMAL, AX_PRIO_HIGH};

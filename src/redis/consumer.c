@@ -390,7 +390,8 @@ static int run_msg(ax_task *t, void *arg)
             ax_redis_msg rm = {.id = m->origin, .entry_id = m->entry_id, .kind = m->kind,
                                .payload = m->payload, .len = m->len, .trace_id = m->trace,
                                .priority = m->prio, .attempt = m->attempt,
-                               .deliveries = m->deliveries};
+                               .deliveries = m->deliveries,
+                               .submitted_ms = strtoull(m->origin + 2, NULL, 10)};
             return c->h[i].fn(t, &rm, c->h[i].arg);
         }
     ax_task_set_error(t, "no handler for kind \"%s\"", m->kind);
