@@ -25,7 +25,8 @@
  *   - the throughput of a shared connection is kept where it matters: the
  *     consumer pipelines its acknowledgements (one round trip for every
  *     message that ended since the last one) and reads in batches.
- * The cost: a submit is one round trip on its own connection, and the
+ * The cost: a submit is one round trip on its own connection (a producer
+ * that has many sends them in one with ax_redis_submit_batch), and the
  * process holds as many connections as tasks submitting at once.
  *
  * Keys of queue NAME, all under one hash tag so Redis Cluster keeps them on
@@ -42,13 +43,19 @@
  * A message id is the first entry's id prefixed by its stream, "h:", "n:"
  * or "l:" (entry ids are unique only within one stream).
  *
- * Delivery is at least once: a message leaves its stream only by the script
- * that acknowledges it (XACK + XDEL, then count it, schedule its retry or
- * dead-letter it), run once per message (the script acts only if XACK
- * removed the entry from the pending list, so a late second consumer's
- * acknowledgement is a no-op). A consumer that dies holds its messages in
+ * Delivery is at least once: a message leaves its stream only by a script
+ * that, in the same atomic step, writes its terminal record (XACK + XDEL,
+ * then count it, schedule its retry in the delayed set or dead-letter it);
+ * due retries go back to their stream in one script (XADD + ZREM). The
+ * record is written once per entry: the script acts only if XACK removed
+ * the entry from the pending list, so a late second consumer's
+ * acknowledgement is a no-op. A consumer that dies holds its messages in
  * the group's pending list until another consumer's XAUTOCLAIM takes them
- * over, visibility_ms after their last delivery. Nothing admitted is lost
+ * over, visibility_ms after their last delivery (a live consumer keeps
+ * resetting that time for the messages it runs); a message ran twice only
+ * if its first consumer died or stalled between running it and writing its
+ * record, so the duplicates are at most what that consumer held (its
+ * slots). Nothing admitted is lost
  * while Redis itself loses nothing: across a Redis restart that needs
  * appendonly yes with appendfsync always (everysec may lose the last
  * second of submits and acknowledgements).
