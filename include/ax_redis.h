@@ -256,7 +256,10 @@ typedef struct ax_redis_consumer_config {
 
 void ax_redis_consumer_config_default(ax_redis_consumer_config *c);
 
-/* A consumer of q running on scheduler s. It starts two long-lived tasks
+/* A consumer of q running on scheduler s. A message s refuses to admit
+ * (AX_EFULL, AX_ESHED, AX_ERATE, AX_EOPEN: s is busy with other work) is
+ * handed back through the delayed set for 50-100 ms, its attempt not
+ * counted (stats: retried). It starts two long-lived tasks
  * (HIGH priority) that hold two of s's concurrency slots: the puller (reads,
  * claims, moves due retries) and the acker. Each message runs as one more
  * task of s, at the message's priority and timeout. */

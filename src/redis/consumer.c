@@ -59,7 +59,11 @@ struct handler {
     void *arg;
 };
 
-enum { OUT_OK, OUT_RETRY, OUT_DEAD, OUT_ABANDON };
+/* OUT_REQUEUE: this process refused to start it (its own admission: a full
+ * bucket, shedding, rate limit, an open breaker): back to the delayed set
+ * for a moment, its attempt not counted -- another process, or this one a
+ * little later, runs it. */
+enum { OUT_OK, OUT_RETRY, OUT_DEAD, OUT_ABANDON, OUT_REQUEUE };
 
 /* One delivery held by this consumer, from read to terminal record. */
 struct rmsg {
@@ -504,6 +508,11 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
     if (rc == AX_ESHUTDOWN) {
         m->outcome = OUT_ABANDON;
         push_done(c, m);
+    } else if (rc == AX_EFULL || rc == AX_ESHED || rc == AX_ERATE || rc == AX_EOPEN) {
+        snprintf(m->err, sizeof m->err, "handed back: %s: %s", ax_strerror(rc), ax_error_detail());
+        snprintf(m->due, sizeof m->due, "%" PRIu64, wall_ms() + 50 + ax_rand64() % 51);
+        m->outcome = OUT_REQUEUE;
+        push_done(c, m);
     } else if (rc) {
         char e[AX_ERROR_MAX];
         snprintf(e, sizeof e, "local submit: %s: %s", ax_strerror(rc), ax_error_detail());
@@ -839,11 +848,13 @@ static void build_ack(ax_redis_consumer *c, struct rmsg *m, struct rcmd *cmd)
     size_t al[32];
     int n = 0;
     args[n++] = m->entry_id;
-    args[n++] = m->outcome == OUT_OK ? "ok" : m->outcome == OUT_RETRY ? "retry" : "dead";
-    args[n++] = m->outcome == OUT_RETRY ? m->due : "0";
+    bool retry = m->outcome == OUT_RETRY || m->outcome == OUT_REQUEUE;
+    args[n++] = m->outcome == OUT_OK ? "ok" : retry ? "retry" : "dead";
+    args[n++] = retry ? m->due : "0";
     if (m->outcome != OUT_OK) {
         snprintf(m->prio_idx, sizeof m->prio_idx, "%d", rq_stream_key(m->prio) + 1);
-        snprintf(m->next_attempt, sizeof m->next_attempt, "%u", m->attempt + 1);
+        snprintf(m->next_attempt, sizeof m->next_attempt, "%u",
+                 m->attempt + (m->outcome == OUT_REQUEUE ? 0 : 1));
         snprintf(m->to, sizeof m->to, "%" PRIu64, m->timeout_ms);
         snprintf(m->mr, sizeof m->mr, "%u", m->max_retry);
         snprintf(m->dl, sizeof m->dl, "%" PRIu64, m->deadline_ms);
@@ -866,7 +877,7 @@ static void ack_settled(ax_redis_consumer *c, struct rmsg *m, const redisReply *
     if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
         if (m->outcome == OUT_OK)
             atomic_fetch_add(&c->succeeded, 1);
-        else if (m->outcome == OUT_RETRY)
+        else if (m->outcome == OUT_RETRY || m->outcome == OUT_REQUEUE)
             atomic_fetch_add(&c->retried, 1);
         else
             atomic_fetch_add(&c->dead, 1);
