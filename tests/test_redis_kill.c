@@ -108,8 +108,14 @@ int main(void)
     pid_t pids[CONSUMERS];
     for (int i = 0; i < CONSUMERS; i++)
         pids[i] = consumer(i);
-    /* Mid-run: a quarter done. Consumer 0 holds up to SLOTS messages. */
-    CHECK(WAIT_UNTIL(rs_int(rc, "HGET ax:{kill}:stats succeeded") >= N / 4, 120000));
+    /* Mid-run: a quarter done, and consumer 0 busy (it has run messages:
+     * it holds up to SLOTS now). */
+    char log0[256];
+    snprintf(log0, sizeof log0, "%s/exec.0", rs_dir);
+    struct stat lst;
+    CHECK(WAIT_UNTIL(rs_int(rc, "HGET ax:{kill}:stats succeeded") >= N / 4 &&
+                         stat(log0, &lst) == 0 && lst.st_size >= 100,
+                     120000));
     CHECK_EQ(kill(pids[0], SIGKILL), 0);
     int st;
     CHECK_EQ(waitpid(pids[0], &st, 0), pids[0]);
@@ -117,7 +123,31 @@ int main(void)
     long long done_at_kill = rs_int(rc, "HGET ax:{kill}:stats succeeded");
     CHECK(done_at_kill < N); /* it died mid-run */
 
-    CHECK(WAIT_UNTIL(rs_int(rc, "HGET ax:{kill}:stats succeeded") == N, 180000));
+    if (!WAIT_UNTIL(rs_int(rc, "HGET ax:{kill}:stats succeeded") == N, 180000)) {
+        /* what is stuck where, for the report */
+        const char *diag[] = {"XPENDING ax:{kill}:high ax", "XPENDING ax:{kill}:normal ax",
+                              "XPENDING ax:{kill}:low ax", "XINFO CONSUMERS ax:{kill}:normal ax"};
+        fprintf(stderr, "succeeded %lld of %d\n", rs_int(rc, "HGET ax:{kill}:stats succeeded"), N);
+        for (size_t d = 0; d < sizeof diag / sizeof *diag; d++) {
+            redisReply *r = redisCommand(rc, diag[d]);
+            fprintf(stderr, "%s:", diag[d]);
+            for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements; i++) {
+                const redisReply *e = r->element[i];
+                if (e->type == REDIS_REPLY_INTEGER)
+                    fprintf(stderr, " %lld", e->integer);
+                else if (e->type == REDIS_REPLY_STRING)
+                    fprintf(stderr, " %s", e->str);
+                else if (e->type == REDIS_REPLY_ARRAY)
+                    for (size_t k = 0; k < e->elements; k++)
+                        fprintf(stderr, " %s%s", e->element[k]->type == REDIS_REPLY_STRING
+                                                     ? e->element[k]->str : "(array)",
+                                k + 1 == e->elements ? ";" : "");
+            }
+            fprintf(stderr, "\n");
+            freeReplyObject(r);
+        }
+        abort();
+    }
     for (int i = 1; i < CONSUMERS; i++) {
         CHECK_EQ(kill(pids[i], SIGTERM), 0);
         CHECK_EQ(waitpid(pids[i], &st, 0), pids[i]);

@@ -935,6 +935,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
         atomic_fetch_add(&c->errors, 1);
         return rc;
     }
+    bool failed = false;
     for (size_t j = 0; j < nc; j++) {
         if (rscript_noscript(reps[j])) { /* a restarted server: once more as EVAL */
             freeReplyObject(reps[j]);
@@ -949,22 +950,29 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
         }
         const redisReply *rep = reps[j];
         if (rep->type == REDIS_REPLY_ERROR) {
+            /* Nothing was written (LOADING after a restart, READONLY on a
+             * replica, BUSY, ...): keep the messages held -- their entries
+             * are still pending and kept alive -- and write them again
+             * after a pause. Releasing them would get them claimed and
+             * run twice. */
             atomic_fetch_add(&c->errors, 1);
-            fprintf(stderr, "ax_redis: queue %s: acknowledgement: %s\n", c->q->name, rep->str);
+            if (!failed)
+                ax_fail(AX_ENET, "queue %s: acknowledgement: %s", c->q->name, rep->str);
+            failed = true;
+            freeReplyObject(reps[j]);
+            continue;
         }
         for (size_t x = 0; x < cmds[j].count; x++) {
             size_t i = order[cmds[j].first + x];
             const redisReply *one = rep;
             if (cmds[j].script == RS_ACK_OK)
                 one = rep->type == REDIS_REPLY_ARRAY && x < rep->elements ? rep->element[x] : NULL;
-            /* An error reply wrote nothing: the entry stays pending and is
-             * claimed after visibility_ms (at least once). */
             ack_settled(c, ms[i], one);
             ms[i] = NULL;
         }
         freeReplyObject(reps[j]);
     }
-    return AX_OK;
+    return failed ? AX_ENET : AX_OK;
 }
 
 static int acker(ax_task *t, void *arg)
