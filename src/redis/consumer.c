@@ -1,0 +1,1115 @@
+/* consumer.c - run a queue's messages as ax tasks (libax_redis, DESIGN.md §12).
+ *
+ * Two long-lived tasks per consumer, each with its own connection:
+ *
+ *  puller  reads new messages with XREADGROUP by quota rounds over the
+ *          streams high, normal, low -- the same rule as local dispatch
+ *          (src/sched.c: a turn takes up to quota[p], a stream that runs dry
+ *          passes its turn on, a pass that finds all three empty leaves the
+ *          round where it was) -- never more than the free slots (slots -
+ *          held), so a slow process pulls less. Every claim_interval_ms it
+ *          also moves due retries from the delayed set back to their
+ *          streams (RS_PROMOTE) and takes over entries idle past
+ *          visibility_ms (RS_CLAIM: XAUTOCLAIM; entries delivered more than
+ *          max_deliveries times are dead-lettered there; entries this
+ *          process still runs are never taken twice), and resets the idle
+ *          time of messages it has held over visibility_ms / 2 (XCLAIM to
+ *          itself, JUSTID), so a long handler is not taken over by another
+ *          live consumer. When every stream
+ *          is empty it blocks in XREADGROUP BLOCK on all three (or, with
+ *          fewer than three free slots, waits for a slot up to 5 ms).
+ *  acker   writes the terminal record of each finished message (XACK +
+ *          XDEL, then succeeded / a retry in the delayed set / a dead
+ *          letter), every message that ended since its last round trip in
+ *          one pipeline: the successes of a stream in one RS_ACK_OK call,
+ *          each other outcome in its own RS_ACK. A message's slot is freed
+ *          only once its record is written: while Redis is unreachable the
+ *          consumer stops pulling.
+ *
+ * Hot path, per message: two allocations (struct rmsg, its payload), its
+ * share of an XREADGROUP and of an acknowledgement pipeline, one ax_submit.
+ * The puller and the acker each hold one connection (conn.c).
+ *
+ * Each message runs as one ax task at its priority and timeout, with no
+ * local retry (retries go through the delayed set, so they survive this
+ * process). Its on_done (any thread) puts it on the done list and wakes the
+ * acker through an eventfd; the acker wakes the puller through another.
+ *
+ * Outcomes: SUCCEEDED -> ok; FAILED / TIMED_OUT with retries left and the
+ * deadline not passed by the back-off -> retry; else -> dead; CANCELLED
+ * (shutdown, consumer stopped) -> nothing is written: the entry stays
+ * pending and another consumer claims it after visibility_ms.
+ */
+#define _GNU_SOURCE
+#include "redis.h"
+
+#include <errno.h>
+#include <stddef.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+struct handler {
+    char kind[AX_REDIS_KIND_MAX];
+    ax_redis_handler fn;
+    void *arg;
+};
+
+/* OUT_REQUEUE: this process refused to start it (its own admission: a full
+ * bucket, shedding, rate limit, an open breaker): back to the delayed set
+ * for a moment, its attempt not counted -- another process, or this one a
+ * little later, runs it. */
+enum { OUT_OK, OUT_RETRY, OUT_DEAD, OUT_ABANDON, OUT_REQUEUE };
+
+/* One delivery held by this consumer, from read to terminal record. */
+struct rmsg {
+    struct rmsg *next;         /* done list */
+    struct rmsg *hprev, *hnext; /* held list */
+    uint64_t touched_ns;       /* delivered, or its idle time last reset */
+    ax_redis_consumer *c;
+    int key;                   /* round position of its stream: 0 high, 1 normal, 2 low */
+    ax_priority prio;
+    char entry_id[AX_REDIS_ID_MAX], origin[AX_REDIS_ID_MAX];
+    char kind[AX_REDIS_KIND_MAX], trace[AX_TRACE_ID_MAX];
+    char *payload;
+    size_t len;
+    uint64_t timeout_ms, deadline_ms;
+    unsigned max_retry, attempt, deliveries;
+    /* the outcome, filled by on_done */
+    int outcome;
+    char err[AX_ERROR_MAX];
+    /* the RS_ACK command's storage */
+    char due[24], next_attempt[12], prio_idx[12], to[24], mr[12], dl[24];
+    const char *argv[40];
+    size_t lens[40];
+};
+
+struct ax_redis_consumer {
+    ax_sched *s;
+    ax_redis_queue *q;
+    ax_redis_consumer_config cfg;
+    char name[128];
+    struct handler *h;
+    size_t nh, hcap;
+    ax_redis *pull_conn, *ack_conn;
+    int done_efd, slot_efd;
+    pthread_mutex_t lock; /* the done list and the held list */
+    struct rmsg *done_head, *done_tail;
+    struct rmsg *held_head; /* every message held, for the heartbeat */
+    atomic_uint held;
+    atomic_bool stopping, started;
+    atomic_bool puller_running, acker_running;
+    uint64_t puller_id, acker_id;
+    unsigned quota[3]; /* by round position: high, normal, low */
+    unsigned rr, taken;
+    char cursor[3][AX_REDIS_ID_MAX];
+    _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors;
+};
+
+static const int round_key[3] = {KEY_HIGH, KEY_NORMAL, KEY_LOW};
+static const ax_priority key_prio[3] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
+
+static uint64_t wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void ax_redis_consumer_config_default(ax_redis_consumer_config *c)
+{
+    if (!c)
+        return;
+    memset(c, 0, sizeof *c);
+    c->slots = 64;
+    c->low_guaranteed = 1;
+    c->block_ms = 200;
+    c->visibility_ms = 30000;
+    c->claim_interval_ms = 1000;
+    c->max_deliveries = 5;
+    c->retry = (ax_retry_policy){.mode = AX_BACKOFF_EXPONENTIAL, .base_ms = 1000, .max_ms = 30000,
+                                 .jitter_ms = 1000};
+}
+
+static void kick(int efd)
+{
+    uint64_t one = 1;
+    ssize_t n = write(efd, &one, sizeof one);
+    (void)n; /* EAGAIN: the counter is already non-zero, the reader will wake */
+}
+
+static void drain(int efd)
+{
+    uint64_t v;
+    ssize_t n = read(efd, &v, sizeof v);
+    (void)n;
+}
+
+static void msg_free(struct rmsg *m)
+{
+    if (m) {
+        free(m->payload);
+        free(m);
+    }
+}
+
+static void hold(ax_redis_consumer *c, struct rmsg *m)
+{
+    m->touched_ns = ax_now_ns();
+    pthread_mutex_lock(&c->lock);
+    m->hprev = NULL;
+    m->hnext = c->held_head;
+    if (c->held_head)
+        c->held_head->hprev = m;
+    c->held_head = m;
+    pthread_mutex_unlock(&c->lock);
+    atomic_fetch_add(&c->held, 1);
+}
+
+/* The message's record is written (or given up): free it and its slot. */
+static void release(ax_redis_consumer *c, struct rmsg *m)
+{
+    pthread_mutex_lock(&c->lock);
+    if (m->hprev)
+        m->hprev->hnext = m->hnext;
+    else
+        c->held_head = m->hnext;
+    if (m->hnext)
+        m->hnext->hprev = m->hprev;
+    pthread_mutex_unlock(&c->lock);
+    msg_free(m);
+    atomic_fetch_sub(&c->held, 1);
+    kick(c->slot_efd);
+}
+
+static bool is_held(ax_redis_consumer *c, int key, const char *entry_id)
+{
+    bool found = false;
+    pthread_mutex_lock(&c->lock);
+    for (struct rmsg *m = c->held_head; m && !found; m = m->hnext)
+        found = m->key == key && strcmp(m->entry_id, entry_id) == 0;
+    pthread_mutex_unlock(&c->lock);
+    return found;
+}
+
+static void push_done(ax_redis_consumer *c, struct rmsg *m)
+{
+    m->next = NULL;
+    pthread_mutex_lock(&c->lock);
+    if (c->done_tail)
+        c->done_tail->next = m;
+    else
+        c->done_head = m;
+    c->done_tail = m;
+    pthread_mutex_unlock(&c->lock);
+    kick(c->done_efd);
+}
+
+/* ---- new, handlers, stats ------------------------------------------------------------- */
+
+static bool name_char(char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '.' || ch == ':' || ch == '-';
+}
+
+static bool name_ok(const char *n)
+{
+    size_t len = strlen(n);
+    if (len == 0 || len >= 128)
+        return false;
+    for (size_t i = 0; i < len; i++)
+        if (!name_char(n[i]))
+            return false;
+    return true;
+}
+
+int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consumer_config *cfg,
+                          ax_redis_consumer **out)
+{
+    if (!s || !q || !out)
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_new: s, q and out are required");
+    *out = NULL;
+    ax_redis_consumer_config d;
+    if (!cfg) {
+        ax_redis_consumer_config_default(&d);
+        cfg = &d;
+    }
+    if (cfg->slots == 0 || cfg->slots > 1000000)
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config.slots must be 1..1000000");
+    if (cfg->low_guaranteed == 0)
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config.low_guaranteed must be > 0");
+    if (cfg->block_ms == 0 || cfg->visibility_ms == 0 || cfg->claim_interval_ms == 0 ||
+        cfg->max_deliveries == 0)
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config: block_ms, visibility_ms, "
+                                         "claim_interval_ms and max_deliveries must be > 0");
+    uint64_t probe;
+    int rc = ax_retry_delay_ms(&cfg->retry, 0, 0, &probe);
+    if (rc)
+        return rc;
+    if (cfg->name && !name_ok(cfg->name))
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config.name must be 1-127 bytes of "
+                                         "[A-Za-z0-9_.:-]");
+    ax_redis_consumer *c = calloc(1, sizeof *c);
+    if (!c)
+        return ax_fail_static(AX_ENOMEM, "ax_redis_consumer_new: out of memory");
+    c->done_efd = c->slot_efd = -1;
+    c->s = s;
+    c->q = q;
+    c->cfg = *cfg;
+    if (cfg->name) {
+        snprintf(c->name, sizeof c->name, "%s", cfg->name);
+    } else {
+        char host[64] = "host";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        snprintf(c->name, sizeof c->name, "%s-%ld", host, (long)getpid());
+        for (char *p = c->name; *p; p++) /* a metrics label: keep it plain */
+            if (!name_char(*p))
+                *p = '_';
+    }
+    c->cfg.name = c->name;
+    unsigned sl = cfg->slots;
+    c->quota[0] = cfg->quota_high ? cfg->quota_high : (sl / 2 ? sl / 2 : 1);
+    c->quota[1] = cfg->quota_normal ? cfg->quota_normal : (sl / 3 ? sl / 3 : 1);
+    c->quota[2] = cfg->low_guaranteed;
+    for (int k = 0; k < 3; k++)
+        snprintf(c->cursor[k], sizeof c->cursor[k], "0-0");
+    pthread_mutex_init(&c->lock, NULL);
+    c->done_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    c->slot_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (c->done_efd < 0 || c->slot_efd < 0) {
+        rc = ax_fail(AX_ESYS, "ax_redis_consumer_new: eventfd: %s", strerror(errno));
+        ax_redis_consumer_free(c);
+        return rc;
+    }
+    if ((rc = ax_redis_new(&q->conn, &c->pull_conn)) || (rc = ax_redis_new(&q->conn, &c->ack_conn))) {
+        ax_redis_consumer_free(c);
+        return rc;
+    }
+    *out = c;
+    return AX_OK;
+}
+
+int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn, void *arg)
+{
+    if (!c || !kind || !*kind || strlen(kind) >= AX_REDIS_KIND_MAX || !fn)
+        return ax_fail_static(AX_EINVAL, "ax_redis_handle: consumer, a 1-63 byte kind and fn are "
+                                         "required");
+    if (atomic_load(&c->started))
+        return ax_fail_static(AX_ESTATE, "ax_redis_handle: the consumer has started");
+    for (size_t i = 0; i < c->nh; i++)
+        if (strcmp(c->h[i].kind, kind) == 0)
+            return ax_fail(AX_EBUSY, "ax_redis_handle: kind \"%s\" has a handler", kind);
+    if (c->nh == c->hcap) {
+        size_t cap = c->hcap ? 2 * c->hcap : 8;
+        struct handler *nh = realloc(c->h, cap * sizeof *nh);
+        if (!nh)
+            return ax_fail_static(AX_ENOMEM, "ax_redis_handle: out of memory");
+        c->h = nh;
+        c->hcap = cap;
+    }
+    struct handler *h = &c->h[c->nh++];
+    snprintf(h->kind, sizeof h->kind, "%s", kind);
+    h->fn = fn;
+    h->arg = arg;
+    return AX_OK;
+}
+
+int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o)
+{
+    if (!c || !o)
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stats_get: consumer and out are required");
+    o->pulled = atomic_load(&c->pulled);
+    o->claimed = atomic_load(&c->claimed);
+    o->redelivered = atomic_load(&c->redelivered);
+    o->succeeded = atomic_load(&c->succeeded);
+    o->retried = atomic_load(&c->retried);
+    o->dead = atomic_load(&c->dead);
+    o->ack_lost = atomic_load(&c->ack_lost);
+    o->held = atomic_load(&c->held);
+    o->redis_errors = atomic_load(&c->errors);
+    return AX_OK;
+}
+
+long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len)
+{
+    if (!c || (!buf && len))
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_prometheus: consumer and buf");
+    ax_redis_consumer_stats st;
+    ax_redis_consumer_stats_get(c, &st);
+    static const struct {
+        const char *name, *type, *help;
+        size_t off;
+    } fam[] = {
+        {"pulled_total", "counter", "New deliveries read.",
+         offsetof(ax_redis_consumer_stats, pulled)},
+        {"claimed_total", "counter", "Entries taken over from other consumers.",
+         offsetof(ax_redis_consumer_stats, claimed)},
+        {"redelivered_total", "counter", "Messages run again after a delivery elsewhere.",
+         offsetof(ax_redis_consumer_stats, redelivered)},
+        {"succeeded_total", "counter", "Successes recorded by this consumer.",
+         offsetof(ax_redis_consumer_stats, succeeded)},
+        {"retried_total", "counter", "Failed attempts sent to the delayed set.",
+         offsetof(ax_redis_consumer_stats, retried)},
+        {"dead_total", "counter", "Messages dead-lettered by this consumer.",
+         offsetof(ax_redis_consumer_stats, dead)},
+        {"ack_lost_total", "counter", "Outcomes another consumer had recorded first.",
+         offsetof(ax_redis_consumer_stats, ack_lost)},
+        {"redis_errors_total", "counter", "Failed Redis calls (each retried).",
+         offsetof(ax_redis_consumer_stats, redis_errors)},
+        {"held", "gauge", "Messages pulled and not yet acknowledged.",
+         offsetof(ax_redis_consumer_stats, held)},
+    };
+    size_t pos = 0;
+    if (len)
+        buf[0] = 0;
+    for (size_t i = 0; i < sizeof fam / sizeof *fam; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&st + fam[i].off, sizeof v);
+        size_t room = pos < len ? len - pos : 0;
+        int n = snprintf(room ? buf + pos : NULL, room,
+                         "# HELP ax_redis_consumer_%s %s\n# TYPE ax_redis_consumer_%s %s\n"
+                         "ax_redis_consumer_%s{queue=\"%s\",consumer=\"%s\"} %" PRIu64 "\n",
+                         fam[i].name, fam[i].help, fam[i].name, fam[i].type, fam[i].name,
+                         c->q->name, c->name, v);
+        if (n > 0)
+            pos += (size_t)n;
+    }
+    return (long)pos;
+}
+
+/* ---- one message as an ax task ----------------------------------------------------------- */
+
+static int run_msg(ax_task *t, void *arg)
+{
+    struct rmsg *m = arg;
+    ax_redis_consumer *c = m->c;
+    for (size_t i = 0; i < c->nh; i++)
+        if (strcmp(c->h[i].kind, m->kind) == 0) {
+            ax_redis_msg rm = {.id = m->origin, .entry_id = m->entry_id, .kind = m->kind,
+                               .payload = m->payload, .len = m->len, .trace_id = m->trace,
+                               .priority = m->prio, .attempt = m->attempt,
+                               .deliveries = m->deliveries,
+                               .submitted_ms = strtoull(m->origin + 2, NULL, 10)};
+            return c->h[i].fn(t, &rm, c->h[i].arg);
+        }
+    ax_task_set_error(t, "no handler for kind \"%s\"", m->kind);
+    return -1;
+}
+
+/* The outcome of a failed attempt: a retry if allowed, else a dead letter. */
+static void fail_outcome(struct rmsg *m, const char *err)
+{
+    snprintf(m->err, sizeof m->err, "%s", err && *err ? err : "failed");
+    m->outcome = m->attempt < m->max_retry ? OUT_RETRY : OUT_DEAD;
+    if (m->outcome == OUT_RETRY) {
+        uint64_t delay = 0;
+        ax_retry_delay_ms(&m->c->cfg.retry, m->attempt, ax_rand64(), &delay);
+        uint64_t due = wall_ms() + delay;
+        if (m->deadline_ms && due >= m->deadline_ms) {
+            m->outcome = OUT_DEAD;
+            size_t n = strlen(m->err);
+            snprintf(m->err + n, sizeof m->err - n, "; its deadline ends before a retry");
+        }
+        snprintf(m->due, sizeof m->due, "%" PRIu64, due);
+    }
+}
+
+static void msg_done(const ax_result *r, void *arg)
+{
+    struct rmsg *m = arg;
+    if (r->state == AX_STATE_SUCCEEDED)
+        m->outcome = OUT_OK;
+    else if (r->state == AX_STATE_CANCELLED)
+        m->outcome = OUT_ABANDON;
+    else
+        fail_outcome(m, r->error);
+    push_done(m->c, m);
+}
+
+static const redisReply *field(const redisReply *f, const char *name)
+{
+    for (size_t i = 0; i + 1 < f->elements; i += 2)
+        if (f->element[i]->type == REDIS_REPLY_STRING && strcmp(f->element[i]->str, name) == 0)
+            return f->element[i + 1];
+    return NULL;
+}
+
+static uint64_t num(const redisReply *v)
+{
+    return v && v->type == REDIS_REPLY_STRING ? strtoull(v->str, NULL, 10) : 0;
+}
+
+static void copy_str(char *dst, size_t cap, const redisReply *v)
+{
+    dst[0] = 0;
+    if (v && v->type == REDIS_REPLY_STRING && v->len < cap)
+        memcpy(dst, v->str, v->len + 1);
+}
+
+/* Take one delivered entry: hold it and start its task (or record its
+ * outcome at once). */
+static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const redisReply *fields,
+                     unsigned deliveries)
+{
+    struct rmsg *m = calloc(1, sizeof *m);
+    if (!m)
+        return; /* stays pending: claimed after visibility_ms */
+    m->c = c;
+    m->key = key;
+    m->prio = key_prio[key];
+    m->deliveries = deliveries;
+    copy_str(m->entry_id, sizeof m->entry_id, id);
+    hold(c, m);
+    if (deliveries > 1)
+        atomic_fetch_add(&c->redelivered, 1);
+    const redisReply *k = field(fields, "k"), *p = field(fields, "p"), *o = field(fields, "o");
+    copy_str(m->kind, sizeof m->kind, k);
+    copy_str(m->trace, sizeof m->trace, field(fields, "t"));
+    if (o)
+        copy_str(m->origin, sizeof m->origin, o);
+    else
+        snprintf(m->origin, sizeof m->origin, "%c:%.40s", rq_prio_letter(m->prio), m->entry_id);
+    m->timeout_ms = num(field(fields, "to"));
+    m->max_retry = (unsigned)num(field(fields, "r"));
+    m->deadline_ms = num(field(fields, "dl"));
+    m->attempt = (unsigned)num(field(fields, "a"));
+    if (p && p->type == REDIS_REPLY_STRING) {
+        m->payload = malloc(p->len + 1);
+        if (m->payload) {
+            memcpy(m->payload, p->str, p->len);
+            m->payload[p->len] = 0;
+            m->len = p->len;
+        }
+    }
+    if (!m->kind[0] || m->timeout_ms == 0 || (p && !m->payload)) {
+        snprintf(m->err, sizeof m->err, "malformed message (no kind, timeout or payload)");
+        m->outcome = OUT_DEAD;
+        push_done(c, m);
+        return;
+    }
+    uint64_t now = wall_ms();
+    if (m->deadline_ms && now >= m->deadline_ms) {
+        snprintf(m->err, sizeof m->err, "its deadline passed before it started");
+        m->outcome = OUT_DEAD;
+        push_done(c, m);
+        return;
+    }
+    ax_spec sp = {.fn = run_msg, .arg = m, .priority = m->prio, .timeout_ms = m->timeout_ms,
+                  .trace_id = m->trace, .on_done = msg_done, .cb_arg = m};
+    if (m->deadline_ms)
+        sp.deadline_ns = ax_now_ns() + (m->deadline_ms - now) * 1000000u;
+    int rc = ax_submit(c->s, &sp, NULL);
+    if (rc == AX_ESHUTDOWN) {
+        m->outcome = OUT_ABANDON;
+        push_done(c, m);
+    } else if (rc == AX_EFULL || rc == AX_ESHED || rc == AX_ERATE || rc == AX_EOPEN) {
+        snprintf(m->err, sizeof m->err, "handed back: %s: %s", ax_strerror(rc), ax_error_detail());
+        snprintf(m->due, sizeof m->due, "%" PRIu64, wall_ms() + 50 + ax_rand64() % 51);
+        m->outcome = OUT_REQUEUE;
+        push_done(c, m);
+    } else if (rc) {
+        char e[AX_ERROR_MAX];
+        snprintf(e, sizeof e, "local submit: %s: %s", ax_strerror(rc), ax_error_detail());
+        fail_outcome(m, e);
+        push_done(c, m);
+    }
+}
+
+/* ---- the puller ---------------------------------------------------------------------------- */
+
+static int pull_cmd(ax_task *t, ax_redis_consumer *c, int64_t timeout_ms, int argc,
+                    const char **argv, redisReply **rep)
+{
+    size_t lens[16];
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    struct rcmd cmd = {argc, argv, lens};
+    int rc = rconn_pipeline(t, c->pull_conn, timeout_ms, 1, &cmd, rep);
+    if (rc == AX_OK && (*rep)->type == REDIS_REPLY_ERROR) {
+        rc = ax_fail(AX_ENET, "redis: %s: %s", argv[0], (*rep)->str);
+        freeReplyObject(*rep);
+        *rep = NULL;
+    }
+    if (rc)
+        atomic_fetch_add(&c->errors, 1);
+    return rc;
+}
+
+static int create_groups(ax_task *t, ax_redis_consumer *c)
+{
+    for (int k = 0; k < 3; k++) {
+        const char *argv[] = {"XGROUP", "CREATE", c->q->key[round_key[k]], RGROUP, "0", "MKSTREAM"};
+        redisReply *rep;
+        int rc = pull_cmd(t, c, -1, 6, argv, &rep);
+        if (rc && !strstr(ax_error_detail(), "BUSYGROUP"))
+            return rc;
+        if (!rc)
+            freeReplyObject(rep);
+    }
+    return AX_OK;
+}
+
+/* Hand out the entries of an XREADGROUP reply; returns how many. */
+static int take_read(ax_redis_consumer *c, const redisReply *rep)
+{
+    if (!rep || rep->type != REDIS_REPLY_ARRAY)
+        return 0; /* nil: nothing new */
+    int got = 0;
+    for (int k = 0; k < 3; k++) /* in priority order, whatever the reply's */
+        for (size_t i = 0; i < rep->elements; i++) {
+            const redisReply *s = rep->element[i];
+            if (s->type != REDIS_REPLY_ARRAY || s->elements != 2 ||
+                strcmp(s->element[0]->str, c->q->key[round_key[k]]) != 0)
+                continue;
+            const redisReply *es = s->element[1];
+            for (size_t j = 0; j < es->elements; j++) {
+                const redisReply *e = es->element[j];
+                if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+                    e->element[1]->type == REDIS_REPLY_ARRAY) {
+                    dispatch(c, k, e->element[0], e->element[1], 1);
+                    got++;
+                }
+            }
+        }
+    atomic_fetch_add(&c->pulled, (uint64_t)got);
+    return got;
+}
+
+static int read_stream(ax_task *t, ax_redis_consumer *c, int k, unsigned n)
+{
+    char count[16];
+    snprintf(count, sizeof count, "%u", n);
+    const char *argv[] = {"XREADGROUP", "GROUP", RGROUP, c->name, "COUNT", count,
+                          "STREAMS",    c->q->key[round_key[k]], ">"};
+    redisReply *rep = NULL;
+    int rc = pull_cmd(t, c, -1, 9, argv, &rep);
+    if (rc)
+        return rc;
+    int got = take_read(c, rep);
+    freeReplyObject(rep);
+    return got;
+}
+
+/* One pass of the quota rounds with `free` slots: as sched_pick_locked. */
+static int read_rounds(ax_task *t, ax_redis_consumer *c, unsigned free)
+{
+    unsigned rr0 = c->rr, taken0 = c->taken;
+    int total = 0;
+    for (int tries = 0; tries <= 3 && free > 0; tries++) {
+        unsigned k = c->rr;
+        unsigned n = c->quota[k] - c->taken;
+        if (n > free)
+            n = free;
+        int got = read_stream(t, c, (int)k, n);
+        if (got < 0)
+            return got;
+        total += got;
+        free -= (unsigned)got;
+        c->taken += (unsigned)got;
+        if ((unsigned)got == n && c->taken < c->quota[k])
+            break; /* out of slots mid-turn: the turn goes on next time */
+        c->rr = (c->rr + 1) % 3; /* quota spent or the stream ran dry */
+        c->taken = 0;
+    }
+    if (total == 0) { /* all empty: leave the round where it was */
+        c->rr = rr0;
+        c->taken = taken0;
+    }
+    return total;
+}
+
+static int read_blocking(ax_task *t, ax_redis_consumer *c, uint32_t block_ms)
+{
+    char bl[16];
+    snprintf(bl, sizeof bl, "%u", block_ms);
+    const char *argv[] = {"XREADGROUP", "GROUP", RGROUP, c->name, "COUNT", "1", "BLOCK", bl,
+                          "STREAMS", c->q->key[KEY_HIGH], c->q->key[KEY_NORMAL], c->q->key[KEY_LOW],
+                          ">", ">", ">"};
+    redisReply *rep = NULL;
+    int rc = pull_cmd(t, c, (int64_t)block_ms + c->q->conn.command_timeout_ms, 15, argv, &rep);
+    if (rc)
+        return rc;
+    int got = take_read(c, rep);
+    freeReplyObject(rep);
+    return got;
+}
+
+static int promote(ax_task *t, ax_redis_consumer *c)
+{
+    char now[24];
+    snprintf(now, sizeof now, "%" PRIu64, wall_ms());
+    const char *keys[] = {c->q->key[KEY_HIGH], c->q->key[KEY_NORMAL], c->q->key[KEY_LOW],
+                          c->q->key[KEY_DELAYED]};
+    const char *args[] = {now, "1000"};
+    redisReply *rep = NULL;
+    int rc = rscript_call(t, c->pull_conn, -1, RS_PROMOTE, 4, keys, 2, args, NULL, &rep);
+    if (rc == AX_OK && rep->type == REDIS_REPLY_ERROR)
+        rc = ax_fail(AX_ENET, "redis: promote: %s", rep->str);
+    if (rep)
+        freeReplyObject(rep);
+    if (rc)
+        atomic_fetch_add(&c->errors, 1);
+    return rc;
+}
+
+static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
+{
+    char idle[16], count[16], maxd[16];
+    snprintf(idle, sizeof idle, "%u", c->cfg.visibility_ms);
+    snprintf(maxd, sizeof maxd, "%u", c->cfg.max_deliveries);
+    for (int k = 0; k < 3 && free > 0; k++) {
+        snprintf(count, sizeof count, "%u", free);
+        const char *keys[] = {c->q->key[round_key[k]], c->q->key[KEY_DEAD], c->q->key[KEY_STATS]};
+        const char letter[2] = {rq_prio_letter(key_prio[k]), 0};
+        const char *args[] = {c->name, idle, c->cursor[k], count, maxd, letter};
+        redisReply *rep = NULL;
+        int rc = rscript_call(t, c->pull_conn, -1, RS_CLAIM, 3, keys, 6, args, NULL, &rep);
+        if (rc == AX_OK && rep->type == REDIS_REPLY_ERROR)
+            rc = ax_fail(AX_ENET, "redis: claim: %s", rep->str);
+        if (rc) {
+            if (rep)
+                freeReplyObject(rep);
+            atomic_fetch_add(&c->errors, 1);
+            return rc;
+        }
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+            copy_str(c->cursor[k], sizeof c->cursor[k], rep->element[0]);
+            if (!c->cursor[k][0])
+                snprintf(c->cursor[k], sizeof c->cursor[k], "0-0");
+            const redisReply *list = rep->element[1];
+            for (size_t i = 0; i < list->elements; i++) {
+                const redisReply *e = list->element[i];
+                if (e->type != REDIS_REPLY_ARRAY || e->elements != 3 ||
+                    e->element[1]->type != REDIS_REPLY_ARRAY)
+                    continue;
+                unsigned d = e->element[2]->type == REDIS_REPLY_INTEGER
+                                 ? (unsigned)e->element[2]->integer
+                                 : 2;
+                if (e->element[0]->type != REDIS_REPLY_STRING ||
+                    is_held(c, k, e->element[0]->str))
+                    continue; /* ours, still running (this process stalled): not twice */
+                dispatch(c, k, e->element[0], e->element[1], d);
+                atomic_fetch_add(&c->claimed, 1);
+                free--;
+            }
+        }
+        freeReplyObject(rep);
+    }
+    return AX_OK;
+}
+
+/* Reset the idle time of the messages held longer than half the visibility
+ * timeout (XCLAIM to ourselves, JUSTID: the delivery count stays), so a
+ * handler that runs long is not taken over while this process is alive. */
+static int heartbeat(ax_task *t, ax_redis_consumer *c)
+{
+    enum { MAX = 512 };
+    char (*ids)[AX_REDIS_ID_MAX] = malloc(MAX * sizeof *ids);
+    int keys[MAX];
+    const char **argv = malloc((MAX + 6 * 3) * sizeof *argv);
+    size_t *lens = malloc((MAX + 6 * 3) * sizeof *lens);
+    int rc = AX_OK;
+    if (!ids || !argv || !lens) {
+        rc = ax_fail_static(AX_ENOMEM, "heartbeat: out of memory");
+        goto out;
+    }
+    size_t n = 0;
+    uint64_t now = ax_now_ns(), half = (uint64_t)c->cfg.visibility_ms * 500000u;
+    pthread_mutex_lock(&c->lock);
+    for (struct rmsg *m = c->held_head; m && n < MAX; m = m->hnext)
+        if (now - m->touched_ns >= half) {
+            m->touched_ns = now;
+            keys[n] = m->key;
+            memcpy(ids[n++], m->entry_id, AX_REDIS_ID_MAX);
+        }
+    pthread_mutex_unlock(&c->lock);
+    struct rcmd cmds[3];
+    redisReply *reps[3];
+    size_t nc = 0, a = 0;
+    for (int k = 0; k < 3 && n; k++) {
+        size_t start = a;
+        const char *head[] = {"XCLAIM", c->q->key[round_key[k]], RGROUP, c->name, "0"};
+        for (size_t i = 0; i < 5; i++)
+            argv[a++] = head[i];
+        for (size_t i = 0; i < n; i++)
+            if (keys[i] == k)
+                argv[a++] = ids[i];
+        if (a == start + 5) {
+            a = start;
+            continue;
+        }
+        argv[a++] = "JUSTID";
+        for (size_t i = start; i < a; i++)
+            lens[i] = strlen(argv[i]);
+        cmds[nc++] = (struct rcmd){(int)(a - start), argv + start, lens + start};
+    }
+    if (nc == 0)
+        goto out;
+    if ((rc = rconn_pipeline(t, c->pull_conn, -1, nc, cmds, reps)) == AX_OK)
+        for (size_t i = 0; i < nc; i++)
+            freeReplyObject(reps[i]);
+    else
+        atomic_fetch_add(&c->errors, 1);
+out:
+    free(ids);
+    free(argv);
+    free(lens);
+    return rc;
+}
+
+static unsigned free_slots(ax_redis_consumer *c)
+{
+    unsigned h = atomic_load(&c->held);
+    return h >= c->cfg.slots ? 0 : c->cfg.slots - h;
+}
+
+static int wait_efd(ax_task *t, int efd, uint64_t ms)
+{
+    int rc = ax_wait_fd(t, efd, AX_READ, (int64_t)ms);
+    if (rc == AX_OK)
+        drain(efd);
+    if (rc == AX_ETIMEDOUT && ax_cancelled(t) == 0)
+        rc = AX_OK; /* our own bound */
+    return rc;
+}
+
+/* After a failed read: did the server lose the group (a Redis restarted
+ * without persistence, FLUSHALL)? Then create it again before reading. */
+static bool lost_group(void)
+{
+    const char *d = ax_error_detail();
+    return strstr(d, "NOGROUP") || strstr(d, "no longer exists");
+}
+
+static int puller(ax_task *t, void *arg)
+{
+    ax_redis_consumer *c = arg;
+    bool groups = false;
+    uint64_t next_maint = 0;
+    while (!atomic_load(&c->stopping) && !ax_cancelled(t)) {
+        int rc;
+        if (!groups) {
+            if ((rc = create_groups(t, c))) {
+                ax_sleep(t, 50);
+                continue;
+            }
+            groups = true;
+        }
+        uint64_t now = ax_now_ns();
+        if (now >= next_maint) {
+            if (promote(t, c) == AX_OK && heartbeat(t, c) == AX_OK)
+                claim(t, c, free_slots(c));
+            next_maint = now + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
+            now = ax_now_ns();
+        }
+        uint64_t to_maint = next_maint > now ? (next_maint - now) / 1000000u + 1 : 1;
+        unsigned free = free_slots(c);
+        if (free == 0) {
+            wait_efd(t, c->slot_efd, to_maint);
+            continue;
+        }
+        int got = read_rounds(t, c, free);
+        if (got < 0) {
+            groups = !lost_group();
+            ax_sleep(t, 20); /* the connection's back-off paces the retries */
+            continue;
+        }
+        if (got > 0)
+            continue;
+        if (free >= 3) {
+            uint32_t bl = c->cfg.block_ms < to_maint ? c->cfg.block_ms : (uint32_t)to_maint;
+            if (read_blocking(t, c, bl ? bl : 1) < 0) {
+                groups = !lost_group();
+                ax_sleep(t, 20);
+            }
+        } else {
+            wait_efd(t, c->slot_efd, to_maint < 5 ? to_maint : 5);
+        }
+    }
+    atomic_store(&c->puller_running, false); /* last touch of c */
+    return 0;
+}
+
+/* ---- the acker --------------------------------------------------------------------------- */
+
+#define ACK_BATCH 128
+
+static void build_ack(ax_redis_consumer *c, struct rmsg *m, struct rcmd *cmd)
+{
+    const char *keys[] = {c->q->key[rq_stream_key(m->prio)], c->q->key[KEY_DELAYED],
+                          c->q->key[KEY_DEAD], c->q->key[KEY_STATS]};
+    const char *args[32];
+    size_t al[32];
+    int n = 0;
+    args[n++] = m->entry_id;
+    bool retry = m->outcome == OUT_RETRY || m->outcome == OUT_REQUEUE;
+    args[n++] = m->outcome == OUT_OK ? "ok" : retry ? "retry" : "dead";
+    args[n++] = retry ? m->due : "0";
+    if (m->outcome != OUT_OK) {
+        snprintf(m->prio_idx, sizeof m->prio_idx, "%d", rq_stream_key(m->prio) + 1);
+        snprintf(m->next_attempt, sizeof m->next_attempt, "%u",
+                 m->attempt + (m->outcome == OUT_REQUEUE ? 0 : 1));
+        snprintf(m->to, sizeof m->to, "%" PRIu64, m->timeout_ms);
+        snprintf(m->mr, sizeof m->mr, "%u", m->max_retry);
+        snprintf(m->dl, sizeof m->dl, "%" PRIu64, m->deadline_ms);
+        args[n++] = m->prio_idx;
+        const char *f[] = {"k", m->kind,  "p", m->payload ? m->payload : "", "t", m->trace,
+                           "to", m->to,   "r", m->mr, "dl", m->dl, "a", m->next_attempt,
+                           "o", m->origin, "e", m->err};
+        for (size_t i = 0; i < sizeof f / sizeof *f; i++)
+            args[n++] = f[i];
+    }
+    for (int i = 0; i < n; i++)
+        al[i] = strlen(args[i]);
+    if (m->outcome != OUT_OK)
+        al[4 + 3] = m->len; /* the payload, binary-safe */
+    rscript_evalsha(RS_ACK, cmd, m->argv, m->lens, 4, keys, n, args, al);
+}
+
+static void ack_settled(ax_redis_consumer *c, struct rmsg *m, const redisReply *rep)
+{
+    if (rep && rep->type == REDIS_REPLY_INTEGER && rep->integer == 1) {
+        if (m->outcome == OUT_OK)
+            atomic_fetch_add(&c->succeeded, 1);
+        else if (m->outcome == OUT_RETRY || m->outcome == OUT_REQUEUE)
+            atomic_fetch_add(&c->retried, 1);
+        else
+            atomic_fetch_add(&c->dead, 1);
+    } else if (m->outcome != OUT_ABANDON) {
+        atomic_fetch_add(&c->ack_lost, 1);
+    }
+    release(c, m);
+}
+
+/* Write the records of a batch in one pipeline: the successes of a stream
+ * together in one RS_ACK_OK call, every other outcome in its own RS_ACK.
+ * Settled messages are released and their ms[i] set to NULL; returns 0, or
+ * an error with the unsettled ones left for the next try. */
+struct ackcmd {
+    struct rcmd cmd;
+    int script;
+    size_t first, count; /* its messages: order[first .. first + count) */
+};
+
+static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t n)
+{
+    struct ackcmd cmds[3 + ACK_BATCH];
+    struct rcmd plain[3 + ACK_BATCH];
+    redisReply *reps[3 + ACK_BATCH];
+    size_t order[ACK_BATCH]; /* indexes into ms, grouped as the commands */
+    const char *gargv[3][5 + ACK_BATCH];
+    size_t glens[3][5 + ACK_BATCH];
+    size_t nc = 0, no = 0;
+    for (int k = 0; k < 3; k++) { /* the successes, one call per stream */
+        const char *ids[ACK_BATCH];
+        size_t first = no;
+        for (size_t i = 0; i < n; i++)
+            if (ms[i] && ms[i]->outcome == OUT_OK && ms[i]->key == k) {
+                ids[no - first] = ms[i]->entry_id;
+                order[no++] = i;
+            }
+        if (no == first)
+            continue;
+        const char *keys[] = {c->q->key[round_key[k]], c->q->key[KEY_STATS]};
+        cmds[nc] = (struct ackcmd){.script = RS_ACK_OK, .first = first, .count = no - first};
+        rscript_evalsha(RS_ACK_OK, &cmds[nc].cmd, gargv[k], glens[k], 2, keys, (int)(no - first),
+                        ids, NULL);
+        nc++;
+    }
+    for (size_t i = 0; i < n; i++) /* every other outcome alone */
+        if (ms[i] && ms[i]->outcome != OUT_OK) {
+            cmds[nc] = (struct ackcmd){.script = RS_ACK, .first = no, .count = 1};
+            order[no++] = i;
+            build_ack(c, ms[i], &cmds[nc++].cmd);
+        }
+    for (size_t j = 0; j < nc; j++)
+        plain[j] = cmds[j].cmd;
+    int rc = rconn_pipeline(t, c->ack_conn, -1, nc, plain, reps);
+    if (rc) {
+        atomic_fetch_add(&c->errors, 1);
+        return rc;
+    }
+    bool failed = false;
+    for (size_t j = 0; j < nc; j++) {
+        if (rscript_noscript(reps[j])) { /* a restarted server: once more as EVAL */
+            freeReplyObject(reps[j]);
+            reps[j] = NULL;
+            rscript_to_eval(cmds[j].script, &plain[j]);
+            if ((rc = rconn_pipeline(t, c->ack_conn, -1, 1, &plain[j], &reps[j]))) {
+                atomic_fetch_add(&c->errors, 1);
+                for (size_t k = j + 1; k < nc; k++) /* unsettled: the next try */
+                    freeReplyObject(reps[k]);
+                return rc;
+            }
+        }
+        const redisReply *rep = reps[j];
+        if (rep->type == REDIS_REPLY_ERROR) {
+            /* Nothing was written (LOADING after a restart, READONLY on a
+             * replica, BUSY, ...): keep the messages held -- their entries
+             * are still pending and kept alive -- and write them again
+             * after a pause. Releasing them would get them claimed and
+             * run twice. */
+            atomic_fetch_add(&c->errors, 1);
+            if (!failed)
+                ax_fail(AX_ENET, "queue %s: acknowledgement: %s", c->q->name, rep->str);
+            failed = true;
+            freeReplyObject(reps[j]);
+            continue;
+        }
+        for (size_t x = 0; x < cmds[j].count; x++) {
+            size_t i = order[cmds[j].first + x];
+            const redisReply *one = rep;
+            if (cmds[j].script == RS_ACK_OK)
+                one = rep->type == REDIS_REPLY_ARRAY && x < rep->elements ? rep->element[x] : NULL;
+            ack_settled(c, ms[i], one);
+            ms[i] = NULL;
+        }
+        freeReplyObject(reps[j]);
+    }
+    return failed ? AX_ENET : AX_OK;
+}
+
+static int acker(ax_task *t, void *arg)
+{
+    ax_redis_consumer *c = arg;
+    struct rmsg *batch[ACK_BATCH];
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        size_t n = 0;
+        while (c->done_head && n < ACK_BATCH) {
+            struct rmsg *m = c->done_head;
+            c->done_head = m->next;
+            if (m->outcome == OUT_ABANDON) {
+                pthread_mutex_unlock(&c->lock);
+                release(c, m);
+                pthread_mutex_lock(&c->lock);
+                continue;
+            }
+            batch[n++] = m;
+        }
+        if (!c->done_head)
+            c->done_tail = NULL;
+        pthread_mutex_unlock(&c->lock);
+        if (n == 0) {
+            if (atomic_load(&c->stopping) && atomic_load(&c->held) == 0)
+                break;
+            if (wait_efd(t, c->done_efd, 100) == AX_ECANCELED || ax_cancelled(t))
+                break;
+            continue;
+        }
+        while (ack_batch(t, c, batch, n) != AX_OK) {
+            /* keep what is not settled, in order, and try again */
+            size_t k = 0;
+            for (size_t i = 0; i < n; i++)
+                if (batch[i])
+                    batch[k++] = batch[i];
+            n = k;
+            if (ax_cancelled(t) || ax_sleep(t, 50) != AX_OK)
+                goto out;
+        }
+    }
+out:
+    atomic_store(&c->acker_running, false); /* last touch of c */
+    return 0;
+}
+
+/* ---- start, stop, free --------------------------------------------------------------------- */
+
+int ax_redis_consumer_start(ax_redis_consumer *c)
+{
+    if (!c)
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_start: consumer is NULL");
+    ax_stats st;
+    int rc = ax_stats_get(c->s, &st);
+    if (rc)
+        return rc;
+    if (st.limit < 3) /* else the puller or the acker might never start */
+        return ax_fail(AX_EINVAL,
+                       "ax_redis_consumer_start: max_concurrency %llu < 3 (the puller, the acker "
+                       "and a message; slots + 2 to run them all)",
+                       (unsigned long long)st.limit);
+    if (atomic_exchange(&c->started, true))
+        return ax_fail_static(AX_ESTATE, "ax_redis_consumer_start: already started");
+    ax_spec sp = {.fn = acker, .arg = c, .priority = AX_PRIO_HIGH,
+                  .timeout_ms = 365ull * 24 * 3600 * 1000, .trace_id = "ax-redis-acker"};
+    atomic_store(&c->acker_running, true);
+    rc = ax_submit(c->s, &sp, &c->acker_id);
+    if (rc) {
+        atomic_store(&c->acker_running, false);
+        return rc;
+    }
+    sp.fn = puller;
+    sp.trace_id = "ax-redis-puller";
+    atomic_store(&c->puller_running, true);
+    if ((rc = ax_submit(c->s, &sp, &c->puller_id))) {
+        atomic_store(&c->puller_running, false);
+        atomic_store(&c->stopping, true);
+        kick(c->done_efd);
+    }
+    return rc;
+}
+
+static bool wait_flag(atomic_bool *f, uint64_t until_ns)
+{
+    while (atomic_load(f)) {
+        if (ax_now_ns() >= until_ns)
+            return false;
+        usleep(1000);
+    }
+    return true;
+}
+
+int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
+{
+    if (!c)
+        return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stop: consumer is NULL");
+    uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
+    atomic_store(&c->stopping, true);
+    if (atomic_load(&c->puller_running)) {
+        ax_cancel(c->s, c->puller_id); /* out of XREADGROUP BLOCK at once */
+        wait_flag(&c->puller_running, until > ax_now_ns() ? until : ax_now_ns() + 1000000000u);
+    }
+    while (atomic_load(&c->held) && ax_now_ns() < until)
+        usleep(1000);
+    kick(c->done_efd);
+    bool drained = atomic_load(&c->held) == 0;
+    if (!wait_flag(&c->acker_running, until)) {
+        ax_cancel(c->s, c->acker_id);
+        wait_flag(&c->acker_running, ax_now_ns() + 1000000000u);
+    }
+    if (atomic_load(&c->puller_running) || atomic_load(&c->acker_running))
+        return ax_fail_static(AX_ETIMEDOUT, "ax_redis_consumer_stop: a consumer task did not end");
+    if (!drained)
+        return ax_fail(AX_ETIMEDOUT,
+                       "ax_redis_consumer_stop: %u messages still held (left pending in Redis)",
+                       atomic_load(&c->held));
+    return AX_OK;
+}
+
+void ax_redis_consumer_free(ax_redis_consumer *c)
+{
+    if (!c)
+        return;
+    if (atomic_load(&c->started) && !atomic_load(&c->stopping))
+        ax_redis_consumer_stop(c, 0);
+    while (c->done_head) {
+        struct rmsg *m = c->done_head;
+        c->done_head = m->next;
+        msg_free(m);
+    }
+    ax_redis_free(c->pull_conn);
+    ax_redis_free(c->ack_conn);
+    if (c->done_efd >= 0)
+        close(c->done_efd);
+    if (c->slot_efd >= 0)
+        close(c->slot_efd);
+    pthread_mutex_destroy(&c->lock);
+    free(c->h);
+    free(c);
+}

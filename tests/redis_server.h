@@ -1,0 +1,220 @@
+/* redis_server.h - a private redis-server for one test (libax_redis tests).
+ *
+ * rs_start() runs redis-server on a free loopback port in a fresh temporary
+ * directory (no RDB snapshots, no AOF unless asked), waits until it answers
+ * PING, and makes sure it dies with the test: killed at exit, on a failed
+ * CHECK (SIGABRT) or a crash, and -- if the test is killed outright -- by
+ * the kernel (PR_SET_PDEATHSIG). A test exits 77 (CTest: skipped) only when
+ * redis-server is not installed. Forked children of the test never kill
+ * it: only the process that started it does.
+ */
+#ifndef AX_TEST_REDIS_SERVER_H
+#define AX_TEST_REDIS_SERVER_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static pid_t rs_pid = 0, rs_owner = 0;
+static char rs_dir[128];
+static char rs_bin[256];
+static int rs_port;
+
+static inline void rs_kill_server(void)
+{
+    if (rs_pid > 0 && getpid() == rs_owner) {
+        kill(rs_pid, SIGKILL);
+        waitpid(rs_pid, NULL, 0);
+        rs_pid = 0;
+    }
+}
+
+static inline void rs_cleanup(void)
+{
+    if (getpid() != rs_owner)
+        return;
+    rs_kill_server();
+    if (rs_dir[0]) {
+        char cmd[200];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", rs_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "redis_server.h: could not remove %s\n", rs_dir);
+        rs_dir[0] = 0;
+    }
+}
+
+static inline void rs_on_fatal(int sig)
+{
+    if (rs_pid > 0 && getpid() == rs_owner)
+        kill(rs_pid, SIGKILL); /* async-signal-safe; the directory stays in /tmp */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+/* Path of redis-server, or exit 77 when it is not installed. */
+static inline const char *rs_find(void)
+{
+    static const char *dirs[] = {"/usr/bin", "/usr/sbin", "/usr/local/bin", "/bin"};
+    const char *path = getenv("PATH");
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", path ? path : "");
+    for (char *save, *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(rs_bin, sizeof rs_bin, "%s/redis-server", d);
+        if (access(rs_bin, X_OK) == 0)
+            return rs_bin;
+    }
+    for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
+        snprintf(rs_bin, sizeof rs_bin, "%s/redis-server", dirs[i]);
+        if (access(rs_bin, X_OK) == 0)
+            return rs_bin;
+    }
+    fprintf(stderr, "redis-server is not installed (Debian: redis-server): skipped\n");
+    exit(77);
+}
+
+static inline int rs_free_port(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
+        getsockname(fd, (struct sockaddr *)&a, &al) != 0) {
+        perror("rs_free_port");
+        abort();
+    }
+    close(fd);
+    return ntohs(a.sin_port);
+}
+
+static inline bool rs_ping(int port)
+{
+    struct timeval tv = {0, 200000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    bool ok = false;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        redisReply *r = redisCommand(c, "PING");
+        ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+        if (r)
+            freeReplyObject(r);
+    }
+    if (c)
+        redisFree(c);
+    return ok;
+}
+
+/* Start (or restart, on port > 0: the same port) the server; returns its port. */
+static inline int rs_start_on(int port, bool appendonly)
+{
+    const char *bin = rs_find();
+    if (!rs_owner) {
+        rs_owner = getpid();
+        snprintf(rs_dir, sizeof rs_dir, "/tmp/ax-redis-test-XXXXXX");
+        if (!mkdtemp(rs_dir)) {
+            perror("mkdtemp");
+            abort();
+        }
+        atexit(rs_cleanup);
+        signal(SIGABRT, rs_on_fatal);
+        signal(SIGSEGV, rs_on_fatal);
+        signal(SIGTERM, rs_on_fatal);
+        signal(SIGINT, rs_on_fatal);
+    }
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int p = port > 0 ? port : rs_free_port();
+        char ps[16], logf[200];
+        snprintf(ps, sizeof ps, "%d", p);
+        snprintf(logf, sizeof logf, "%s/redis.log", rs_dir);
+        pid_t parent = getpid();
+        pid_t pid = fork();
+        if (pid < 0) {
+            perror("fork");
+            abort();
+        }
+        if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (getppid() != parent)
+                _exit(1);
+            execl(bin, bin, "--port", ps, "--bind", "127.0.0.1", "--dir", rs_dir, "--save", "",
+                  "--appendonly", appendonly ? "yes" : "no", "--appendfsync", "always",
+                  "--daemonize", "no", "--logfile", logf, "--protected-mode", "no", (char *)NULL);
+            _exit(127);
+        }
+        rs_pid = pid;
+        for (int i = 0; i < 1000; i++) { /* 10 s */
+            if (rs_ping(p)) {
+                rs_port = p;
+                return p;
+            }
+            if (waitpid(pid, NULL, WNOHANG) == pid) {
+                rs_pid = 0;
+                break;
+            }
+            usleep(10000);
+        }
+        rs_kill_server();
+        if (port > 0)
+            usleep(200000); /* the old one may still hold the port */
+    }
+    fprintf(stderr, "redis-server did not start (see %s/redis.log)\n", rs_dir);
+    abort();
+}
+
+static inline int rs_start(void)
+{
+    return rs_start_on(0, false);
+}
+
+/* A blocking hiredis connection for the test's own checks. */
+static inline redisContext *rs_connect(void)
+{
+    struct timeval tv = {5, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", rs_port, tv);
+    if (!c || c->err) {
+        fprintf(stderr, "rs_connect: %s\n", c ? c->errstr : "no memory");
+        abort();
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+/* An integer answer (INTEGER, or a number in a STRING, nil = 0). */
+static inline long long rs_int(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!r) {
+        fprintf(stderr, "rs_int: %s\n", c->errstr);
+        abort();
+    }
+    long long v = 0;
+    if (r->type == REDIS_REPLY_INTEGER)
+        v = r->integer;
+    else if (r->type == REDIS_REPLY_STRING)
+        v = strtoll(r->str, NULL, 10);
+    else if (r->type == REDIS_REPLY_ERROR) {
+        fprintf(stderr, "rs_int: %s\n", r->str);
+        abort();
+    }
+    freeReplyObject(r);
+    return v;
+}
+
+#endif
