@@ -389,7 +389,7 @@ static int do_auth(ax_task *t, ax_redis *r, uint64_t deadline, int64_t timeout_m
     size_t lens[2] = {4, strlen(r->password)};
     if (redisAppendCommandArgv(r->ctx, 2, argv, lens) != REDIS_OK)
         return io_error(r, "AUTH");
-    redisReply *rep;
+    redisReply *rep = NULL;
     int rc = exchange(t, r, deadline, timeout_ms, 1, &rep);
     if (rc)
         return rc;
