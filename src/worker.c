@@ -321,7 +321,7 @@ static bool work_hinted(struct worker *w)
  * longer (no timer soon) still trims everything, TRIM_BUDGET_NS at a time. */
 static bool trim_stacks(struct worker *w, uint64_t next_tick)
 {
-    uint64_t now = now_ns(), next = next_tick == UINT64_MAX ? UINT64_MAX : next_tick * 1000000u;
+    uint64_t now = now_ns(), next = tick_to_ns(next_tick); /* UINT64_MAX: none */
     uint64_t spare = next > now ? (next - now) / 2 : 0;
     uint64_t end = now + (spare < TRIM_BUDGET_NS ? spare : TRIM_BUDGET_NS);
     while (w->stacks.n_warm > STACK_WARM_KEEP && now < end && !work_hinted(w)) {
@@ -377,7 +377,7 @@ static void worker_sleep(struct worker *w)
     uint64_t next = next_wake_tick(w);
     struct timespec ts, *tsp = NULL;
     if (next != UINT64_MAX) {
-        uint64_t now = now_ns(), at = next * 1000000u;
+        uint64_t now = now_ns(), at = tick_to_ns(next);
         uint64_t d = at > now ? at - now : 0;
         if (d > 86400ull * 1000000000u)
             d = 86400ull * 1000000000u;
