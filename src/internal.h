@@ -732,6 +732,9 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
 int submit_common(struct ax_sched *s, const ax_spec *spec, uint64_t *id_out, struct ax_task *parent,
                   struct job **job_out);
 void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX]);
+/* The generated trace id of task `id` (what trace_format gives a job
+ * submitted without one). */
+void trace_format_id(uint64_t id, char out[AX_TRACE_ID_MAX]);
 
 /* watchdog.c */
 int watchdog_start(struct ax_sched *s);
