@@ -13,8 +13,11 @@
  *
  * The event thread wakes every FLUSH_MS while a sink is set (and at once
  * when a ring passes half full or on ax_events_flush), takes everything out
- * of the worker rings and then out of the shared ring, sorts the batch by
- * time and hands it to the sinks. Reading the worker rings before the shared
+ * of the worker rings and then out of the shared ring, merges the batch
+ * into time order and hands it to the sinks; while batches come in big
+ * (BUSY_BATCH) it drains again at once. In lossless mode a producer that
+ * finds its ring full waits on `room`, which the writer signals as soon as
+ * it has made the text of a batch. Reading the worker rings before the shared
  * one keeps cause before effect across rings: an event another thread emits
  * because of a worker's event (ax_cancel of a STARTED task) is produced
  * after it, so it is found in the same or a later batch.
@@ -339,11 +342,14 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
  * task, 20 k tasks), before issue 10: 1 950 instructions per event in the
  * event thread, of which put_str 610 (a memcpy call per byte), qsort of the
  * batch 370, put_u64/put_us 520 (a division and a memcpy per digit), the
- * rest the ~20 put() calls of each line. Now: a run of plain bytes is
- * copied at once; integers two digits at a time from a table, written in
+ * rest the ~20 put() calls of each line and the copy of each record into
+ * an ax_event. Now 617: a run of plain bytes is copied at once, checked 8
+ * bytes at a time; integers two digits at a time from a table, written in
  * place; the constant parts of a line, with the event and priority names,
- * pre-rendered (ev_init); the batch merged (the rings are each in time
- * order already) instead of sorted. See issue 10's note for the figures. */
+ * pre-rendered (ev_init); lines made from the ring records in place; the
+ * batch merged (the rings are each in time order already) instead of
+ * sorted. What is left per event: ~200 bytes of text to make (the fields
+ * are fixed), the trace id, and write(2)'s copy into the page cache. */
 struct out {
     char *p;
     size_t len, cap;
