@@ -15,7 +15,7 @@
 
 static struct ev_state *writer(void)
 {
-    struct ev_state *st = calloc(1, sizeof *st);
+    struct ev_state *st = ev_zalloc(sizeof *st); /* cache-line aligned */
     CHECK(st != NULL);
     st->ts_sec = (time_t)-1;
     pieces_init(st);
@@ -183,7 +183,8 @@ static void test_strings(void)
 
 static void test_merge(void)
 {
-    struct ev_state st = {0};
+    struct ev_state *st = ev_zalloc(sizeof *st); /* cache-line aligned, zeroed */
+    CHECK(st != NULL);
     uint64_t r = 0x9e3779b97f4a7c15ull;
     for (int it = 0; it < 3000; it++) {
         r ^= r << 13, r ^= r >> 7, r ^= r << 17;
@@ -195,18 +196,18 @@ static void test_merge(void)
         }
         for (unsigned k = 0; k < nruns; k++) {
             bound[k] = n;
-            CHECK(batch_room(&st, n + len[k] + 1));
+            CHECK(batch_room(st, n + len[k] + 1));
             uint64_t t = r % 50;
             for (unsigned i = 0; i < len[k]; i++, n++) {
                 r ^= r << 13, r ^= r >> 7, r ^= r << 17;
                 t += r % 4; /* sorted within the run, with ties */
                 /* rec doubles as a tag: run k, position i */
-                st.batch[n] =
+                st->batch[n] =
                     (struct ev_item){t, (const struct ev_rec *)(uintptr_t)(k << 16 | i), NULL, k};
             }
         }
         bound[nruns] = n;
-        struct ev_item *out = order_batch(&st, n, bound, nruns);
+        struct ev_item *out = order_batch(st, n, bound, nruns);
         for (unsigned i = 1; i < n; i++) {
             CHECK(out[i - 1].time_ns <= out[i].time_ns);
             if (out[i - 1].time_ns == out[i].time_ns) /* stable: ring, then position */
@@ -224,8 +225,9 @@ static void test_merge(void)
         for (unsigned k = 0; k < nruns; k++)
             CHECK_EQ(seen[k], len[k]);
     }
-    free(st.batch);
-    free(st.scratch);
+    free(st->batch);
+    free(st->scratch);
+    free(st);
 }
 
 int main(void)

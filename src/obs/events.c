@@ -32,13 +32,19 @@
 #include <string.h>
 
 #define RING_CAP 4096   /* records per ring (power of two) */
-#define EV_INLINE_MSG 104 /* longer messages (backtraces) take the locked long ring */
+#define EV_INLINE_MSG 108 /* longer messages (backtraces) take the locked long ring */
 #define FLUSH_MS 10
 #define BUSY_BATCH 256 /* a drain this big: drain again at once */
 #define RELEASE_EVERY 256 /* records formatted between looks for waiting producers */
 
 /* What a ring holds: an event without its 512-byte message buffer (most
- * events have no message at all). 192 bytes. */
+ * events have no message at all). 192 bytes, three cache lines, of which
+ * an event with no message and a generated trace id (every event of a
+ * task that succeeds) writes only the first: the numbers and the class
+ * name's pointer, then the trace id's first byte at offset 52. The slot was last read by the event
+ * thread on another core, so each line written is a line fetched; with
+ * the old layout (records at offset 72, the message's NUL always written)
+ * an event wrote 2 to 3 lines. */
 struct ev_rec {
     uint64_t time_ns, id, wait_ns, run_ns;
     const char *cls; /* its class's name (lives as long as the scheduler), or NULL */
@@ -47,15 +53,26 @@ struct ev_rec {
     uint8_t kind, prio;
     uint16_t msglen;
     char trace_id[AX_TRACE_ID_MAX]; /* "": generated from id (rec_to_event) */
-    char msg[EV_INLINE_MSG];
-};
+    char msg[EV_INLINE_MSG];        /* msglen bytes and a NUL; untouched if 0 */
+} __attribute__((aligned(AX_CACHELINE)));
+_Static_assert(sizeof(struct ev_rec) == 3 * AX_CACHELINE, "an ev_rec is three cache lines");
+_Static_assert(offsetof(struct ev_rec, trace_id) < AX_CACHELINE, "trace_id[0] in line 0");
 
 struct ev_ring {
     _Atomic unsigned head; /* producer: next slot to write */
     char pad[AX_CACHELINE - sizeof(unsigned)];
     _Atomic unsigned tail; /* consumer: next slot to read */
-    struct ev_rec rec[RING_CAP];
+    struct ev_rec rec[RING_CAP]; /* cache-line aligned: allocate with ev_zalloc */
 };
+
+/* Zeroed memory aligned for the rings (calloc only promises 16 bytes). */
+static void *ev_zalloc(size_t n)
+{
+    void *p = aligned_alloc(AX_CACHELINE, n);
+    if (p)
+        memset(p, 0, n);
+    return p;
+}
 
 /* A batch entry: an event still in its ring (released after writing). */
 struct ev_item {
@@ -171,8 +188,10 @@ static void fill(struct ax_sched *s, struct ev_rec *e, unsigned kind, const stru
         memcpy(e->trace_id, "-", 2);
     }
     e->msglen = (uint16_t)msglen;
-    memcpy(e->msg, msg ? msg : "", msglen);
-    e->msg[msglen < EV_INLINE_MSG ? msglen : EV_INLINE_MSG - 1] = 0;
+    if (msglen) { /* else the message's lines stay untouched */
+        memcpy(e->msg, msg, msglen);
+        e->msg[msglen < EV_INLINE_MSG ? msglen : EV_INLINE_MSG - 1] = 0;
+    }
 }
 
 static void rec_to_event(const struct ev_rec *r, ax_event *e)
@@ -189,7 +208,8 @@ static void rec_to_event(const struct ev_rec *r, ax_event *e)
     e->wait_ns = r->wait_ns;
     e->run_ns = r->run_ns;
     e->code = r->code;
-    memcpy(e->message, r->msg, (size_t)r->msglen + 1);
+    memcpy(e->message, r->msg, r->msglen);
+    e->message[r->msglen] = 0;
     if (r->cls)
         memcpy(e->class_name, r->cls, strlen(r->cls) + 1);
     else
@@ -854,7 +874,7 @@ static void *ev_main(void *arg)
 
 int ev_init(struct ax_sched *s)
 {
-    struct ev_state *st = calloc(1, sizeof *st);
+    struct ev_state *st = ev_zalloc(sizeof *st);
     if (!st)
         return ax_fail_static(AX_ENOMEM, "out of memory for the event buffers");
     pthread_mutex_init(&st->lock, NULL);
@@ -870,7 +890,7 @@ int ev_init(struct ax_sched *s)
     s->ev = st;
     s->ev_sample = 1;
     for (unsigned i = 0; i < s->nworkers; i++) {
-        s->workers[i].ev_ring = calloc(1, sizeof(struct ev_ring));
+        s->workers[i].ev_ring = ev_zalloc(sizeof(struct ev_ring));
         if (!s->workers[i].ev_ring)
             return ax_fail_static(AX_ENOMEM, "out of memory for the event buffers");
     }
