@@ -36,6 +36,7 @@
 #define STACK_WARM_KEEP 64     /* released stacks kept resident per worker */
 #define TRIM_STEP 32           /* stacks trimmed between two looks at the clock */
 #define TRIM_BUDGET_NS 1000000 /* at most this much trimming per idle moment */
+#define TRIM_MIN_GAP_NS 2000000 /* and none with a timer due sooner than this */
 #define SPIN_NS 50000          /* polling before epoll_wait */
 
 _Thread_local struct worker *ax_current_worker;
@@ -314,16 +315,22 @@ static bool work_hinted(struct worker *w)
  * issue 10) cost ~1 ms, during which the timers due next waited: perf of
  * bench ax_lateness (100 k sleepers waking over ~150 ms, so the worker idles
  * between ticks) had ax_stack_pool_trim at 16 % of all samples, and not
- * trimming alone took the lateness p99 from 5 ms to 1.3 ms. So trim for at
- * most half the time left before the next timer (the other half covers the
- * IPIs' cost to the other workers and one madvise too many), at most
- * TRIM_BUDGET_NS, and stop as soon as work is announced. A worker idle for
- * longer (no timer soon) still trims everything, TRIM_BUDGET_NS at a time. */
+ * trimming alone took the lateness p99 from 5 ms to 1.3 ms. So trim only
+ * in a real pause: none while a timer is due within TRIM_MIN_GAP_NS (with
+ * sleepers due every tick the worker idles for tens of microseconds at a
+ * time, less than one step of TRIM_STEP stacks takes, and trimming there
+ * put the p99 back at 4-6 ms), then for at most half the time left before
+ * the next timer (the other half covers the IPIs' cost to the other
+ * workers and the step that overshoots), at most TRIM_BUDGET_NS, and stop
+ * as soon as work is announced. A worker idle for longer still trims
+ * everything, TRIM_BUDGET_NS at a time. */
 static bool trim_stacks(struct worker *w, uint64_t next_tick)
 {
     uint64_t now = now_ns(), next = tick_to_ns(next_tick); /* UINT64_MAX: none */
-    uint64_t spare = next > now ? (next - now) / 2 : 0;
-    uint64_t end = now + (spare < TRIM_BUDGET_NS ? spare : TRIM_BUDGET_NS);
+    uint64_t gap = next > now ? next - now : 0;
+    if (gap < TRIM_MIN_GAP_NS)
+        return w->stacks.n_warm > STACK_WARM_KEEP; /* a timer is near: later */
+    uint64_t end = now + (gap / 2 < TRIM_BUDGET_NS ? gap / 2 : TRIM_BUDGET_NS);
     while (w->stacks.n_warm > STACK_WARM_KEEP && now < end && !work_hinted(w)) {
         size_t n = w->stacks.n_warm;
         ax_stack_pool_trim(&w->stacks,
