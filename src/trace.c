@@ -28,7 +28,11 @@ void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX])
         memcpy(out, j->trace_id, AX_TRACE_ID_MAX);
         return;
     }
-    uint64_t id = j->id;
+    trace_format_id(j->id, out);
+}
+
+void trace_format_id(uint64_t id, char out[AX_TRACE_ID_MAX])
+{
     memcpy(out, "ax-", 3);
     for (int i = 7; i >= 0; i--, id >>= 8)
         memcpy(out + 3 + 2 * i, hex_pairs[id & 0xff], 2);

@@ -220,7 +220,8 @@ static bool watch_workers(struct ax_sched *s, uint64_t now)
 static void expire_jobs(struct ax_sched *s, uint64_t now)
 {
     uint64_t next = atomic_load_explicit(&s->jwheel_next, memory_order_relaxed);
-    if (next == UINT64_MAX || ns_to_tick(now) < next + HOLD_MS)
+    uint64_t due = tick_to_ns(next); /* saturates: no wrap below */
+    if (next == UINT64_MAX || now < due || now - due < HOLD_MS * 1000000ull)
         return;
     struct job *ended = NULL;
     pthread_mutex_lock(&s->lock);
@@ -252,8 +253,8 @@ static void *watchdog_main(void *arg)
         pthread_mutex_lock(&s->lock);
         if (s->watchdog_stop)
             break;
-        uint64_t tick = ns_to_tick(now_ns());
-        uint64_t wake = busy ? tick + POLL_MS : UINT64_MAX;
+        uint64_t ms = now_ns() / 1000000u; /* CLOCK_MONOTONIC, as watchdog_cond's */
+        uint64_t wake = busy ? ms + POLL_MS : UINT64_MAX;
         if (!busy) {
             /* Not polling during this sleep: announce it, then look once
              * more at the workers (a worker sets busy, then reads
@@ -261,7 +262,7 @@ static void *watchdog_main(void *arg)
             atomic_store(&s->watchdog_idle, true);
             for (unsigned i = 0; i < s->nworkers; i++)
                 if (atomic_load(&s->workers[i].busy))
-                    wake = tick + POLL_MS;
+                    wake = ms + POLL_MS;
             if (wake != UINT64_MAX)
                 atomic_store(&s->watchdog_idle, false);
         }

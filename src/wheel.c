@@ -10,16 +10,19 @@
  * lets tests drive it deterministically and lets an idle worker sleep until
  * ax_wheel_next() instead of ticking.
  *
- * Geometry (1 tick = 1 ms in ax; the code only sees uint64_t ticks)
+ * Geometry (1 tick = 2^16 ns = 65.5 us in ax, internal.h's AX_TICK_NS; the
+ * code only sees uint64_t ticks)
  * --------
- *   level  slot width          level span (64 slots)
- *     0    1 tick   (1 ms)     64 ms
- *     1    64       (64 ms)    4.1 s
- *     2    4096     (4.1 s)    4.4 min
- *     3    2^18     (4.4 min)  4.7 h
- *     4    2^24     (4.7 h)    12.4 days
- *     5    2^30     (12.4 d)   2.2 years   (2^36 ticks)
+ *   level  slot width            level span (64 slots)
+ *     0    1 tick   (65.5 us)    4.2 ms
+ *     1    64       (4.2 ms)     268 ms
+ *     2    4096     (268 ms)     17.2 s
+ *     3    2^18     (17.2 s)     18.3 min
+ *     4    2^24     (18.3 min)   19.5 h
+ *     5    2^30     (19.5 h)     52 days   (2^36 ticks)
  *   overflow: one slot for anything beyond the current 2^36-tick window.
+ * (Until issue 10 a tick was 1 ms: the same levels spanned 64 ms .. 2.2
+ * years, but every sleep was rounded up to a whole millisecond.)
  *
  * Placement is a pure function of (expiry, now): take the highest bit in
  * which expiry and now differ (at least bit 5); its 6-bit group is the level
@@ -108,8 +111,9 @@
  *    every task pays; the wheel pays only on the rare timer that survives.
  *  - ax_wheel_next may report an upper level's cascade tick rather than the
  *    real expiry, so a sleeping worker can wake once per level on its way
- *    to a far timer (at most 6 wake-ups for a 2-year timer) - the price of
- *    O(levels) next without scanning slot contents.
+ *    to a far timer (at most 6 wake-ups, plus one per 52-day window for a
+ *    timer beyond the first: ax_sleep's cap of a year costs at most 13) -
+ *    the price of O(levels) next without scanning slot contents.
  *  - The node has no room for its slot index, so del finds the slot only
  *    when it empties, by recognising that pprev points into w->slot[]; this
  *    also means a wheel with armed nodes must not be moved in memory.

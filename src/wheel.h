@@ -2,7 +2,8 @@
  *
  * One wheel per worker. The caller serialises every call (no locks inside),
  * nothing here allocates or makes a syscall. Ticks are plain uint64_t; ax
- * uses 1 tick = 1 ms, the wheel itself does not care.
+ * uses 1 tick = 2^16 ns (AX_TICK_NS in internal.h), the wheel itself does
+ * not care.
  *
  * Hot: ax_wheel_add, ax_wheel_del, ax_wheel_node_armed (arm/cancel of a task
  * timeout on every dispatch). Warm: ax_wheel_next, ax_wheel_advance (once per
@@ -20,7 +21,7 @@
 
 #define AX_WHEEL_LEVEL_BITS 6                      /* log2(slots per level) */
 #define AX_WHEEL_SLOTS (1u << AX_WHEEL_LEVEL_BITS) /* 64 */
-#define AX_WHEEL_LEVELS 6                          /* 64^6 ticks ~ 2.2 years at 1 ms */
+#define AX_WHEEL_LEVELS 6                          /* 64^6 ticks = 52 days at 65.5 us */
 #define AX_WHEEL_RANGE_BITS (AX_WHEEL_LEVEL_BITS * AX_WHEEL_LEVELS) /* 36 */
 /* Level AX_WHEEL_LEVELS is the overflow bucket: one slot holding every timer
  * that lies beyond the current 2^36-tick window; it is re-cascaded whenever

@@ -33,9 +33,11 @@
 #include <unistd.h>
 
 #define DIRECT_BUDGET 64
-#define STACK_WARM_KEEP 64   /* released stacks kept resident per worker */
-#define STACK_TRIM_CHUNK 128 /* stacks trimmed per idle moment */
-#define SPIN_NS 50000        /* polling before epoll_wait */
+#define STACK_WARM_KEEP 64     /* released stacks kept resident per worker */
+#define TRIM_STEP 32           /* stacks trimmed between two looks at the clock */
+#define TRIM_BUDGET_NS 1000000 /* at most this much trimming per idle moment */
+#define TRIM_MIN_GAP_NS 2000000 /* and none with a timer due sooner than this */
+#define SPIN_NS 50000          /* polling before epoll_wait */
 
 _Thread_local struct worker *ax_current_worker;
 
@@ -294,6 +296,50 @@ static uint64_t next_wake_tick(struct worker *w)
     return next;
 }
 
+/* Work another thread has announced through the lock-free hints. */
+static bool work_hinted(struct worker *w)
+{
+    struct ax_sched *s = w->s;
+    return atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
+           atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
+           (queued_takeable(s) &&
+            !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed));
+}
+
+/* Idle: return the memory of released stacks beyond STACK_WARM_KEEP, but
+ * only out of time the worker has to spare. True while some are left.
+ *
+ * Each stack is one madvise(MADV_DONTNEED), and each of those a TLB
+ * shootdown: an IPI to every other core running this process, ~5-10 us
+ * here. Trimming a fixed 128 stacks whenever the worker went idle (before
+ * issue 10) cost ~1 ms, during which the timers due next waited: perf of
+ * bench ax_lateness (100 k sleepers waking over ~150 ms, so the worker idles
+ * between ticks) had ax_stack_pool_trim at 16 % of all samples, and not
+ * trimming alone took the lateness p99 from 5 ms to 1.3 ms. So trim only
+ * in a real pause: none while a timer is due within TRIM_MIN_GAP_NS (with
+ * sleepers due every tick the worker idles for tens of microseconds at a
+ * time, less than one step of TRIM_STEP stacks takes, and trimming there
+ * put the p99 back at 4-6 ms), then for at most half the time left before
+ * the next timer (the other half covers the IPIs' cost to the other
+ * workers and the step that overshoots), at most TRIM_BUDGET_NS, and stop
+ * as soon as work is announced. A worker idle for longer still trims
+ * everything, TRIM_BUDGET_NS at a time. */
+static bool trim_stacks(struct worker *w, uint64_t next_tick)
+{
+    uint64_t now = now_ns(), next = tick_to_ns(next_tick); /* UINT64_MAX: none */
+    uint64_t gap = next > now ? next - now : 0;
+    if (gap < TRIM_MIN_GAP_NS)
+        return w->stacks.n_warm > STACK_WARM_KEEP; /* a timer is near: later */
+    uint64_t end = now + (gap / 2 < TRIM_BUDGET_NS ? gap / 2 : TRIM_BUDGET_NS);
+    while (w->stacks.n_warm > STACK_WARM_KEEP && now < end && !work_hinted(w)) {
+        size_t n = w->stacks.n_warm;
+        ax_stack_pool_trim(&w->stacks,
+                           n - STACK_WARM_KEEP > TRIM_STEP ? n - TRIM_STEP : STACK_WARM_KEEP);
+        now = now_ns();
+    }
+    return w->stacks.n_warm > STACK_WARM_KEEP;
+}
+
 static void worker_sleep(struct worker *w)
 {
     struct ax_sched *s = w->s;
@@ -308,10 +354,7 @@ static void worker_sleep(struct worker *w)
     uint64_t spin_end = now_ns() + (w->nfd_waits ? SPIN_NS / 10 : SPIN_NS);
     uint64_t next_tick = next_wake_tick(w);
     for (unsigned i = 1;; i++) {
-        if (atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
-            atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
-            (queued_takeable(s) &&
-             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed)))
+        if (work_hinted(w))
             return;
         if ((i & 63) == 0) {
             uint64_t now = now_ns();
@@ -320,14 +363,9 @@ static void worker_sleep(struct worker *w)
         }
         ax_cpu_relax();
     }
-    /* Idle: return released stacks' memory, a chunk at a time so a burst of
-     * timers is not kept waiting; come back in a millisecond for more. */
-    bool trim_more = false;
-    if (w->stacks.n_warm > STACK_WARM_KEEP) {
-        size_t keep = w->stacks.n_warm - STACK_TRIM_CHUNK;
-        ax_stack_pool_trim(&w->stacks, keep > STACK_WARM_KEEP ? keep : STACK_WARM_KEEP);
-        trim_more = w->stacks.n_warm > STACK_WARM_KEEP;
-    }
+    /* Idle: return released stacks' memory in the time to spare before
+     * the next timer; come back in a millisecond for more. */
+    bool trim_more = w->stacks.n_warm > STACK_WARM_KEEP && trim_stacks(w, next_tick);
     atomic_fetch_add(&s->nsleeping, 1);
     atomic_store(&w->sleeping, 1);
     atomic_store(&w->busy, 0);
@@ -346,7 +384,7 @@ static void worker_sleep(struct worker *w)
     uint64_t next = next_wake_tick(w);
     struct timespec ts, *tsp = NULL;
     if (next != UINT64_MAX) {
-        uint64_t now = now_ns(), at = next * 1000000u;
+        uint64_t now = now_ns(), at = tick_to_ns(next);
         uint64_t d = at > now ? at - now : 0;
         if (d > 86400ull * 1000000000u)
             d = 86400ull * 1000000000u;
