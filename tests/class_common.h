@@ -35,6 +35,20 @@ static inline ax_class_config rc_plain(const char *name)
     return c;
 }
 
+/* rc_plain with a breaker that one failure opens, open for open_ms, then
+ * half-open with `probes` permits. */
+static inline ax_class_config rc_breaker(const char *name, uint32_t open_ms, unsigned probes)
+{
+    ax_class_config c = rc_plain(name);
+    c.breaker = true;
+    c.breaker_min_calls = 1;
+    c.breaker_failure_rate = 0.5;
+    c.breaker_window_ms = 10000;
+    c.breaker_open_ms = open_ms;
+    c.breaker_half_open_calls = probes;
+    return c;
+}
+
 static inline int rc_noop(ax_task *t, void *arg)
 {
     (void)t;
@@ -71,6 +85,16 @@ static inline ax_class_stats rc_cstats(ax_sched *s, unsigned id)
     ax_class_stats st;
     CHECK_EQ(ax_class_stats_get(s, id, &st), AX_OK);
     return st;
+}
+
+/* One failing task of class id (an rc_breaker class): the breaker opens.
+ * The first task of the test (rc_done_n goes to 1). */
+static inline void rc_open_breaker(ax_sched *s, unsigned id)
+{
+    ax_spec f = {.fn = rc_fail, .class_id = id, .on_done = rc_on_done};
+    CHECK_EQ(ax_submit(s, &f, NULL), AX_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&rc_done_n) == 1, 5000));
+    CHECK_EQ(rc_cstats(s, id).breaker, AX_BREAKER_OPEN);
 }
 
 #endif

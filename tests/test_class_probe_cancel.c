@@ -13,21 +13,12 @@
 int main(void)
 {
     ax_sched *s = test_sched(2, 8);
-    ax_class_config c = rc_plain("probe");
-    c.breaker = true;
-    c.breaker_min_calls = 1;
-    c.breaker_failure_rate = 0.5;
-    c.breaker_window_ms = 10000;
-    c.breaker_open_ms = 100;
-    c.breaker_half_open_calls = 1;
+    ax_class_config c = rc_breaker("probe", 100, 1);
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
 
     /* 1. One failure opens it. */
-    ax_spec f = {.fn = rc_fail, .class_id = id, .on_done = rc_on_done};
-    CHECK_EQ(ax_submit(s, &f, NULL), AX_OK);
-    CHECK(WAIT_UNTIL(atomic_load(&rc_done_n) == 1, 5000));
-    CHECK_EQ(rc_cstats(s, id).breaker, AX_BREAKER_OPEN);
+    rc_open_breaker(s, id);
 
     /* 2. After open_ms it is half-open: the probe is admitted and starts. */
     usleep(200 * 1000);
