@@ -19,11 +19,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     bool short_mode = data[0] & 1;
+    const char *base = data[0] & 2 ? "retry-storm" : "overload"; /* the file edits either */
     data++, size--;
     struct dm_scenario *sc = malloc(sizeof *sc), *before = malloc(sizeof *sc);
     if (!sc || !before) abort();
     memset(sc, 0, sizeof *sc);
-    dm_scenario_builtin(sc, short_mode);
+    if (dm_scenario_builtin(sc, base, short_mode) != 0) abort();
     memcpy(before, sc, sizeof *sc);
     char err[512] = "";
     int rc = dm_scenario_file(sc, fuzz_memfile(data, size), err, sizeof err);
