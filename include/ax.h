@@ -181,6 +181,12 @@ typedef struct ax_config {
     unsigned metrics_max_connections; /* ax_metrics_serve: connections open at most; a new
                                          one beyond evicts the oldest idle one (0 = 64, at
                                          most 1024) */
+    bool adaptive_limit;       /* the cap on running tasks follows their measured run time
+                                  (Gradient2, as a class's adaptive limit, over every attempt)
+                                  between adaptive_min and max_concurrency, which becomes its
+                                  bound; ax_stats.limit shows it. Default false: the cap is
+                                  max_concurrency. Task classes have their own (ax_class_config) */
+    unsigned adaptive_min;     /* lowest adaptive cap (0 = 1; <= max_concurrency) */
 } ax_config;
 
 /* Defined since the core v2 fields above (callback_queue, max_orphans,

@@ -106,6 +106,11 @@ int config_validate(const ax_config *c, ax_config *r)
     if (r->metrics_read_timeout_ms > 3600000)
         return ax_fail(AX_EINVAL, "config.metrics_read_timeout_ms: %u is more than 3600000",
                        r->metrics_read_timeout_ms);
+    if (r->adaptive_min == 0)
+        r->adaptive_min = 1;
+    if (r->adaptive_limit && r->adaptive_min > r->max_concurrency)
+        return ax_fail(AX_EINVAL, "config.adaptive_min: %u is more than max_concurrency %u",
+                       r->adaptive_min, r->max_concurrency);
     if (r->metrics_max_connections > 1024)
         return ax_fail(AX_EINVAL, "config.metrics_max_connections: %u is more than 1024",
                        r->metrics_max_connections);

@@ -37,6 +37,7 @@
 #include "ax.h"
 #include "coro/coro.h"
 #include "coro/stack.h"
+#include "overload/overload.h"
 #include "state.h"
 #include "wheel.h"
 
@@ -359,7 +360,9 @@ struct ax_sched {
     unsigned rr;                    /* index into the round order H, N, L */
     unsigned rr_taken;              /* taken in the current turn */
     unsigned running;               /* slots held (STARTING + RUNNING) */
-    unsigned cap;
+    unsigned cap;                   /* running tasks at most now */
+    unsigned cap_max;               /* ax_set_max_concurrency's; cap follows the adaptive
+                                       limit below it when config.adaptive_limit */
     unsigned load;                  /* queued + running + delayed, for shedding */
     unsigned delayed;               /* DELAYED + RETRYING */
     unsigned parked_total;          /* class jobs parked off their bucket's list (sched.c) */
@@ -427,6 +430,12 @@ struct ax_sched {
      * whoever made the room, after it, then a sleeping worker is woken;
      * cleared by a dispatch before it picks. */
     _Atomic bool parked_ready;
+    /* config.adaptive_limit (sched.c): the limiter over every attempt, fed
+     * at the end of each attempt under alim_lk; dispatch applies its value
+     * to `cap` (s->lock). */
+    pthread_mutex_t alim_lk;
+    struct ax_limit alim;
+    _Atomic unsigned alim_value;
     /* The last dispatch left every slot taken (s->lock): workers do not spin
      * on queued work until a slot is released (`freed` moves) or the cap
      * changes. */
@@ -530,6 +539,11 @@ void bucket_push_locked(struct ax_sched *s, struct job *j);
 void bucket_push_front_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended);
+/* config.adaptive_limit (sched.c): set up the limiter; feed it one ended
+ * attempt (any thread); apply its value to s->cap (dispatch, s->lock). */
+void sched_adaptive_init(struct ax_sched *s);
+void sched_adaptive_sample(struct ax_sched *s, uint64_t run_ns, bool dropped, uint64_t now);
+void sched_adaptive_apply_locked(struct ax_sched *s);
 
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);

@@ -53,13 +53,14 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     pthread_mutex_init(&s->lock, &ma);
     pthread_mutexattr_destroy(&ma);
     pthread_mutex_init(&s->class_reg_lock, NULL);
+    sched_adaptive_init(s); /* needs s->cfg: after it is set */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->watchdog_cond, &ca);
     pthread_cond_init(&s->idle_cond, &ca);
     pthread_condattr_destroy(&ca);
-    s->cap = r.max_concurrency;
+    s->cap = s->cap_max = r.max_concurrency;
     s->quota_auto[AX_PRIO_HIGH] = r.quota_high == 0;
     s->quota_auto[AX_PRIO_NORMAL] = r.quota_normal == 0;
     s->quota[AX_PRIO_HIGH] = r.quota_high;
@@ -391,6 +392,7 @@ void ax_free(ax_sched *s)
     job_table_destroy(s);
     class_free_all(s);
     pthread_mutex_destroy(&s->class_reg_lock);
+    pthread_mutex_destroy(&s->alim_lk);
     pthread_cond_destroy(&s->watchdog_cond);
     pthread_cond_destroy(&s->idle_cond);
     pthread_mutex_destroy(&s->lock);

@@ -545,6 +545,55 @@ int ax_resume(ax_sched *s)
     return AX_OK;
 }
 
+/* ---- config.adaptive_limit: the cap follows latency -------------------------- */
+
+void sched_adaptive_init(struct ax_sched *s)
+{
+    pthread_mutex_init(&s->alim_lk, NULL);
+    if (!s->cfg.adaptive_limit)
+        return;
+    struct ax_limit_cfg lc = {
+        .min = s->cfg.adaptive_min,
+        .max = s->cfg.max_concurrency,
+        .initial = s->cfg.max_concurrency,
+        .smoothing = AX_LIMIT_DEFAULT_SMOOTHING,
+        .tolerance = AX_LIMIT_DEFAULT_TOLERANCE,
+        .window_ns = AX_LIMIT_DEFAULT_WINDOW_NS,
+        .window_samples = AX_LIMIT_DEFAULT_WINDOW_SAMPLES,
+        .long_window = AX_LIMIT_DEFAULT_LONG_WINDOW,
+    };
+    ax_limit_init(&s->alim, &lc, now_ns());
+    atomic_init(&s->alim_value, ax_limit_get(&s->alim));
+}
+
+/* Every attempt that ran (not cancelled), from whoever ended it. One short
+ * lock section per attempt: only with config.adaptive_limit. */
+void sched_adaptive_sample(struct ax_sched *s, uint64_t run_ns, bool dropped, uint64_t now)
+{
+    unsigned inflight = (unsigned)atomic_load_explicit(&s->total_live_runs, memory_order_relaxed);
+    pthread_mutex_lock(&s->alim_lk);
+    ax_limit_sample(&s->alim, now, run_ns, inflight, dropped);
+    unsigned v = ax_limit_get(&s->alim);
+    pthread_mutex_unlock(&s->alim_lk);
+    if (v != atomic_load_explicit(&s->alim_value, memory_order_relaxed))
+        atomic_store_explicit(&s->alim_value, v, memory_order_relaxed);
+}
+
+/* In a dispatch's lock section: the cap is the limiter's value, bounded by
+ * ax_set_max_concurrency's; the quotas that follow the cap follow it. A
+ * lower cap drains as attempts end; a higher one is used by this dispatch. */
+void sched_adaptive_apply_locked(struct ax_sched *s)
+{
+    unsigned v = atomic_load_explicit(&s->alim_value, memory_order_relaxed);
+    if (v > s->cap_max)
+        v = s->cap_max;
+    if (v == s->cap)
+        return;
+    s->cap = v;
+    sched_recompute_locked(s);
+    atomic_store_explicit(&s->hint_cap_full, false, memory_order_relaxed);
+}
+
 int ax_set_max_concurrency(ax_sched *s, unsigned n)
 {
     if (!s)
@@ -552,8 +601,20 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
     if (n == 0 || n > AX_MAX_JOBS / 2)
         return ax_fail(AX_EINVAL, "max_concurrency must be in [1, %u] (got %u)", AX_MAX_JOBS / 2,
                        n);
+    if (s->cfg.adaptive_limit) {
+        /* The limiter's bound moves; it may stand below the new bound. */
+        pthread_mutex_lock(&s->alim_lk);
+        s->alim.cfg.max = n > s->alim.cfg.min ? n : s->alim.cfg.min;
+        if (s->alim.limit > s->alim.cfg.max)
+            s->alim.limit = s->alim.cfg.max;
+        atomic_store_explicit(&s->alim_value, ax_limit_get(&s->alim), memory_order_relaxed);
+        pthread_mutex_unlock(&s->alim_lk);
+    }
     pthread_mutex_lock(&s->lock);
+    s->cap_max = n;
     s->cap = n;
+    if (s->cfg.adaptive_limit)
+        sched_adaptive_apply_locked(s);
     sched_recompute_locked(s);
     sched_hint_locked(s);
     pthread_mutex_unlock(&s->lock);

@@ -184,6 +184,8 @@ static void dispatch(struct worker *w)
      * (even paused: the flag must not keep workers coming back). */
     if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
         atomic_store_explicit(&s->parked_ready, false, memory_order_seq_cst);
+    if (AX_UNLIKELY(s->cfg.adaptive_limit))
+        sched_adaptive_apply_locked(s);
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
         while (n < want && s->running < s->cap &&
