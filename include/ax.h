@@ -358,8 +358,13 @@ int ax_resume(ax_sched *s);
  *    where priority, shedding and the queue-time budget act);
  *  - retry budget: a retry goes only while the class's retries in the last
  *    retry_budget_window_ms stay under retry_budget_ratio x its first
- *    attempts + retry_budget_min_per_s per second; otherwise the attempt's
- *    failure is final and its error says "retry budget exhausted";
+ *    attempts + retry_budget_min_per_s per second (Finagle), and while its
+ *    retry tokens are above half of retry_throttle_tokens (gRPC's retry
+ *    throttling: each failed attempt takes a token, each success gives back
+ *    retry_throttle_ratio, so retries stop while more than about 9 % of
+ *    recent attempts fail, at any traffic rate); otherwise the attempt's
+ *    failure is final and its error says "retry budget exhausted" or
+ *    "retries throttled";
  *  - circuit breaker: opens when at least breaker_failure_rate of the
  *    class's attempts over breaker_window_ms failed or timed out (with at
  *    least breaker_min_calls); while open, submissions get AX_EOPEN and
@@ -393,6 +398,10 @@ typedef struct ax_class_config {
     double retry_budget_ratio; /* default 0.2 (Finagle) */
     double retry_budget_min_per_s; /* default 10 */
     uint32_t retry_budget_window_ms; /* default 10000 */
+    double retry_throttle_tokens;    /* gRPC's max_tokens, in [0, 1000]; 0 = no throttle
+                                        (default 10) */
+    double retry_throttle_ratio;     /* tokens a success gives back, in (0, 1]
+                                        (default 0.1) */
     /* HIGH first, also under overload (default true): the class's limit,
      * breaker and retry budget hold back NORMAL and LOW only. HIGH tasks of
      * the class are bounded by the scheduler's cap, quotas and their
@@ -437,7 +446,9 @@ typedef struct ax_class_stats {
     uint64_t breaker_calls; /* ... of this many calls (it opens from breaker_min_calls) */
     uint64_t breaker_opened;   /* times it opened */
     uint64_t breaker_rejected; /* submissions refused and queued tasks failed: AX_EOPEN */
-    double retry_budget_left;  /* retries the budget allows now */
+    double retry_budget_left;  /* retries the budget allows now (0 while throttled) */
+    double retry_tokens;       /* the throttle's tokens (retries stop at or below half
+                                  of retry_throttle_tokens) */
     uint64_t retries_allowed, retries_denied;
     uint64_t expired;       /* failed at dispatch past the queue-time budget */
     uint64_t submitted, started, succeeded, failed, timed_out, cancelled;

@@ -61,6 +61,8 @@ void ax_class_config_default(ax_class_config *c)
     c->retry_budget_ratio = AX_BUDGET_DEFAULT_RATIO;
     c->retry_budget_min_per_s = AX_BUDGET_DEFAULT_MIN_PER_S;
     c->retry_budget_window_ms = (uint32_t)(AX_BUDGET_DEFAULT_WINDOW_NS / 1000000u);
+    c->retry_throttle_tokens = AX_THROTTLE_DEFAULT_TOKENS;
+    c->retry_throttle_ratio = AX_THROTTLE_DEFAULT_RATIO;
     c->protect_high = true;
     c->breaker = true;
     c->breaker_failure_rate = AX_BREAKER_DEFAULT_FAILURE_RATE;
@@ -138,6 +140,13 @@ static int check_config(ax_sched *s, const ax_class_config *c, unsigned cap)
             return ax_fail(AX_EINVAL,
                            "class.retry_budget_window_ms must be in [100, 3600000] (got %u)",
                            c->retry_budget_window_ms);
+        if (!(c->retry_throttle_tokens >= 0.0 && c->retry_throttle_tokens <= 1000.0))
+            return ax_fail(AX_EINVAL, "class.retry_throttle_tokens must be in [0, 1000] (got %g)",
+                           c->retry_throttle_tokens);
+        if (c->retry_throttle_tokens > 0 &&
+            !(c->retry_throttle_ratio > 0.0 && c->retry_throttle_ratio <= 1.0))
+            return ax_fail(AX_EINVAL, "class.retry_throttle_ratio must be in (0, 1] (got %g)",
+                           c->retry_throttle_ratio);
     }
     if (c->breaker) {
         if (!(c->breaker_failure_rate > 0.0 && c->breaker_failure_rate <= 1.0))
@@ -229,7 +238,8 @@ int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
     }
     if (cfg->retry_budget) {
         struct ax_budget_cfg bc = {cfg->retry_budget_ratio, cfg->retry_budget_min_per_s,
-                                   (uint64_t)cfg->retry_budget_window_ms * 1000000u};
+                                   (uint64_t)cfg->retry_budget_window_ms * 1000000u,
+                                   cfg->retry_throttle_tokens, cfg->retry_throttle_ratio};
         ax_budget_init(&c->bud, &bc, now);
     }
     if (cfg->breaker) {
@@ -329,6 +339,7 @@ int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
         atomic_store_explicit(&c->brk_state, (int)out->breaker, memory_order_relaxed);
     }
     out->retry_budget_left = c->cfg.retry_budget ? ax_budget_left(&c->bud, now) : INFINITY;
+    out->retry_tokens = c->cfg.retry_budget ? c->bud.tokens : 0;
     pthread_mutex_unlock(&c->lk);
     out->breaker_rejected = atomic_load_explicit(&c->open_refused, memory_order_relaxed);
     out->retries_allowed = atomic_load_explicit(&c->retries_allowed, memory_order_relaxed);
@@ -523,6 +534,8 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
         ax_limit_sample(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT);
         atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_seq_cst);
     }
+    if (c->cfg.retry_budget)
+        ax_budget_outcome(&c->bud, failed); /* the throttle's tokens */
     if (c->cfg.breaker) {
         ax_breaker_record(&c->brk, now, failed);
         atomic_store_explicit(&c->brk_state, ax_breaker_poll(&c->brk, now),
@@ -540,7 +553,9 @@ bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now)
     if (!c->cfg.retry_budget || class_high_lane(c, j))
         return true; /* HIGH's retries are spent in it all the same (decided) */
     pthread_mutex_lock(&c->lk);
-    bool ok = ax_budget_left(&c->bud, now) >= 1.0;
+    /* The failure deciding now is recorded after the decision, by the
+     * winner (class_attempt_done): the throttle counts it as pending. */
+    bool ok = ax_budget_left(&c->bud, now) >= 1.0 && !ax_budget_throttled(&c->bud, 1);
     pthread_mutex_unlock(&c->lk);
     return ok;
 }
@@ -549,8 +564,9 @@ void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool de
 {
     struct ax_class_rt *c = s->classes[j->cls];
     if (denied) {
-        j->end_why = END_BUDGET;
         pthread_mutex_lock(&c->lk);
+        /* Which rule said no, as the peek saw it (this failure pending). */
+        j->end_why = ax_budget_throttled(&c->bud, 1) ? END_THROTTLED : END_BUDGET;
         ax_budget_deny(&c->bud);
         pthread_mutex_unlock(&c->lk);
         atomic_fetch_add_explicit(&c->retries_denied, 1, memory_order_relaxed);
@@ -592,6 +608,13 @@ void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t l
         break;
     case END_OPEN:
         snprintf(buf, len, "class \"%s\": circuit breaker open: failing fast", c->name);
+        break;
+    case END_THROTTLED:
+        snprintf(buf, len, "class \"%s\": retries throttled (most recent attempts failed: "
+                           "retry tokens at or below %g of %g; each failure takes 1, each "
+                           "success gives back %g)",
+                 c->name, c->cfg.retry_throttle_tokens / 2, c->cfg.retry_throttle_tokens,
+                 c->cfg.retry_throttle_ratio);
         break;
     default:
         snprintf(buf, len, "class \"%s\": retry budget exhausted (retries may be %.0f%% of "

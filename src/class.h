@@ -114,7 +114,7 @@ bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now);
 void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool denied, uint64_t now);
 void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state);
 /* The text of why dispatch ended j (END_EXPIRED, END_OPEN) or why its retry
- * was denied (END_BUDGET). */
+ * was denied (END_BUDGET, END_THROTTLED). */
 void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t len);
 /* ax_set_max_concurrency: classes whose limit_max is 0 follow the new cap. */
 void class_cap_changed(struct ax_sched *s, unsigned cap);

@@ -109,7 +109,7 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
     char why[AX_ERROR_MAX * 2];
     if (AX_UNLIKELY(j->cls)) {
         class_count_terminal(s, j, state);
-        if (j->end_why == END_BUDGET && state != JS_CANCELLED) {
+        if (j->end_why >= END_BUDGET && state != JS_CANCELLED) {
             /* The attempt's own error, then why it was not retried. */
             int k = snprintf(why, sizeof why, "%s; not retried: ", err && *err ? err : "failed");
             class_end_text(s, j, why + k, sizeof why - (size_t)k);

@@ -109,7 +109,9 @@ struct job {
     char trace_id[AX_TRACE_ID_MAX]; /* fields ordered to stay at 240 bytes */
 };
 
-enum { END_DEADLINE = 0, END_EXPIRED, END_OPEN, END_BUDGET };
+/* Why a class job ended without running, or was not retried (its text:
+ * class_end_text). */
+enum { END_DEADLINE = 0, END_EXPIRED, END_OPEN, END_BUDGET, END_THROTTLED };
 
 #define JOIN_DONE ((struct ax_task *)1) /* j->joiner: the child's result is published */
 

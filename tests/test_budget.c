@@ -14,7 +14,15 @@
  *  - expiry: firsts at 0.999 s still count at 9.999 s, are gone at 10.0 s;
  *    spent retries free their budget 10 s later in the same way;
  *  - a gap longer than the window (1 h, and exactly 10 sub-windows) clears
- *    every count; a clock that steps back counts in the newest sub-window.
+ *    every count; a clock that steps back counts in the newest sub-window;
+ *  - the throttle (10 tokens, 0.1 back per success), with a budget that
+ *    never binds: failures 1-4 leave 9..6 tokens and retries go, the 5th
+ *    leaves 5 and they stop; one success (5.1) lets one more go, the next
+ *    failure (4.1) stops them; from 0, 51 successes are needed (5.1 > 5:
+ *    50 x 0.1 is exactly the half, still throttled); tokens never pass 10
+ *    nor go under 0; a failure share of 1 in 12 (under 1/11) keeps retries
+ *    going for good, 1 in 10 stops them; pending failures count; 0 tokens
+ *    = no throttle; ax_budget_left reads 0 while throttled.
  */
 #include "check.h"
 #include "overload/overload.h"
@@ -167,8 +175,76 @@ static void test_gap(void)
     CHECK(ax_budget_left(&b, t + 10 * S) == 10);
 }
 
+static void test_throttle(void)
+{
+    struct ax_budget b;
+    struct ax_budget_cfg c = cfg(10, 1000); /* the window's rule never binds */
+    c.max_tokens = 10;
+    c.token_ratio = 0.1;
+    ax_budget_init(&b, &c, 0);
+    CHECK(b.tokens == 10);
+    CHECK(!ax_budget_throttled(&b, 0));
+    CHECK(!ax_budget_throttled(&b, 4)); /* 6 left with 4 pending */
+    CHECK(ax_budget_throttled(&b, 5));  /* 5: the half */
+    for (int i = 1; i <= 4; i++) {
+        ax_budget_outcome(&b, true);
+        CHECK(ax_budget_try_retry(&b, 0));
+    }
+    CHECK(b.tokens == 6);
+    ax_budget_outcome(&b, true);
+    CHECK(!ax_budget_try_retry(&b, 0));
+    CHECK(ax_budget_left(&b, 0) == 0);
+    ax_budget_outcome(&b, false); /* 5.1 */
+    CHECK(ax_budget_try_retry(&b, 0));
+    CHECK(ax_budget_left(&b, 0) > 0);
+    ax_budget_outcome(&b, true); /* 4.1 */
+    CHECK(!ax_budget_try_retry(&b, 0));
+    /* Never below 0. */
+    for (int i = 0; i < 20; i++)
+        ax_budget_outcome(&b, true);
+    CHECK(b.tokens == 0);
+    /* 50 successes: exactly the half (within rounding), still throttled;
+     * the 51st lets retries go. */
+    for (int i = 0; i < 50; i++)
+        ax_budget_outcome(&b, false);
+    CHECK(ax_budget_throttled(&b, 0));
+    ax_budget_outcome(&b, false);
+    CHECK(!ax_budget_throttled(&b, 0));
+    /* Never above max_tokens. */
+    for (int i = 0; i < 1000; i++)
+        ax_budget_outcome(&b, false);
+    CHECK(b.tokens == 10);
+
+    /* Steady shares: 1 failure in 12 attempts nets +0.1 per 12 and never
+     * throttles; 1 in 10 nets -0.1 per 10 and throttles within 60 rounds. */
+    int throttled_at = -1;
+    for (int round = 0; round < 1000; round++) {
+        for (int k = 0; k < 11; k++)
+            ax_budget_outcome(&b, false);
+        ax_budget_outcome(&b, true);
+        CHECK(!ax_budget_throttled(&b, 0));
+    }
+    for (int round = 0; round < 1000 && throttled_at < 0; round++) {
+        for (int k = 0; k < 9; k++)
+            ax_budget_outcome(&b, false);
+        ax_budget_outcome(&b, true);
+        if (ax_budget_throttled(&b, 0))
+            throttled_at = round;
+    }
+    CHECK(throttled_at >= 0 && throttled_at <= 60);
+
+    /* No throttle: tokens play no part. */
+    c.max_tokens = 0;
+    ax_budget_init(&b, &c, 0);
+    for (int i = 0; i < 100; i++)
+        ax_budget_outcome(&b, true);
+    CHECK(!ax_budget_throttled(&b, 100));
+    CHECK(ax_budget_try_retry(&b, 0));
+}
+
 int main(void)
 {
+    test_throttle();
     test_ratio();
     test_floor();
     test_slide();

@@ -16,9 +16,13 @@
  *                      phase ends half-open probes close it; one on_done per
  *                      admitted task.
  *   3 retry budget     max_retry 3, 10 ms back-off, every request 503: with
- *                      the budget, upstream requests <= N + ratio x N +
- *                      min_per_s x window (the rule over one window) and
- *                      retries are denied; without it, exactly 4 per task.
+ *                      the budget alone (no throttle), upstream requests <=
+ *                      N + ratio x N + min_per_s x window (the rule over one
+ *                      window) and retries are denied; with the default
+ *                      throttle too, the first max_tokens / 2 - 1 = 4
+ *                      failures are retried and then none (<= 1.1 requests
+ *                      per task, the issue's target); without either,
+ *                      exactly 4 per task.
  *   4 queue budget     fixed limit 2, 1 s queue-time budget, a phase whose
  *                      latency is 3 s: the 2 admitted first run, the other
  *                      N - 2 end FAILED AX_EEXPIRED and never reach the
@@ -302,7 +306,7 @@ static struct {
     atomic_long fn_calls; /* attempts that entered the task function */
     atomic_long http_200, http_other, http_err;
     atomic_long done, ok, failed, timed_out, cancelled;
-    atomic_long done_eopen, done_eexpired, done_budget, expired_ran;
+    atomic_long done_eopen, done_eexpired, done_budget, done_throttled, expired_ran;
     _Atomic uint64_t expired_wait_min_ns, expired_wait_max_ns; /* their queue waits */
     atomic_int phase_seen_bad;   /* case 4: a started attempt answered outside its phase */
     char want_phase[32];         /* case 4: the phase the started attempts must see */
@@ -384,6 +388,7 @@ static void on_done(const ax_result *r, void *arg)
         }
     }
     if (strstr(r->error, "retry budget exhausted")) atomic_fetch_add(&C.done_budget, 1);
+    if (strstr(r->error, "retries throttled")) atomic_fetch_add(&C.done_throttled, 1);
     if (C.resubmit && !atomic_load(&C.stop)) submit_one();
     atomic_fetch_add(&C.done, 1); /* last: the main thread waits on it */
 }
@@ -770,11 +775,15 @@ static void case_breaker(void)
 #define R_MIN_PER_S 0.5
 #define R_WINDOW_MS 60000
 
+enum { R_OFF, R_BUDGET, R_THROTTLE };
+static const char *const r_mode_name[] = {"OFF", "on, no throttle", "on, with the throttle"};
+
 /* Returns upstream requests per task. */
-static double retry_run(bool budget)
+static double retry_run(int mode)
 {
+    bool budget = mode != R_OFF;
     fprintf(stderr, "\n== 3: retry budget %s (max_retry %d, every request 503) ==\n",
-            budget ? "on" : "OFF", R_MAX_RETRY);
+            r_mode_name[mode], R_MAX_RETRY);
     /* clang-format off */
     static const char *const args[] = {
         "--endpoint", "/rty latency=fixed:5ms",
@@ -797,6 +806,8 @@ static double retry_run(bool budget)
     cc.retry_budget_ratio = R_RATIO;
     cc.retry_budget_min_per_s = R_MIN_PER_S;
     cc.retry_budget_window_ms = R_WINDOW_MS;
+    if (mode == R_BUDGET)
+        cc.retry_throttle_tokens = 0; /* the window's rule alone */
     case_begin("/rty", args, &cc);
 
     struct upstats u0 = wait_phase("/rty", 1);
@@ -814,11 +825,13 @@ static double retry_run(bool budget)
     fprintf(stderr,
             "3 (budget %s): %d tasks, %lld upstream requests (%.3f per task), %lld answered 503; "
             "attempts %ld; retries allowed %llu, denied %llu; failed %ld (%ld say 'retry budget "
-            "exhausted'); %llu ms from the first submission to the last on_done\n",
-            budget ? "on" : "off", R_TASKS, reqs, per_task, u1.n503 - u0.n503,
+            "exhausted', %ld 'retries throttled'); tokens left %.1f; %llu ms from the first "
+            "submission to the last on_done\n",
+            r_mode_name[mode], R_TASKS, reqs, per_task, u1.n503 - u0.n503,
             atomic_load(&C.fn_calls), (unsigned long long)st.retries_allowed,
             (unsigned long long)st.retries_denied, atomic_load(&C.failed),
-            atomic_load(&C.done_budget), (unsigned long long)took);
+            atomic_load(&C.done_budget), atomic_load(&C.done_throttled), st.retry_tokens,
+            (unsigned long long)took);
     CHECK_EQ(u0.requests, 0);
     /* Every request was made in the failing phase and answered 503. */
     CHECK_EQ(u1.phase, 1);
@@ -827,7 +840,20 @@ static double retry_run(bool budget)
     CHECK_EQ(atomic_load(&C.http_other), reqs);
     check_books("3");
     CHECK_EQ(atomic_load(&C.failed), R_TASKS);
-    if (budget) {
+    if (mode == R_THROTTLE) {
+        /* Tokens start at 10; every attempt fails; a decision counts its
+         * own failure as pending: the first 4 failures are retried (10 - 1
+         * .. 7 - 1 > 5), then none. Attempts deciding at the same instant
+         * on two workers may each miss the other's failure, so a few more
+         * may go; never fewer. */
+        CHECK_EQ(reqs, R_TASKS + (long long)st.retries_allowed);
+        CHECK(st.retries_allowed >= 4);
+        if (!(per_task <= 1.1))
+            FAILF("3: %.3f upstream requests per task with the throttle, want <= 1.1", per_task);
+        CHECK_EQ(atomic_load(&C.done_throttled), (long)st.retries_denied);
+        CHECK_EQ(atomic_load(&C.done_budget), 0);
+        CHECK(st.retry_tokens <= 0.0);
+    } else if (budget) {
         /* The rule over one window (the run took less than 8 of its 10
          * sub-windows, so every retry decision saw every first attempt and
          * retry before it): retries <= ratio x firsts + min_per_s x window. */
@@ -847,6 +873,7 @@ static double retry_run(bool budget)
         CHECK(st.retries_denied > 0);
         /* Each denied retry ended its task, saying so. */
         CHECK_EQ(atomic_load(&C.done_budget), (long)st.retries_denied);
+        CHECK_EQ(atomic_load(&C.done_throttled), 0);
     } else {
         CHECK_EQ(st.retries_denied, 0);
         CHECK_EQ(atomic_load(&C.done_budget), 0);
@@ -858,10 +885,14 @@ static double retry_run(bool budget)
 
 static void case_budget(void)
 {
-    double with = retry_run(true);
-    double without = retry_run(false);
-    fprintf(stderr, "3: upstream requests per task: %.3f with the budget, %.3f without\n", with,
-            without);
+    double throttled = retry_run(R_THROTTLE);
+    double with = retry_run(R_BUDGET);
+    double without = retry_run(R_OFF);
+    fprintf(stderr,
+            "3: upstream requests per task: %.3f with the budget and throttle, %.3f with the "
+            "budget alone, %.3f without\n",
+            throttled, with, without);
+    CHECK(throttled < with);
     CHECK(with < without);
 }
 

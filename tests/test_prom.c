@@ -319,6 +319,7 @@ static void build_snapshot(void)
     snap.cls[0].in_flight = 12;
     snap.cls[0].breaker = AX_BREAKER_HALF_OPEN;
     snap.cls[0].retry_budget_left = 7;
+    snap.cls[0].retry_tokens = 6.5;
     snap.cls[0].rtt_short_ns = 250000000; /* 0.25 s */
     snap.cls[0].retries_denied = 3;
     snprintf(snap.cls[1].name, sizeof snap.cls[1].name, "search.v2");
@@ -390,7 +391,7 @@ static void check_counters(void)
     }
     /* 14 counters, 6 gauges, 2 histograms; with classes 7 gauges and 11
      * counters more, one sample per class each. */
-    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 7 + 11 : 0));
+    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 8 + 11 : 0));
 }
 
 /* Every histogram series: buckets in ascending le, cumulative, ending at
@@ -545,6 +546,7 @@ int main(int argc, char **argv)
                        "ax_class_limit{class=\"search.v2\"} 500\n") != NULL);
     CHECK(strstr(text, "ax_class_breaker_state{class=\"quote\"} 2\n") != NULL);
     CHECK(strstr(text, "ax_class_retry_budget_left{class=\"search.v2\"} +Inf\n") != NULL);
+    CHECK(strstr(text, "ax_class_retry_tokens{class=\"quote\"} 6.5\n") != NULL);
     CHECK(strstr(text, "ax_class_latency_seconds{class=\"quote\"} 0.25\n") != NULL);
     CHECK(strstr(text, "# TYPE ax_class_expired_total counter\n") != NULL);
     CHECK(strstr(text, "ax_class_expired_total{class=\"search.v2\"} 41\n") != NULL);

@@ -14,7 +14,8 @@
  *   histograms ax_wait_seconds{priority}, ax_run_seconds{priority}
  *   per task class (when classes are registered), label class:
  *              gauges ax_class_{limit,in_flight,queue_length,breaker_state,
- *              retry_budget_left,latency_seconds,latency_baseline_seconds},
+ *              retry_budget_left,retry_tokens,latency_seconds,
+ *              latency_baseline_seconds},
  *              counters ax_class_{submitted,started,succeeded,failed,
  *              timed_out,cancelled,expired,breaker_opened,breaker_rejected,
  *              retries_allowed,retries_denied}_total
@@ -335,6 +336,7 @@ CLASS_FIELD(cf_in_flight, c->in_flight)
 CLASS_FIELD(cf_queued, c->queued)
 CLASS_FIELD(cf_breaker, c->breaker)
 CLASS_FIELD(cf_budget, c->retry_budget_left)
+CLASS_FIELD(cf_tokens, c->retry_tokens)
 CLASS_FIELD(cf_rtt, (double)c->rtt_short_ns / 1e9)
 CLASS_FIELD(cf_rtt_long, (double)c->rtt_long_ns / 1e9)
 CLASS_FIELD(cf_submitted, c->submitted)
@@ -364,6 +366,9 @@ static void classes(struct out *o, const struct ax_metrics_snapshot *m)
     class_family(o, m, "ax_class_retry_budget_left", "gauge",
                  "Retries the class's retry budget allows now (+Inf without a budget).",
                  cf_budget);
+    class_family(o, m, "ax_class_retry_tokens", "gauge",
+                 "The class's retry throttle tokens; retries stop at or below half its maximum.",
+                 cf_tokens);
     class_family(o, m, "ax_class_latency_seconds", "gauge",
                  "Recent run time of the class's attempts (moving average).", cf_rtt);
     class_family(o, m, "ax_class_latency_baseline_seconds", "gauge",

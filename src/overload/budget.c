@@ -5,7 +5,8 @@
  * retries/s, so a quiet client can still retry) and gRPC's retry throttling
  * (retries stop when the recent failure share is high). A retry storm - every
  * attempt failing, every failure retried - is then at most 1.2 upstream
- * requests per task instead of 1 + max_retry.
+ * requests per task instead of 1 + max_retry, and about 1 once the throttle
+ * has seen it.
  *
  * The window
  * ----------
@@ -27,9 +28,23 @@
  * reached the upstream) but counts in `denied`. Retries are not first
  * attempts: they never earn budget.
  *
- * Defaults (AX_BUDGET_DEFAULT_* in overload.h): ratio 0.2, 10/s, 10 s:
- * Finagle's. Cost: O(1) per call (O(SLOTS) for the sums); no allocation,
- * no lock, no clock.
+ * The throttle
+ * ------------
+ * The floor alone lets a quiet class retry far more than its share: at 25
+ * first attempts/s, 10 retries/s is 40 % more load on an upstream that is
+ * already failing (the seed's incident scaled down tenfold is exactly that
+ * class). gRPC's rule is scale-free: a token count starts at max_tokens,
+ * each failed attempt takes 1, each success gives back token_ratio, and no
+ * retry goes while the count is at or below max_tokens / 2. Retries
+ * therefore stop once more than token_ratio / (1 + token_ratio) of the
+ * recent attempts fail (9 % at 0.1) and resume as successes come back; a
+ * short burst of max_tokens / 2 failures in a row is retried. Both rules
+ * must allow a retry.
+ *
+ * Defaults (AX_BUDGET_DEFAULT_* and AX_THROTTLE_DEFAULT_* in overload.h):
+ * ratio 0.2, 10/s, 10 s: Finagle's; 10 tokens, 0.1 per success: the values
+ * of gRPC's documentation. Cost: O(1) per call (O(SLOTS) for the sums); no
+ * allocation, no lock, no clock.
  */
 #include "overload/overload.h"
 
@@ -43,6 +58,7 @@ void ax_budget_init(struct ax_budget *b, const struct ax_budget_cfg *cfg, uint64
     b->slot_ns = cfg->window_ns / AX_BUDGET_SLOTS;
     if (b->slot_ns == 0) b->slot_ns = 1;
     b->epoch = now / b->slot_ns;
+    b->tokens = cfg->max_tokens;
 }
 
 /* Bring the window to `now`: zero the sub-windows time has moved past. */
@@ -85,7 +101,7 @@ void ax_budget_first(struct ax_budget *b, uint64_t now)
 bool ax_budget_try_retry(struct ax_budget *b, uint64_t now)
 {
     budget_advance(b, now);
-    if (budget_room(b) + 1e-9 < 1) {
+    if (budget_room(b) + 1e-9 < 1 || ax_budget_throttled(b, 0)) {
         b->denied++;
         return false;
     }
@@ -111,6 +127,27 @@ void ax_budget_deny(struct ax_budget *b)
 double ax_budget_left(struct ax_budget *b, uint64_t now)
 {
     budget_advance(b, now);
+    if (ax_budget_throttled(b, 0))
+        return 0;
     double r = floor(budget_room(b) + 1e-9); /* whole retries: >= 1 iff one may go */
     return r > 0 ? r : 0;
+}
+
+void ax_budget_outcome(struct ax_budget *b, bool failed)
+{
+    if (b->cfg.max_tokens <= 0)
+        return;
+    b->tokens += failed ? -1.0 : b->cfg.token_ratio;
+    if (b->tokens < 0)
+        b->tokens = 0;
+    if (b->tokens > b->cfg.max_tokens)
+        b->tokens = b->cfg.max_tokens;
+}
+
+bool ax_budget_throttled(const struct ax_budget *b, unsigned pending)
+{
+    /* The 1e-9 absorbs the rounding of repeated token_ratio additions
+     * (ten times 0.1 is not exactly 1). */
+    return b->cfg.max_tokens > 0 &&
+           b->tokens - (double)pending <= b->cfg.max_tokens / 2 + 1e-9;
 }

@@ -84,11 +84,16 @@ unsigned ax_limit_get(const struct ax_limit *l);
 #define AX_BUDGET_DEFAULT_RATIO 0.2
 #define AX_BUDGET_DEFAULT_MIN_PER_S 10.0
 #define AX_BUDGET_DEFAULT_WINDOW_NS 10000000000ull
+/* gRPC's retry throttling, as its service configs usually set it. */
+#define AX_THROTTLE_DEFAULT_TOKENS 10.0
+#define AX_THROTTLE_DEFAULT_RATIO 0.1
 
 struct ax_budget_cfg {
     double ratio;          /* retries per first attempt allowed, in [0, 10] (0.2) */
     double min_per_s;      /* retries per second allowed whatever the ratio (10) */
     uint64_t window_ns;    /* sliding window (10 s) */
+    double max_tokens;     /* throttle: gRPC's max_tokens; 0 = no throttle (10) */
+    double token_ratio;    /* throttle: tokens a success gives back (0.1) */
 };
 
 struct ax_budget {
@@ -97,6 +102,7 @@ struct ax_budget {
     uint64_t epoch;        /* index of the newest sub-window */
     uint32_t firsts[AX_BUDGET_SLOTS], retries[AX_BUDGET_SLOTS];
     uint64_t allowed, denied; /* totals since init */
+    double tokens;         /* throttle: starts at max_tokens */
 };
 
 void ax_budget_init(struct ax_budget *b, const struct ax_budget_cfg *cfg, uint64_t now);
@@ -115,6 +121,13 @@ void ax_budget_deny(struct ax_budget *b);
 /* Whole retries still allowed in the window now (>= 0; >= 1 exactly when
  * ax_budget_try_retry would allow one), for stats and messages. */
 double ax_budget_left(struct ax_budget *b, uint64_t now);
+/* Throttle: the outcome of an attempt (failed: -1 token, else +token_ratio,
+ * within [0, max_tokens]). */
+void ax_budget_outcome(struct ax_budget *b, bool failed);
+/* Throttle: are retries stopped, counting `pending` failures not yet
+ * recorded with ax_budget_outcome? (tokens - pending <= max_tokens / 2;
+ * always false without a throttle.) */
+bool ax_budget_throttled(const struct ax_budget *b, unsigned pending);
 
 /* ---- circuit breaker (breaker.c) ------------------------------------------ */
 

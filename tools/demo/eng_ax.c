@@ -205,7 +205,8 @@ static void on_done(const ax_result *r, void *arg)
             atomic_fetch_add_explicit(&dm_run_g.open_failed, 1, memory_order_relaxed);
         else if (r->code == AX_EEXPIRED)
             atomic_fetch_add_explicit(&dm_run_g.expired, 1, memory_order_relaxed);
-        if (strstr(r->error, "retry budget"))
+        /* "retry budget exhausted" or "retries throttled" (class.c) */
+        if (strstr(r->error, "not retried: class"))
             atomic_fetch_add_explicit(&dm_run_g.budget_denied, 1, memory_order_relaxed);
     }
     dm_task_done(tk, o);
