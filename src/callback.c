@@ -81,6 +81,11 @@ static void finish_handed(struct ax_sched *s, struct job *j)
                        (int)slot, 0, JH_HAND);
         return;
     }
+    if (to == JS_FAILED && slot == FIN_NO_SLOT) {
+        /* The watchdog expired the scheduler's wheel: a class ended it. */
+        class_finish_unstarted(s, NULL, j, attempt, JH_HAND);
+        return;
+    }
     if (slot == FIN_NO_SLOT)
         snprintf(msg, sizeof msg, "deadline passed before it could run");
     else

@@ -625,6 +625,18 @@ void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t l
     }
 }
 
+void class_finish_unstarted(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
+                            uint64_t give)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    char why[AX_ERROR_MAX];
+    class_end_text(s, j, why, sizeof why);
+    bool expired = j->end_why == END_EXPIRED;
+    atomic_fetch_add_explicit(expired ? &c->expired : &c->open_refused, 1, memory_order_relaxed);
+    finish_attempt(s, w, j, attempt, JS_FAILED, JS_FAILED, expired ? AX_EEXPIRED : AX_EOPEN, why,
+                   FIN_NO_SLOT, 0, give);
+}
+
 void class_cap_changed(struct ax_sched *s, unsigned cap)
 {
     unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);

@@ -116,6 +116,13 @@ void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state);
 /* The text of why dispatch ended j (END_EXPIRED, END_OPEN) or why its retry
  * was denied (END_BUDGET, END_THROTTLED). */
 void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t len);
+/* Finish a job its class ended before it could start (END_EXPIRED: queue-
+ * time budget; END_OPEN: breaker open): FAILED with AX_EEXPIRED / AX_EOPEN
+ * and the class's text, counted in the class. Whoever expired the
+ * scheduler's wheel or dispatched: a worker (w), or the callback pool for
+ * the watchdog (w NULL). attempt and give as finish_attempt's. */
+void class_finish_unstarted(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
+                            uint64_t give);
 /* ax_set_max_concurrency: classes whose limit_max is 0 follow the new cap. */
 void class_cap_changed(struct ax_sched *s, unsigned cap);
 /* Room may have appeared in class c: if jobs are parked, a worker looks. */

@@ -234,7 +234,11 @@ static void expire_jobs(struct ax_sched *s, uint64_t now)
     while (ended) {
         struct job *j = ended;
         ended = j->next;
-        cb_pool_finish(s, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, FIN_NO_SLOT);
+        /* Its deadline (TIMED_OUT), or its class ended it FAILED (a parked
+         * job's queue-time budget): the state the CAS set, finished as
+         * dispatch would (callback.c: finish_handed). */
+        unsigned st = j->end_why == END_DEADLINE ? JS_TIMED_OUT : JS_FAILED;
+        cb_pool_finish(s, j, j->handoff, st, st, FIN_NO_SLOT);
     }
 }
 

@@ -234,15 +234,7 @@ static void dispatch(struct worker *w)
                 finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, AX_ETIMEDOUT,
                                "deadline passed before it could run", FIN_NO_SLOT, 0, 0);
             } else { /* its class ended it: queue-time budget, breaker open */
-                char why[AX_ERROR_MAX];
-                class_end_text(s, j, why, sizeof why);
-                int code = j->end_why == END_EXPIRED ? AX_EEXPIRED : AX_EOPEN;
-                struct ax_class_rt *c = s->classes[j->cls];
-                atomic_fetch_add_explicit(j->end_why == END_EXPIRED ? &c->expired
-                                                                    : &c->open_refused,
-                                          1, memory_order_relaxed);
-                finish_attempt(s, w, j, j->handoff, JS_FAILED, JS_FAILED, code, why,
-                               FIN_NO_SLOT, 0, 0);
+                class_finish_unstarted(s, w, j, j->handoff, 0);
             }
         }
         w->now_ns = now_ns(); /* on_done ran: the clock moved */

@@ -292,12 +292,16 @@ static void test_fixed_limit(void)
 
 /* ---- 4. queue-time budget ------------------------------------------------------- */
 
-static atomic_int ran_second;
+static atomic_int ran_second, holder_started;
 
-static int hold_300(ax_task *t, void *arg)
+/* Holds the class's one slot until the other task has ended. */
+static int hold_until_one_done(ax_task *t, void *arg)
 {
     (void)arg;
-    ax_sleep(t, 300);
+    atomic_store(&holder_started, 1);
+    while (atomic_load(&done_n) == 0)
+        if (ax_sleep(t, 5))
+            return 1;
     return 0;
 }
 
@@ -316,21 +320,30 @@ static void test_queue_budget(void)
     c.adaptive = false;
     c.limit_max = 1;
     c.timeout_ms = 10000;
-    c.queue_budget_ms = 50;
+    /* Long enough that the holder, submitted first, starts within it on a
+     * busy machine (it is a task of the same class: were it kept off a CPU
+     * past the budget, it would expire too). */
+    c.queue_budget_ms = 1000;
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
     atomic_store(&done_n, 0);
-    ax_spec a = {.fn = hold_300, .class_id = id, .on_done = on_done};
+    ax_spec a = {.fn = hold_until_one_done, .class_id = id, .on_done = on_done};
     ax_spec b = {.fn = mark, .class_id = id, .on_done = on_done};
     CHECK_EQ(ax_submit(s, &a, NULL), AX_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&holder_started), 10000));
+    /* b waits behind the holder (limit 1) until its budget ends it. */
     CHECK_EQ(ax_submit(s, &b, NULL), AX_OK);
     CHECK(WAIT_UNTIL(atomic_load(&done_n) == 2, 10000));
     CHECK_EQ(atomic_load(&ran_second), 0);
-    int k = last[0].state == AX_STATE_FAILED ? 0 : 1;
+    int k = 0; /* b ended first: the holder waited for it */
+    if (last[k].state != AX_STATE_FAILED)
+        fprintf(stderr, "queue budget: b ended %d: %s (waited %llu ms)\n", (int)last[k].state,
+                last[k].error, (unsigned long long)(last[k].wait_ns / 1000000u));
+    CHECK_EQ(last[1].state, AX_STATE_SUCCEEDED);
     CHECK_EQ(last[k].state, AX_STATE_FAILED);
     CHECK_EQ(last[k].code, AX_EEXPIRED);
-    CHECK(strstr(last[k].error, "queue-time budget of 50 ms") != NULL);
-    CHECK(last[k].wait_ns >= 50000000u);
+    CHECK(strstr(last[k].error, "queue-time budget of 1000 ms") != NULL);
+    CHECK(last[k].wait_ns >= 1000000000u);
     CHECK_EQ(last[k].run_ns, 0u);
     ax_class_stats st;
     CHECK_EQ(ax_class_stats_get(s, id, &st), AX_OK);
@@ -461,7 +474,12 @@ static void test_deadline_propagates(void)
     ax_sched *s = test_sched(2, 4);
     ax_spec sp = {.fn = parent_fn, .timeout_ms = 2000};
     atomic_store(&done_n, 0);
+    atomic_store(&spawn_late_rc, 1); /* not an ax code: "not yet" */
     run_one(s, &sp);
+    /* The parent's attempt ends (TIMED_OUT, on_done) at its deadline, which
+     * its spin loop is reaching at the same moment: its last spawn may come
+     * after on_done. */
+    CHECK(WAIT_UNTIL(atomic_load(&spawn_late_rc) != 1, 10000));
     CHECK(atomic_load(&child_deadline) != 0);
     CHECK_LE(atomic_load(&child_deadline), atomic_load(&parent_deadline));
     CHECK_EQ(atomic_load(&spawn_late_rc), AX_ETIMEDOUT);
