@@ -57,6 +57,7 @@ struct handler {
     char kind[AX_REDIS_KIND_MAX];
     ax_redis_handler fn;
     void *arg;
+    unsigned class_id; /* the ax task class its messages run in, 0 none */
 };
 
 /* OUT_REQUEUE: this process refused to start it (its own admission: a full
@@ -297,6 +298,12 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
 
 int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn, void *arg)
 {
+    return ax_redis_handle_class(c, kind, 0, fn, arg);
+}
+
+int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class_id,
+                          ax_redis_handler fn, void *arg)
+{
     if (!c || !kind || !*kind || strlen(kind) >= AX_REDIS_KIND_MAX || !fn)
         return ax_fail_static(AX_EINVAL, "ax_redis_handle: consumer, a 1-63 byte kind and fn are "
                                          "required");
@@ -317,6 +324,7 @@ int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn,
     snprintf(h->kind, sizeof h->kind, "%s", kind);
     h->fn = fn;
     h->arg = arg;
+    h->class_id = class_id;
     return AX_OK;
 }
 
@@ -502,6 +510,14 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
     }
     ax_spec sp = {.fn = run_msg, .arg = m, .priority = m->prio, .timeout_ms = m->timeout_ms,
                   .trace_id = m->trace, .on_done = msg_done, .cb_arg = m};
+    /* The kind's task class, if it has one: its overload control (limit,
+     * breaker, queue-time budget) applies; the message keeps its priority,
+     * its timeout and no local retry (retries go through the delayed set). */
+    for (size_t i = 0; i < c->nh; i++)
+        if (c->h[i].class_id && strcmp(c->h[i].kind, m->kind) == 0) {
+            sp.class_id = c->h[i].class_id;
+            sp.overrides = AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY;
+        }
     if (m->deadline_ms)
         sp.deadline_ns = ax_now_ns() + (m->deadline_ms - now) * 1000000u;
     int rc = ax_submit(c->s, &sp, NULL);
