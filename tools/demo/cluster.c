@@ -25,10 +25,14 @@
  * before its handler returns, so before the consumer can write the
  * message's terminal record; an id with an "ok" line was therefore run to
  * success by some worker (killed or not), and an id in the dead-letter
- * stream was ended there by a script that removed its entry. "lost" is an
- * admitted id with neither; "multi" one with both or with two dead
- * letters. It does not prove that a success was acknowledged (Redis'
- * counter `succeeded`, compared separately, does), nor count an upstream
+ * stream was ended there by a script that removed its entry. The
+ * terminal record of an id is its dead letter if it has one (an "ok" line
+ * beside it is an execution Redis never recorded: its worker died before
+ * acknowledging, or the answer came as the attempt's deadline ended it),
+ * else its "ok" line. "lost" is an admitted id with neither; "multi" one
+ * with two dead letters. The ids succeeded this way must equal Redis' own
+ * counter `succeeded` (the acknowledgements), which the test checks. The
+ * join does not prove that one success was acknowledged, nor count an upstream
  * call whose worker died before its line was written (such a message was
  * not acknowledged either: it is run again, and that second run is the one
  * in the ledger) -- so "duplicates" counts executions the ledgers saw twice
@@ -259,7 +263,7 @@ static int read_ledger(const char *path, unsigned i, uint64_t t0_unix, double sp
             w->ok++;
             struct idrec *rec = id_get(ids, id);
             if (rec) rec->ok++;
-        } else if (strcmp(outcome, "timeout") == 0) {
+        } else if (strcmp(outcome, "timeout") == 0 || strcmp(outcome, "late") == 0) {
             w->timed_out++;
         } else if (strcmp(outcome, "cancel") == 0) {
             w->cancelled++;
@@ -686,9 +690,14 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
             r->unknown_ids++;
             continue;
         }
-        unsigned terminal = (rec->ok ? 1 : 0) + rec->dead;
-        if (rec->ok) r->terminal_ok++;
+        /* A dead letter is a terminal record whatever the ledgers say: an
+         * "ok" line of the same id is an execution Redis never recorded as
+         * a success (its worker died before acknowledging, or the answer
+         * raced the attempt's deadline and lost). Without one, an "ok" line
+         * is the success. */
+        unsigned terminal = rec->dead ? rec->dead : rec->ok ? 1 : 0;
         if (rec->dead) r->terminal_dead++;
+        else if (rec->ok) r->terminal_ok++;
         if (terminal == 0) r->lost++;
         if (terminal > 1) r->multi++;
     }
