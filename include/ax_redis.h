@@ -300,6 +300,14 @@ int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o
 /* This consumer's counters in Prometheus text format (ax_redis_consumer_*
  * families, labels queue and consumer), snprintf-style. */
 long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len);
+/* From ax_redis_consumer_start to ax_redis_consumer_stop, a consumer's
+ * series are in its scheduler's /metrics (ax_metrics_serve, through
+ * ax_metrics_append): ax_redis_queue_prometheus of the queue's stats as its
+ * puller last read them -- every claim_interval_ms, so a scrape makes no
+ * Redis round trip and may be that much behind -- then
+ * ax_redis_consumer_prometheus. Two consumers on one scheduler repeat the
+ * families' HELP and TYPE lines (and, of one queue, its series): one
+ * consumer per scheduler keeps the exposition valid. */
 
 #ifdef __cplusplus
 }

@@ -109,6 +109,11 @@ struct ax_redis_consumer {
     unsigned rr, taken;
     char cursor[3][AX_REDIS_ID_MAX];
     _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors;
+    /* The queue's stats as the puller last read them (every claim
+     * interval), for the /metrics scrape: no Redis round trip on the
+     * metrics thread. Under lock. */
+    ax_redis_queue_stats qstats;
+    bool qstats_ok, metrics_on;
 };
 
 static const int round_key[3] = {KEY_HIGH, KEY_NORMAL, KEY_LOW};
@@ -821,6 +826,15 @@ static int puller(ax_task *t, void *arg)
         if (now >= next_maint) {
             if (promote(t, c) == AX_OK && heartbeat(t, c) == AX_OK)
                 claim(t, c, free_slots(c));
+            ax_redis_queue_stats qs;
+            if (ax_redis_queue_stats_get(t, c->q, -1, &qs) == AX_OK) {
+                pthread_mutex_lock(&c->lock);
+                c->qstats = qs;
+                c->qstats_ok = true;
+                pthread_mutex_unlock(&c->lock);
+            } else {
+                atomic_fetch_add(&c->errors, 1);
+            }
             next_maint = now + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
             now = ax_now_ns();
         }
@@ -1037,6 +1051,8 @@ out:
 
 /* ---- start, stop, free --------------------------------------------------------------------- */
 
+static long metrics_text(char *buf, size_t len, void *arg);
+
 int ax_redis_consumer_start(ax_redis_consumer *c)
 {
     if (!c)
@@ -1067,8 +1083,31 @@ int ax_redis_consumer_start(ax_redis_consumer *c)
         atomic_store(&c->puller_running, false);
         atomic_store(&c->stopping, true);
         kick(c->done_efd);
+        return rc;
     }
-    return rc;
+    /* Its series in the scheduler's /metrics; at the bound of appenders
+     * the consumer runs without them (ax_redis_consumer_prometheus still
+     * gives them). */
+    c->metrics_on = ax_metrics_append(c->s, metrics_text, c) == AX_OK;
+    return AX_OK;
+}
+
+/* The scheduler's /metrics scrape (ax_metrics_append; the ax-metrics
+ * thread): the queue's series from the puller's last reading, then this
+ * consumer's counters. Copies under the lock, no I/O. */
+static long metrics_text(char *buf, size_t len, void *arg)
+{
+    ax_redis_consumer *c = arg;
+    pthread_mutex_lock(&c->lock);
+    ax_redis_queue_stats st = c->qstats;
+    bool ok = c->qstats_ok;
+    pthread_mutex_unlock(&c->lock);
+    long n = 0;
+    if (ok && (n = ax_redis_queue_prometheus(c->q, &st, buf, len)) < 0)
+        return n;
+    long m = ax_redis_consumer_prometheus(c, (size_t)n < len ? buf + n : NULL,
+                                          (size_t)n < len ? len - (size_t)n : 0);
+    return m < 0 ? m : n + m;
 }
 
 static bool wait_flag(atomic_bool *f, uint64_t until_ns)
@@ -1087,6 +1126,9 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stop: consumer is NULL");
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
     atomic_store(&c->stopping, true);
+    /* Off the scrape first: once this returns, metrics_text does not run. */
+    if (c->metrics_on && ax_metrics_unappend(c->s, metrics_text, c) == AX_OK)
+        c->metrics_on = false;
     if (atomic_load(&c->puller_running)) {
         ax_cancel(c->s, c->puller_id); /* out of XREADGROUP BLOCK at once */
         wait_flag(&c->puller_running, until > ax_now_ns() ? until : ax_now_ns() + 1000000000u);
