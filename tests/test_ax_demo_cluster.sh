@@ -90,6 +90,7 @@ for w in ws:
 for key in ("executed", "redeliveries", "duplicates"):
     check(sum(w[key] for w in ws) == tot[key], "per-worker %s do not sum to the total" % key)
 check(sum(w["dead_letters"] for w in ws) == tot["dead_letters"], "per-worker dead letters do not sum")
+check(c["kill_held"] > 0, "the killed worker held no message when it was killed")
 check(tot["redeliveries"] > 0, "nothing was redelivered after the kill")
 survivors_claimed = sum(w["claimed"] for w in ws if not w["killed"])
 check(survivors_claimed > 0 and survivors_claimed == rd["claimed"],

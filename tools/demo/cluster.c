@@ -4,7 +4,7 @@
  *
  * The run, in the ax-demo process (single-threaded; every child is exec'd
  * and dies with it, PR_SET_PDEATHSIG):
- *   1. redis-server on a free loopback port in OUT/cluster/redis, with
+ *   1. redis-server on a free loopback port in a temporary directory, with
  *      appendonly yes and appendfsync always (the setting under which
  *      nothing admitted is lost, ax_redis.h);
  *   2. ax-upstream with the scenario, as for every configuration;
@@ -318,6 +318,35 @@ static void read_summary(const char *path, struct dm_cluster_worker *w)
 
 /* ---- the run ------------------------------------------------------------------------------- */
 
+/* Whether consumer `name` holds delivered, unacknowledged messages now
+ * (XPENDING's summary of each stream): the kill must leave some behind
+ * for the redelivery to be shown. *held gets how many. */
+static bool holds(int port, const char *name, uint64_t *held)
+{
+    struct timeval tv = {0, 500000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    uint64_t n = 0;
+    if (c && !c->err) {
+        redisSetTimeout(c, tv);
+        static const char *const stream[] = {"high", "normal", "low"};
+        for (int k = 0; k < 3; k++) {
+            redisReply *rep = redisCommand(c, "XPENDING ax:{%s}:%s ax", DM_CLUSTER_QUEUE, stream[k]);
+            if (rep && rep->type == REDIS_REPLY_ARRAY && rep->elements == 4 &&
+                rep->element[3]->type == REDIS_REPLY_ARRAY)
+                for (size_t i = 0; i < rep->element[3]->elements; i++) {
+                    const redisReply *e = rep->element[3]->element[i];
+                    if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
+                        strcmp(e->element[0]->str, name) == 0)
+                        n += strtoull(e->element[1]->str, NULL, 10);
+                }
+            if (rep) freeReplyObject(rep);
+        }
+    }
+    if (c) redisFree(c);
+    *held = n;
+    return n > 0;
+}
+
 static ax_priority ax_prio(unsigned p)
 {
     return p == DM_HIGH ? AX_PRIO_HIGH : p == DM_LOW ? AX_PRIO_LOW : AX_PRIO_NORMAL;
@@ -358,7 +387,16 @@ struct procs {
     pid_t redis, worker[DM_CLUSTER_MAX];
     struct dm_upstream up;
     unsigned n;
+    char rdir[PATH_MAX]; /* redis-server's temporary directory */
 };
+
+static void remove_dir(const char *dir)
+{
+    char cmd[PATH_MAX + 16];
+    if (!dir[0]) return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "ax-demo: could not remove %s\n", dir);
+}
 
 static void stop_all(struct procs *p)
 {
@@ -366,6 +404,8 @@ static void stop_all(struct procs *p)
         if (p->worker[i] > 0) stop_pid(p->worker[i], SIGKILL, 2000, NULL), p->worker[i] = 0;
     dm_upstream_stop(&p->up);
     if (p->redis > 0) stop_pid(p->redis, SIGTERM, 5000, NULL), p->redis = 0;
+    remove_dir(p->rdir);
+    p->rdir[0] = 0;
 }
 
 static int wait_drained(ax_redis_queue *q, struct dm_cluster_result *r, double t_end_ms)
@@ -405,29 +445,29 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
     if (!find_exe("redis-server", redis_exe, sizeof redis_exe))
         return fail(r, "redis-server is not installed (Debian: apt-get install redis-server)");
 
-    char dir[PATH_MAX], path[2 * PATH_MAX], path2[3 * PATH_MAX];
+    char dir[PATH_MAX], path[2 * PATH_MAX];
     snprintf(dir, sizeof dir, "%s/cluster", o->out);
     mkdir(dir, 0777);
-    snprintf(path, sizeof path, "%s/redis", dir);
-    mkdir(path, 0777);
+    /* Redis' files in a temporary directory of their own, removed at the
+     * end (the AOF is not the demo's output; the ledgers are). */
+    struct procs p = {.n = o->n, .up = {.log_fd = -1}};
+    const char *tmp = getenv("TMPDIR");
+    snprintf(p.rdir, sizeof p.rdir, "%.*s/ax-demo-redis-XXXXXX", PATH_MAX - 32,
+             tmp && *tmp ? tmp : "/tmp");
+    if (!mkdtemp(p.rdir)) return fail(r, "mkdtemp %s: %s", p.rdir, strerror(errno));
     /* A previous run's files would join into this one's. */
     for (unsigned i = 0; i < DM_CLUSTER_MAX; i++) {
         snprintf(path, sizeof path, "%s/ledger.w%u", dir, i + 1);
         unlink(path);
     }
-    snprintf(path, sizeof path, "%s/redis/appendonlydir", dir);
-    snprintf(path2, sizeof path2, "rm -rf '%s'", path);
-    if (system(path2) != 0) return fail(r, "cannot clear %s", path);
 
-    struct procs p = {.n = o->n, .up = {.log_fd = -1}};
     int port = -1;
     for (int attempt = 0; attempt < 5 && p.redis <= 0; attempt++) {
         port = free_port();
-        char ps[16], rdir[2 * PATH_MAX], logf[3 * PATH_MAX];
+        char ps[16], logf[2 * PATH_MAX];
         snprintf(ps, sizeof ps, "%d", port);
-        snprintf(rdir, sizeof rdir, "%s/redis", dir);
-        snprintf(logf, sizeof logf, "%s/redis.log", rdir);
-        char *argv[] = {redis_exe, "--port", ps, "--bind", "127.0.0.1", "--dir", rdir,
+        snprintf(logf, sizeof logf, "%s/redis.log", dir);
+        char *argv[] = {redis_exe, "--port", ps, "--bind", "127.0.0.1", "--dir", p.rdir,
                         "--save", "", "--appendonly", "yes", "--appendfsync", "always",
                         "--daemonize", "no", "--logfile", logf, "--protected-mode", "no", NULL};
         snprintf(path, sizeof path, "%s/redis.out", dir);
@@ -441,7 +481,10 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
         }
         if (!up) stop_pid(p.redis, SIGKILL, 1000, NULL), p.redis = 0;
     }
-    if (p.redis <= 0) return fail(r, "redis-server did not start (see %s/redis/redis.log)", dir);
+    if (p.redis <= 0) {
+        stop_all(&p);
+        return fail(r, "redis-server did not start (see %s/redis.log)", dir);
+    }
 
     char err[800];
     if (dm_upstream_start(o->upstream_exe, sc, &p.up, err, sizeof err) != 0) {
@@ -525,12 +568,19 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
     }
 
     /* The middle of the busiest phase. */
-    double kill_at = 0, t = 0, best = -1;
+    double kill_at = 0, kill_end = 0, t = 0, best = -1;
     for (unsigned i = 0; i < sc->nph; i++) {
-        if (sc->ph[i].rate > best) best = sc->ph[i].rate, kill_at = t + sc->ph[i].duration_ms / 2;
+        if (sc->ph[i].rate > best) {
+            best = sc->ph[i].rate;
+            kill_at = t + sc->ph[i].duration_ms / 2;
+            kill_end = t + sc->ph[i].duration_ms;
+        }
         t += sc->ph[i].duration_ms;
     }
     double kill_wall = kill_at / sc->speed;
+    /* ... once the worker holds messages (it nearly always does in the
+     * peak), else at the peak's end at the latest. */
+    double kill_last = kill_end / sc->speed;
     bool killed = false;
 
     static struct idset ids;
@@ -548,12 +598,14 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
     double last_progress = t0;
     while (have || !killed) {
         double now = mono_ms() - t0;
-        if (!killed && now >= kill_wall) {
+        if (!killed && now >= kill_wall &&
+            (holds(port, r->w[r->killed].name, &r->kill_held) || now >= kill_last)) {
             kill(p.worker[r->killed], SIGKILL);
             killed = true;
             r->kill_t_ms = now * sc->speed;
-            fprintf(stderr, "%scluster: SIGKILL to %s at %.1f s (incident)\n", o->tty ? "\r" : "",
-                    r->w[r->killed].name, r->kill_t_ms / 1000);
+            fprintf(stderr, "%scluster: SIGKILL to %s at %.1f s (incident), holding %" PRIu64
+                            " messages\n",
+                    o->tty ? "\r" : "", r->w[r->killed].name, r->kill_t_ms / 1000, r->kill_held);
         }
         size_t n = 0;
         while (have && a.t_ms / sc->speed <= now && n < BATCH) {
@@ -569,7 +621,10 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
         }
         if (n) {
             r->generated += n;
+            double b0 = mono_ms();
             rc = ax_redis_submit_batch(NULL, q, specs, n, 5000, rcs, idout);
+            double took = mono_ms() - b0;
+            if (took > r->max_batch_ms) r->max_batch_ms = took;
             for (size_t i = 0; i < n; i++) {
                 int x = rc ? rc : rcs[i];
                 if (x == 0) {
@@ -658,8 +713,7 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
         r->w[i].killed = i == r->killed;
     }
     dm_upstream_stop(&p.up);
-    stop_pid(p.redis, SIGTERM, 5000, NULL);
-    p.redis = 0;
+    stop_all(&p); /* redis-server and its directory */
 
     /* The join. */
     struct exec *ex = NULL;

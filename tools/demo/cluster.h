@@ -48,12 +48,14 @@ struct dm_cluster_result {
     char error[512];
     unsigned n, killed;           /* index of the killed worker */
     double kill_t_ms;             /* incident time of the kill */
+    uint64_t kill_held;           /* messages it held then (XPENDING) */
     double bin_ms;                /* incident ms per bin */
     unsigned nbins;
     double incident_s, wall_s;
     unsigned max_retry, slots;
     uint32_t visibility_ms, claim_ms; /* wall */
     /* The producer: */
+    double max_batch_ms;          /* the longest one submit round trip took (wall) */
     uint64_t generated, admitted, shed, rejected, unconfirmed; /* unconfirmed: transport
                                                                   error, fate unknown */
     /* The join, over admitted ids: */

@@ -40,8 +40,9 @@ void dm_cluster_print(const struct dm_scenario *sc, const struct dm_cluster_resu
 {
     (void)sc;
     printf("\ncluster: %u ax-worker processes on one Redis queue (appendfsync always), %s "
-           "killed with SIGKILL at %.1f s (incident), in the middle of the peak\n",
-           r->n, r->w[r->killed].name, r->kill_t_ms / 1000);
+           "killed with SIGKILL at %.1f s (incident), in the middle of the peak, holding %llu "
+           "messages\n",
+           r->n, r->w[r->killed].name, r->kill_t_ms / 1000, (unsigned long long)r->kill_held);
     printf("  %-28s", "");
     for (unsigned i = 0; i < r->n; i++) {
         char b[32];
@@ -77,6 +78,9 @@ void dm_cluster_print(const struct dm_scenario *sc, const struct dm_cluster_resu
            (unsigned long long)r->left_length, (unsigned long long)r->left_pending,
            (unsigned long long)r->left_delayed, r->drained ? "drained" : "NOT drained",
            r->drain_s);
+    printf("  producer  longest submit round trip %.0f ms (wall; Redis answers after its fsync: "
+           "appendfsync always)\n",
+           r->max_batch_ms);
     printf("  lost      %llu%s\n", (unsigned long long)r->lost,
            r->lost ? "  <- admitted messages with no terminal record" : "  (must be 0)");
 }
@@ -120,11 +124,12 @@ int dm_cluster_write_json(const char *path, const struct dm_scenario *sc,
     for (unsigned i = 0; i < sc->ncls; i++)
         fprintf(f, "%s{\"name\":\"%s\",\"path\":\"%s\",\"timeout_ms\":%g}", i ? "," : "",
                 sc->cls[i].name, sc->cls[i].path, sc->cls[i].timeout_ms);
-    fprintf(f, "]},\n\"cluster\":{\"ok\":%s,\"workers\":%u,\"killed\":\"%s\",\"kill_t_ms\":%.0f,"
+    fprintf(f, "]},\n\"cluster\":{\"ok\":%s,\"workers\":%u,\"killed\":\"%s\",\"kill_t_ms\":%.0f,\"kill_held\":%llu,"
                "\"settings\":{\"queue\":\"%s\",\"max_retry\":%u,\"slots\":%u,"
                "\"visibility_ms_wall\":%u,\"claim_interval_ms_wall\":%u,"
                "\"appendfsync\":\"always\"},\n",
             r->ok ? "true" : "false", r->n, r->w[r->killed].name, r->kill_t_ms,
+            (unsigned long long)r->kill_held,
             DM_CLUSTER_QUEUE, r->max_retry, r->slots, r->visibility_ms, r->claim_ms);
     fprintf(f,
             "\"messages\":{\"generated\":%llu,\"admitted\":%llu,\"shed\":%llu,\"rejected\":%llu,"
@@ -137,6 +142,7 @@ int dm_cluster_write_json(const char *path, const struct dm_scenario *sc,
             "\"dead_stream\":%llu,\"left_length\":%llu,\"left_pending\":%llu,"
             "\"left_delayed\":%llu,\"drained\":%s,\"drain_s\":%.2f},\n"
             "\"upstream_requests\":%llu,\"lost\":%llu,\"wall_s\":%.2f,\"bin_ms\":%g,"
+            "\"max_submit_ms_wall\":%.1f,"
             "\"per_worker\":[\n",
             (unsigned long long)r->generated, (unsigned long long)r->admitted,
             (unsigned long long)r->shed, (unsigned long long)r->rejected,
@@ -150,7 +156,7 @@ int dm_cluster_write_json(const char *path, const struct dm_scenario *sc,
             (unsigned long long)r->dead_stream, (unsigned long long)r->left_length,
             (unsigned long long)r->left_pending, (unsigned long long)r->left_delayed,
             r->drained ? "true" : "false", r->drain_s, (unsigned long long)r->upstream_requests,
-            (unsigned long long)r->lost, r->wall_s, r->bin_ms);
+            (unsigned long long)r->lost, r->wall_s, r->bin_ms, r->max_batch_ms);
     for (unsigned i = 0; i < r->n; i++) {
         jw(f, &r->w[i]);
         for (unsigned b = 0; b < r->nbins; b++)
