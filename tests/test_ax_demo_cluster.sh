@@ -8,8 +8,9 @@
 #   - nothing admitted is lost: lost == 0, and every admitted id has exactly
 #     one terminal record (a successful execution in some ledger, or one
 #     dead letter), recomputed here from the files;
-#   - the killed worker's messages were redelivered: redeliveries > 0, the
-#     survivors claimed them, Redis counted the claims;
+#   - the killed worker's messages were redelivered: it held some when it
+#     was killed, redeliveries > 0, the survivors claimed them (Redis
+#     counted at least those claims);
 #   - the totals add up exactly: generated = admitted + shed + rejected
 #     (+ 0 unconfirmed); admitted = succeeded + dead-lettered; Redis'
 #     succeeded and dead counters equal those; per-worker rows sum to the
@@ -93,7 +94,10 @@ check(sum(w["dead_letters"] for w in ws) == tot["dead_letters"], "per-worker dea
 check(c["kill_held"] > 0, "the killed worker held no message when it was killed")
 check(tot["redeliveries"] > 0, "nothing was redelivered after the kill")
 survivors_claimed = sum(w["claimed"] for w in ws if not w["killed"])
-check(survivors_claimed > 0 and survivors_claimed == rd["claimed"],
+# Redis counts every take-over, also those the killed worker made before it
+# died (it cannot report them) and a worker's own entries it found idle after
+# a stall (it skips them, still running): the survivors' count is a part.
+check(survivors_claimed > 0 and survivors_claimed <= rd["claimed"],
       "claims: survivors %r, Redis %r" % (survivors_claimed, rd["claimed"]))
 check(tot["duplicates"] <= rd["claimed"], "duplicates %r > claimed %r" % (tot["duplicates"], rd["claimed"]))
 

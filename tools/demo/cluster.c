@@ -13,8 +13,8 @@
  *      classes of dm_traffic) submitted at their time with
  *      ax_redis_submit_batch (what is due in one round trip), every id
  *      Redis admitted written to OUT/cluster/admitted;
- *   5. in the middle of the busiest phase, SIGKILL to one worker (w2, or w1
- *      with N = 2 ... always the second);
+ *   5. in the middle of the busiest phase, once it holds messages, SIGKILL
+ *      to the second worker, w2;
  *   6. after the traffic, the drain: until every stream, pending list and
  *      the delayed set are empty (bounded: 60 s of wall time), then SIGTERM
  *      to the others, which print their counters;

@@ -87,6 +87,22 @@ void dm_cluster_print(const struct dm_scenario *sc, const struct dm_cluster_resu
 
 /* ---- results.json -------------------------------------------------------------------------- */
 
+/* A JSON string: the scenario's origin may be a file name. */
+static void jstr(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\')
+            fprintf(f, "\\%c", ch);
+        else if (ch < 0x20)
+            fprintf(f, "\\u%04x", ch);
+        else
+            fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
 static void jw(FILE *f, const struct dm_cluster_worker *w)
 {
     fprintf(f,
@@ -115,8 +131,10 @@ int dm_cluster_write_json(const char *path, const struct dm_scenario *sc,
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    fprintf(f, "{\"scenario\":{\"origin\":\"%s\",\"speed\":%g,\"seed\":%llu,\"phases\":[",
-            sc->origin, sc->speed, (unsigned long long)sc->seed);
+    fprintf(f, "{\"scenario\":{\"origin\":");
+    jstr(f, sc->origin);
+    fprintf(f, ",\"speed\":%g,\"seed\":%llu,\"phases\":[", sc->speed,
+            (unsigned long long)sc->seed);
     for (unsigned i = 0; i < sc->nph; i++)
         fprintf(f, "%s{\"name\":\"%s\",\"duration_ms\":%g,\"rate\":%g}", i ? "," : "",
                 sc->ph[i].name, sc->ph[i].duration_ms, sc->ph[i].rate);
@@ -251,12 +269,18 @@ int dm_cluster_write_html(const char *path, const struct dm_scenario *sc,
     fprintf(f, "<h1>ax-demo --cluster %u</h1>\n<section id=\"cluster\"><h2>Cluster: one Redis "
                "queue, %u ax-worker processes, one killed</h2>\n",
             r->n, r->n);
-    fprintf(f, "<p>The %s scenario at %gx speed, submitted with ax_redis_submit_batch to queue "
+    fprintf(f, "<p>The ");
+    for (const char *c = sc->origin; *c; c++)
+        if (*c == '<') fputs("&lt;", f);
+        else if (*c == '>') fputs("&gt;", f);
+        else if (*c == '&') fputs("&amp;", f);
+        else fputc(*c, f);
+    fprintf(f, " scenario at %gx speed, submitted with ax_redis_submit_batch to queue "
                "<code>%s</code> on a redis-server with appendfsync always; %u ax-worker processes "
                "(%u slots each, visibility %u ms, claims every %u ms, up to %u retries through "
                "the delayed set) call ax-upstream. <b>%s was killed with SIGKILL at %.1f s</b> "
                "(incident time), in the middle of the peak.</p>\n",
-            sc->origin, sc->speed, DM_CLUSTER_QUEUE, r->n, r->slots, r->visibility_ms, r->claim_ms,
+            sc->speed, DM_CLUSTER_QUEUE, r->n, r->slots, r->visibility_ms, r->claim_ms,
             r->max_retry, r->w[r->killed].name, r->kill_t_ms / 1000);
     fprintf(f, "<table><tr><th>worker</th><th>tasks run</th><th>succeeded</th><th>failed</th>"
                "<th>timed out</th><th>redeliveries</th><th>duplicates</th><th>dead letters</th>"
