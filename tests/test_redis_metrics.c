@@ -9,7 +9,8 @@
  * kind "hold" whose handler waits on a gate. With those 3 held, a scrape
  * must say, exactly: length and pending high 3, normal and low 0, delayed
  * 0, dead letters 5, succeeded 30, retried 0, dead 5, claimed 0; the
- * consumer: pulled 38, succeeded 30, dead 5, held 3. After the gate opens
+ * consumer: pulled 38, succeeded 30, dead 5, held 3; kind "ok" ran in its
+ * task class (ax_redis_handle_class): ax_class_succeeded_total 30. After the gate opens
  * and the consumer is stopped, its series are gone from the scrape (and
  * libax's remain). ax_metrics_append / ax_metrics_unappend's error codes.
  *
@@ -153,7 +154,14 @@ int main(int argc, char **argv)
     cc.claim_interval_ms = 100;
     ax_redis_consumer *c;
     CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);
-    CHECK_EQ(ax_redis_handle(c, "ok", ok, NULL), 0);
+    /* "ok" runs in a task class (ax_redis_handle_class): its counters say so. */
+    ax_class_config kc;
+    ax_class_config_default(&kc);
+    kc.name = "okc";
+    unsigned okc;
+    CHECK_EQ(ax_class_register(s, &kc, &okc), 0);
+    CHECK_EQ(ax_redis_handle_class(c, "ok", okc, ok, NULL), 0);
+    CHECK_EQ(ax_redis_handle_class(c, "ok", okc, ok, NULL), AX_EBUSY);
     CHECK_EQ(ax_redis_handle(c, "bad", bad, NULL), 0);
     CHECK_EQ(ax_redis_handle(c, "hold", hold, NULL), 0);
     CHECK_EQ(ax_redis_consumer_start(c), 0);
@@ -193,6 +201,8 @@ int main(int argc, char **argv)
             {"ax_redis_consumer_succeeded_total" C, 30},
             {"ax_redis_consumer_dead_total" C, 5},
             {"ax_redis_consumer_held" C, 3},
+            {"ax_class_succeeded_total{class=\"okc\"}", 30},
+            {"ax_class_submitted_total{class=\"okc\"}", 30},
         };
         for (size_t i = 0; i < sizeof want / sizeof *want; i++) {
             double v = value(text, want[i].series);
@@ -207,7 +217,7 @@ int main(int argc, char **argv)
         const char *redis = strstr(text, "# HELP ax_redis_queue_length");
         CHECK(own && redis && own < redis);
         CHECK(text[strlen(text) - 1] == '\n');
-        printf("scrape of a running consumer: 18 ax_redis series exact (3 held, 30 succeeded, 5 "
+        printf("scrape of a running consumer: 18 ax_redis series and 2 of the kind's class exact (3 held, 30 succeeded, 5 "
                "dead letters)\n");
     }
     atomic_store(&gate, 1);
