@@ -78,6 +78,11 @@ void dm_cluster_print(const struct dm_scenario *sc, const struct dm_cluster_resu
            (unsigned long long)r->left_length, (unsigned long long)r->left_pending,
            (unsigned long long)r->left_delayed, r->drained ? "drained" : "NOT drained",
            r->drain_s);
+    if (r->upstream_requests)
+        printf("  upstream  %llu requests counted by ax-upstream, %llu executions in the ledgers: "
+               "%lld calls left no line (the killed worker's, in flight)\n",
+               (unsigned long long)r->upstream_requests, (unsigned long long)r->executed,
+               (long long)r->upstream_requests - (long long)r->executed);
     printf("  producer  longest submit round trip %.0f ms (wall; Redis answers after its fsync: "
            "appendfsync always)\n",
            r->max_batch_ms);
