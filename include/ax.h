@@ -526,6 +526,26 @@ long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len);
  * scheduler: AX_EBUSY for a second, AX_ESHUTDOWN once shutting down. */
 int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out);
 
+/* A library's or an application's own series in every /metrics scrape
+ * (libax_redis: its queues and consumers). fn writes Prometheus text
+ * (format 0.0.4, whole lines, its own metric names) into buf,
+ * snprintf-style: returns the length it needs (excluding the NUL) and
+ * writes at most len bytes, or returns a negative AX_E* code (its text is
+ * then left out of this scrape). It is called on the `ax-metrics` thread,
+ * once per scrape (again with a larger buffer if the first was too small),
+ * after libax's own series, under a lock that ax_metrics_unappend takes:
+ * so it must not block (render a snapshot its owner keeps, no I/O, no
+ * wait on a task; a slow fn delays the scrape and every other one), and
+ * must not call ax_metrics_append / ax_metrics_unappend. Not part of
+ * ax_metrics_prometheus. At most AX_METRICS_APPENDERS per scheduler
+ * (AX_ENOMEM beyond); the same fn and arg twice is AX_EBUSY. */
+#define AX_METRICS_APPENDERS 16
+typedef long (*ax_metrics_appender)(char *buf, size_t len, void *arg);
+int ax_metrics_append(ax_sched *s, ax_metrics_appender fn, void *arg);
+/* Remove it; when this returns, fn is not running and will not be called
+ * again (so arg may be freed). AX_ENOTFOUND if it was not registered. */
+int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg);
+
 /* ---- live task dump -------------------------------------------------------- */
 
 /* Write every queued, delayed and running task to f, one line each: id,

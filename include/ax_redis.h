@@ -268,6 +268,14 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
 /* Register the handler of a kind (before start). AX_EBUSY if taken. A
  * message of a kind with no handler fails its attempt ("no handler"). */
 int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn, void *arg);
+/* The same, and the kind's messages run in ax task class class_id of the
+ * consumer's scheduler (ax_class_register; 0 = none): its concurrency limit,
+ * breaker and queue-time budget apply per kind. A message the class refuses
+ * at submit (AX_EOPEN: breaker open) is handed back as a full bucket is; one
+ * it ends (AX_EEXPIRED) fails its attempt. The message keeps its own
+ * priority and timeout, and is never retried locally. */
+int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class_id,
+                          ax_redis_handler fn, void *arg);
 int ax_redis_consumer_start(ax_redis_consumer *c);
 /* Stop pulling, let the messages held run and be acknowledged for up to
  * timeout_ms, then stop. What is still unacknowledged stays pending in Redis
@@ -292,6 +300,14 @@ int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o
 /* This consumer's counters in Prometheus text format (ax_redis_consumer_*
  * families, labels queue and consumer), snprintf-style. */
 long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len);
+/* From ax_redis_consumer_start to ax_redis_consumer_stop, a consumer's
+ * series are in its scheduler's /metrics (ax_metrics_serve, through
+ * ax_metrics_append): ax_redis_queue_prometheus of the queue's stats as its
+ * puller last read them -- every claim_interval_ms, so a scrape makes no
+ * Redis round trip and may be that much behind -- then
+ * ax_redis_consumer_prometheus. Two consumers on one scheduler repeat the
+ * families' HELP and TYPE lines (and, of one queue, its series): one
+ * consumer per scheduler keeps the exposition valid. */
 
 #ifdef __cplusplus
 }

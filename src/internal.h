@@ -450,6 +450,14 @@ struct ax_sched {
     /* --- metrics (obs/metrics.c) --- */
     struct ax_metrics_snapshot *m_shared; /* histograms of non-worker threads, s->lock */
     struct metrics_server *msrv; /* the /metrics endpoint (obs/metrics_serve.c) */
+    /* ax_metrics_append (obs/metrics.c): held while an appender runs, so
+     * ax_metrics_unappend returns only once it is not running. */
+    pthread_mutex_t mappend_lock;
+    struct {
+        ax_metrics_appender fn;
+        void *arg;
+    } mappend[AX_METRICS_APPENDERS];
+    unsigned nmappend;
     /* --- lifecycle events (obs/events.c) --- */
     struct ev_state *ev;
     _Atomic unsigned ev_mask; /* kinds produced; 0 while no sink is set */

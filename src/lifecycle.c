@@ -53,6 +53,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     pthread_mutex_init(&s->lock, &ma);
     pthread_mutexattr_destroy(&ma);
     pthread_mutex_init(&s->class_reg_lock, NULL);
+    pthread_mutex_init(&s->mappend_lock, NULL);
     sched_adaptive_init(s); /* needs s->cfg: after it is set */
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -392,6 +393,7 @@ void ax_free(ax_sched *s)
     job_table_destroy(s);
     class_free_all(s);
     pthread_mutex_destroy(&s->class_reg_lock);
+    pthread_mutex_destroy(&s->mappend_lock);
     pthread_mutex_destroy(&s->alim_lk);
     pthread_cond_destroy(&s->watchdog_cond);
     pthread_cond_destroy(&s->idle_cond);

@@ -16,6 +16,9 @@
  * flags, the scenario format and what the numbers mean.
  */
 #include "demo/demo.h"
+#ifdef AX_DEMO_CLUSTER
+#include "demo/cluster.h"
+#endif
 
 #include <curl/curl.h>
 #include <errno.h>
@@ -35,6 +38,7 @@
 static const char *const usage_text =
     "usage: ax-demo [--scenario NAME] [--speed S] [--short] [--out DIR] [--config FILE]\n"
     "               [--url URL] [--only NAME[,NAME...]] [--seed N] [--upstream PATH]\n"
+    "       ax-demo --cluster N [--scenario NAME] [--short] [--speed S] [--out DIR] [--seed N]\n"
     "       ax-demo --print-config [--scenario NAME] [--short] [--config FILE]\n"
     "       ax-demo --help\n"
     "\n"
@@ -58,11 +62,17 @@ static const char *const usage_text =
     "  --seed N         arrival schedule seed (default 42)\n"
     "  --upstream PATH  the ax-upstream binary (default: next to ax-demo, then PATH)\n"
     "  --print-config   print the scenario in --config format and exit\n"
+    "  --cluster N      instead of the configurations: a redis-server, N ax-worker\n"
+    "                   processes (2 to 16) consuming one queue, the traffic submitted\n"
+    "                   to it, one worker killed with SIGKILL in the middle of the peak;\n"
+    "                   reports per worker and in total tasks, redeliveries, dead\n"
+    "                   letters, duplicates and lost messages (must be 0)\n"
     "\n"
     "Exit status: 0 the runs completed (verdicts may FAIL: that is the demo),\n"
     "1 a run could not be carried out, 2 bad arguments, config file or --url,\n"
     "3 a class path of --url did not answer a GET with a 2xx before the runs (nothing\n"
-    "is run), or most upstream answers were not 2xx, or none was (no verdict given).\n";
+    "is run), or most upstream answers were not 2xx, or none was (no verdict given),\n"
+    "4 --cluster lost an admitted message (no terminal record).\n";
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)
@@ -95,12 +105,14 @@ struct options {
     const char *out, *config, *url, *only, *upstream, *scenario;
     bool seed_given;
     unsigned long long seed;
+    unsigned cluster; /* --cluster N; 0 = the configurations */
 };
 
 static void parse_args(int argc, char **argv, struct options *o)
 {
     static const char *const with_value[] = {"--speed", "--out",  "--config",   "--url",
-                                             "--only",  "--seed", "--upstream", "--scenario"};
+                                             "--only",  "--seed", "--upstream", "--scenario",
+                                             "--cluster"};
     enum { NV = sizeof with_value / sizeof *with_value };
     for (int i = 1; i < argc; i++)
         if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -168,12 +180,20 @@ static void parse_args(int argc, char **argv, struct options *o)
         case 7:
             o->scenario = v;
             break;
+        case 8: {
+            errno = 0;
+            unsigned long n = strtoul(v, &e, 10);
+            if (*v < '0' || *v > '9' || *e || errno || n < 2 || n > 16)
+                usage_error("--cluster: '%s' is not a number of workers from 2 to 16", v);
+            o->cluster = (unsigned)n;
+            break;
+        }
         }
     }
 }
 
-/* ax-upstream: --upstream, else next to this executable, else on PATH. */
-static bool find_upstream(const char *given, char *out, size_t len)
+/* A tool (ax-upstream, ax-worker): given, else next to this executable, else on PATH. */
+static bool find_tool(const char *tool, const char *given, char *out, size_t len)
 {
     if (given) {
         snprintf(out, len, "%s", given);
@@ -186,7 +206,7 @@ static bool find_upstream(const char *given, char *out, size_t len)
         char *slash = strrchr(self, '/');
         if (slash) {
             *slash = 0;
-            if (snprintf(out, len, "%s/ax-upstream", self) < (int)len && access(out, X_OK) == 0)
+            if (snprintf(out, len, "%s/%s", self, tool) < (int)len && access(out, X_OK) == 0)
                 return true;
         }
     }
@@ -195,7 +215,7 @@ static bool find_upstream(const char *given, char *out, size_t len)
     char buf[4096];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *d = strtok(buf, ":"); d; d = strtok(NULL, ":")) {
-        if (snprintf(out, len, "%s/ax-upstream", d) < (int)len && access(out, X_OK) == 0)
+        if (snprintf(out, len, "%s/%s", d, tool) < (int)len && access(out, X_OK) == 0)
             return true;
     }
     return false;
@@ -610,6 +630,50 @@ static void print_header(const struct dm_scenario *sc, const char *url, const bo
     fflush(stdout);
 }
 
+/* --cluster N (demo/cluster.c): the same traffic through a Redis queue and N
+ * ax-worker processes, one killed in the peak. */
+static int run_cluster(const struct options *o, const struct dm_scenario *sc, const char *up_exe,
+                       const char *out)
+{
+#ifdef AX_DEMO_CLUSTER
+    char worker_exe[PATH_MAX];
+    if (!find_tool("ax-worker", NULL, worker_exe, sizeof worker_exe))
+        die(1, "cannot find ax-worker next to ax-demo or on PATH (it is built with libax_redis)");
+    double len = dm_scenario_length_ms(sc);
+    printf("ax-demo --cluster %u: the %s scenario at %gx speed (%.0f s of incident in about "
+           "%.0f s, then the drain) through one Redis queue and %u ax-worker processes; one "
+           "is killed with SIGKILL in the middle of the peak\n",
+           o->cluster, sc->origin, sc->speed, len / 1000, len / 1000 / sc->speed, o->cluster);
+    fflush(stdout);
+    static struct dm_cluster_result r;
+    struct dm_cluster_opts co = {.sc = sc, .n = o->cluster, .worker_exe = worker_exe,
+                                 .upstream_exe = up_exe, .out = out, .tty = isatty(2)};
+    if (dm_cluster_run(&co, &r) != 0) die(1, "--cluster: %s", r.error);
+    dm_cluster_print(sc, &r);
+    fflush(stdout);
+    char path[PATH_MAX], err[600];
+    snprintf(path, sizeof path, "%s/results.json", out);
+    if (dm_cluster_write_json(path, sc, &r, err, sizeof err) != 0) die(1, "%s", err);
+    printf("\nwrote %s", path);
+    snprintf(path, sizeof path, "%s/report.html", out);
+    if (dm_cluster_write_html(path, sc, &r, err, sizeof err) != 0) die(1, "%s", err);
+    printf(" and %s (ledgers and logs in %s/cluster)\n", path, out);
+    if (r.lost) {
+        fprintf(stderr, "ax-demo: --cluster: %llu admitted messages have no terminal record\n",
+                (unsigned long long)r.lost);
+        return 4;
+    }
+    if (!r.drained) {
+        fprintf(stderr, "ax-demo: --cluster: the queue did not drain within the bound\n");
+        return 1;
+    }
+    return 0;
+#else
+    (void)o, (void)sc, (void)up_exe, (void)out;
+    die(1, "--cluster: this ax-demo was built without libax_redis (hiredis)");
+#endif
+}
+
 int main(int argc, char **argv)
 {
     struct options o = {0};
@@ -633,6 +697,9 @@ int main(int argc, char **argv)
         return 0;
     }
 
+    if (o.cluster && (o.url || o.only))
+        usage_error("--cluster runs its own ax-upstream and no configuration: no %s",
+                    o.url ? "--url" : "--only");
     bool run[DM_MAX_PROFILES];
     unsigned nrun = 0;
     for (unsigned i = 0; i < sc.nprof; i++)
@@ -676,7 +743,7 @@ int main(int argc, char **argv)
             die(2, "--url %s: cannot reach it: %s", o.url, err);
         check_class_paths(&sc, o.url);
     } else {
-        if (!find_upstream(o.upstream, up_exe, sizeof up_exe))
+        if (!find_tool("ax-upstream", o.upstream, up_exe, sizeof up_exe))
             die(o.upstream ? 2 : 1,
                 "cannot find ax-upstream%s%s (build it, pass --upstream PATH, or use --url)",
                 o.upstream ? " at " : "", o.upstream ? o.upstream : "");
@@ -688,6 +755,7 @@ int main(int argc, char **argv)
         dm_upstream_stop(&u);
     }
 
+    if (o.cluster) return run_cluster(&o, &sc, up_exe, out);
     print_header(&sc, o.url, run);
 
     size_t bytes = sizeof(struct dm_result) * sc.nprof;

@@ -10,6 +10,9 @@
  *
  * The /metrics endpoint is in metrics_serve.c; it renders through
  * metrics_render, on its own thread, and changes nothing it reports.
+ * metrics_render also appends the text of the appenders registered with
+ * ax_metrics_append (a library's own series: libax_redis), each called
+ * under mappend_lock so that ax_metrics_unappend can wait out a call.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -123,6 +126,71 @@ long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len)
     return (long)n;
 }
 
+int ax_metrics_append(ax_sched *s, ax_metrics_appender fn, void *arg)
+{
+    if (!s || !fn)
+        return ax_fail_static(AX_EINVAL, "ax_metrics_append: scheduler and fn are required");
+    int rc = AX_OK;
+    pthread_mutex_lock(&s->mappend_lock);
+    for (unsigned i = 0; i < s->nmappend && rc == AX_OK; i++)
+        if (s->mappend[i].fn == fn && s->mappend[i].arg == arg)
+            rc = ax_fail_static(AX_EBUSY, "ax_metrics_append: this fn and arg are registered");
+    if (rc == AX_OK && s->nmappend == AX_METRICS_APPENDERS)
+        rc = ax_fail(AX_ENOMEM, "ax_metrics_append: %d appenders at most", AX_METRICS_APPENDERS);
+    if (rc == AX_OK) {
+        s->mappend[s->nmappend].fn = fn;
+        s->mappend[s->nmappend++].arg = arg;
+    }
+    pthread_mutex_unlock(&s->mappend_lock);
+    return rc;
+}
+
+int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg)
+{
+    if (!s || !fn)
+        return ax_fail_static(AX_EINVAL, "ax_metrics_unappend: scheduler and fn are required");
+    int rc = ax_fail_static(AX_ENOTFOUND, "ax_metrics_unappend: not registered");
+    pthread_mutex_lock(&s->mappend_lock);
+    for (unsigned i = 0; i < s->nmappend; i++)
+        if (s->mappend[i].fn == fn && s->mappend[i].arg == arg) {
+            s->mappend[i] = s->mappend[--s->nmappend];
+            rc = AX_OK;
+            break;
+        }
+    pthread_mutex_unlock(&s->mappend_lock);
+    return rc;
+}
+
+/* One appender's text after text[0..*n), growing *text as it needs: its
+ * figures move between calls, so a call that needs more than it was given
+ * is made again with what it asked for (three times at most, then its text
+ * is left out). Under mappend_lock. */
+static char *append_one(char *text, size_t *n, size_t *cap, ax_metrics_appender fn, void *arg)
+{
+    size_t room = 4096;
+    for (int tries = 0; tries < 3; tries++) {
+        if (*cap - *n < room + 2) {
+            char *t = realloc(text, *n + room + 2);
+            if (!t)
+                return text;
+            text = t;
+            *cap = *n + room + 2;
+        }
+        long need = fn(text + *n, room + 1, arg);
+        if (need < 0)
+            break;
+        if ((size_t)need <= room) {
+            *n += (size_t)need;
+            if (need > 0 && text[*n - 1] != '\n')
+                text[(*n)++] = '\n'; /* whole lines: the next family starts clean */
+            break;
+        }
+        room = (size_t)need + 1024;
+    }
+    text[*n] = 0;
+    return text;
+}
+
 char *metrics_render(struct ax_sched *s, size_t *len)
 {
     struct ax_metrics_snapshot *m = snapshot(s);
@@ -130,10 +198,17 @@ char *metrics_render(struct ax_sched *s, size_t *len)
         return NULL;
     /* Sized and filled from one snapshot, so the length is exact. */
     size_t n = ax_prom_render(m, NULL, 0);
-    char *text = malloc(n + 1);
+    size_t cap = n + 1;
+    char *text = malloc(cap);
     if (text)
         ax_prom_render(m, text, n + 1);
     free(m);
+    if (text) {
+        pthread_mutex_lock(&s->mappend_lock);
+        for (unsigned i = 0; i < s->nmappend; i++)
+            text = append_one(text, &n, &cap, s->mappend[i].fn, s->mappend[i].arg);
+        pthread_mutex_unlock(&s->mappend_lock);
+    }
     *len = n;
     return text;
 }

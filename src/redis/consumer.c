@@ -57,6 +57,7 @@ struct handler {
     char kind[AX_REDIS_KIND_MAX];
     ax_redis_handler fn;
     void *arg;
+    unsigned class_id; /* the ax task class its messages run in, 0 none */
 };
 
 /* OUT_REQUEUE: this process refused to start it (its own admission: a full
@@ -108,6 +109,11 @@ struct ax_redis_consumer {
     unsigned rr, taken;
     char cursor[3][AX_REDIS_ID_MAX];
     _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors;
+    /* The queue's stats as the puller last read them (every claim
+     * interval), for the /metrics scrape: no Redis round trip on the
+     * metrics thread. Under lock. */
+    ax_redis_queue_stats qstats;
+    bool qstats_ok, metrics_on;
 };
 
 static const int round_key[3] = {KEY_HIGH, KEY_NORMAL, KEY_LOW};
@@ -297,6 +303,12 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
 
 int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn, void *arg)
 {
+    return ax_redis_handle_class(c, kind, 0, fn, arg);
+}
+
+int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class_id,
+                          ax_redis_handler fn, void *arg)
+{
     if (!c || !kind || !*kind || strlen(kind) >= AX_REDIS_KIND_MAX || !fn)
         return ax_fail_static(AX_EINVAL, "ax_redis_handle: consumer, a 1-63 byte kind and fn are "
                                          "required");
@@ -317,6 +329,7 @@ int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn,
     snprintf(h->kind, sizeof h->kind, "%s", kind);
     h->fn = fn;
     h->arg = arg;
+    h->class_id = class_id;
     return AX_OK;
 }
 
@@ -502,6 +515,14 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
     }
     ax_spec sp = {.fn = run_msg, .arg = m, .priority = m->prio, .timeout_ms = m->timeout_ms,
                   .trace_id = m->trace, .on_done = msg_done, .cb_arg = m};
+    /* The kind's task class, if it has one: its overload control (limit,
+     * breaker, queue-time budget) applies; the message keeps its priority,
+     * its timeout and no local retry (retries go through the delayed set). */
+    for (size_t i = 0; i < c->nh; i++)
+        if (c->h[i].class_id && strcmp(c->h[i].kind, m->kind) == 0) {
+            sp.class_id = c->h[i].class_id;
+            sp.overrides = AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY;
+        }
     if (m->deadline_ms)
         sp.deadline_ns = ax_now_ns() + (m->deadline_ms - now) * 1000000u;
     int rc = ax_submit(c->s, &sp, NULL);
@@ -805,6 +826,15 @@ static int puller(ax_task *t, void *arg)
         if (now >= next_maint) {
             if (promote(t, c) == AX_OK && heartbeat(t, c) == AX_OK)
                 claim(t, c, free_slots(c));
+            ax_redis_queue_stats qs;
+            if (ax_redis_queue_stats_get(t, c->q, -1, &qs) == AX_OK) {
+                pthread_mutex_lock(&c->lock);
+                c->qstats = qs;
+                c->qstats_ok = true;
+                pthread_mutex_unlock(&c->lock);
+            } else {
+                atomic_fetch_add(&c->errors, 1);
+            }
             next_maint = now + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
             now = ax_now_ns();
         }
@@ -1021,6 +1051,8 @@ out:
 
 /* ---- start, stop, free --------------------------------------------------------------------- */
 
+static long metrics_text(char *buf, size_t len, void *arg);
+
 int ax_redis_consumer_start(ax_redis_consumer *c)
 {
     if (!c)
@@ -1051,8 +1083,31 @@ int ax_redis_consumer_start(ax_redis_consumer *c)
         atomic_store(&c->puller_running, false);
         atomic_store(&c->stopping, true);
         kick(c->done_efd);
+        return rc;
     }
-    return rc;
+    /* Its series in the scheduler's /metrics; at the bound of appenders
+     * the consumer runs without them (ax_redis_consumer_prometheus still
+     * gives them). */
+    c->metrics_on = ax_metrics_append(c->s, metrics_text, c) == AX_OK;
+    return AX_OK;
+}
+
+/* The scheduler's /metrics scrape (ax_metrics_append; the ax-metrics
+ * thread): the queue's series from the puller's last reading, then this
+ * consumer's counters. Copies under the lock, no I/O. */
+static long metrics_text(char *buf, size_t len, void *arg)
+{
+    ax_redis_consumer *c = arg;
+    pthread_mutex_lock(&c->lock);
+    ax_redis_queue_stats st = c->qstats;
+    bool ok = c->qstats_ok;
+    pthread_mutex_unlock(&c->lock);
+    long n = 0;
+    if (ok && (n = ax_redis_queue_prometheus(c->q, &st, buf, len)) < 0)
+        return n;
+    long m = ax_redis_consumer_prometheus(c, (size_t)n < len ? buf + n : NULL,
+                                          (size_t)n < len ? len - (size_t)n : 0);
+    return m < 0 ? m : n + m;
 }
 
 static bool wait_flag(atomic_bool *f, uint64_t until_ns)
@@ -1071,6 +1126,9 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stop: consumer is NULL");
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
     atomic_store(&c->stopping, true);
+    /* Off the scrape first: once this returns, metrics_text does not run. */
+    if (c->metrics_on && ax_metrics_unappend(c->s, metrics_text, c) == AX_OK)
+        c->metrics_on = false;
     if (atomic_load(&c->puller_running)) {
         ax_cancel(c->s, c->puller_id); /* out of XREADGROUP BLOCK at once */
         wait_flag(&c->puller_running, until > ax_now_ns() ? until : ax_now_ns() + 1000000000u);
