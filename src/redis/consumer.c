@@ -500,8 +500,10 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
         push_done(c, m);
         return;
     }
+    /* ref: the message id, so that its task's lifecycle events name the
+     * message (grep the logs of every process for one id) */
     ax_spec sp = {.fn = run_msg, .arg = m, .priority = m->prio, .timeout_ms = m->timeout_ms,
-                  .trace_id = m->trace, .on_done = msg_done, .cb_arg = m};
+                  .trace_id = m->trace, .on_done = msg_done, .cb_arg = m, .ref = m->origin};
     if (m->deadline_ms)
         sp.deadline_ns = ax_now_ns() + (m->deadline_ms - now) * 1000000u;
     int rc = ax_submit(c->s, &sp, NULL);
