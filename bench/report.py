@@ -173,10 +173,14 @@ def rows(idle_s):
     r += [
         ("Redis queue end to end, 2 consumer processes", "tasks/s", "ax_redis_e2e_tasks_per_s",
          "bullmq_e2e_tasks_per_s", bull, at_least(3)),
-        ("Redis queue submit -> start p50", "us", "ax_redis_e2e_p50_us", "bullmq_e2e_p50_us",
-         bull, None),
-        ("Redis queue submit -> start p99", "us", "ax_redis_e2e_p99_us", "bullmq_e2e_p99_us",
-         bull, below_peer()),
+        ("Redis queue submit -> start p50, burst of N", "us", "ax_redis_e2e_p50_us",
+         "bullmq_e2e_p50_us", bull, None),
+        ("Redis queue submit -> start p99, burst of N", "us", "ax_redis_e2e_p99_us",
+         "bullmq_e2e_p99_us", bull, below_peer()),
+        ("Redis queue submit -> start p50, paced (500 msg/s)", "us", "ax_redis_e2e_paced_p50_us",
+         "bullmq_e2e_paced_p50_us", bull, None),
+        ("Redis queue submit -> start p99, paced (500 msg/s)", "us", "ax_redis_e2e_paced_p99_us",
+         "bullmq_e2e_paced_p99_us", bull, below_peer()),
     ]
     r += [
         # peer = the same ax run with events off (metrics are always kept): the

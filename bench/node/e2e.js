@@ -1,6 +1,6 @@
 // e2e.js - the BullMQ peer of bench/ax_redis_e2e.c (bench/README.md).
 //
-//   node e2e.js port=P tasks=N [workers=2] [concurrency=64] [batch=1000]
+//   node e2e.js port=P tasks=N [workers=2] [concurrency=64] [batch=1000] [rate=R]
 //
 // One producer process (this one) and `workers` Worker processes
 // (worker.js, forked first), against the redis-server on 127.0.0.1:P.
@@ -16,6 +16,10 @@
 //   submit -> start, p50 / p99: the producer writes the time it calls
 //            addBulk into each job's data (t); the processor subtracts it
 //            from its own start time.
+// With rate=R (jobs/s) the producer paces itself, as ax_redis_e2e's does:
+// a batch of R/100 jobs (at least 1) every 10 ms; only the latencies are
+// printed then (bullmq_e2e_paced_p50_us, _p99_us).
+//
 // Every job must complete exactly once, else exit 1 with no figure.
 //
 // Prints bullmq_e2e_tasks_per_s, bullmq_e2e_p50_us, bullmq_e2e_p99_us.
@@ -36,7 +40,8 @@ const port = arg('port', 0);
 const tasks = arg('tasks', 100000);
 const nworkers = arg('workers', 2);
 const concurrency = arg('concurrency', 64);
-const batch = arg('batch', 1000);
+const rate = arg('rate', 0);
+const batch = rate ? Math.max(1, Math.floor(rate / 100)) : arg('batch', 1000);
 const now = () => performance.timeOrigin + performance.now(); // ms, wall clock
 
 function fail(msg) {
@@ -72,8 +77,14 @@ async function main() {
     await queue.waitUntilReady();
     const opts = { removeOnComplete: true, removeOnFail: false };
     const t0 = now();
+    let next = now();
     for (let sent = 0; sent < tasks;) {
         const n = Math.min(batch, tasks - sent);
+        if (rate) { // paced: this batch's turn
+            const wait = next - now();
+            if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+            next += (n * 1000) / rate;
+        }
         const t = now();
         const jobs = new Array(n);
         for (let i = 0; i < n; i++) jobs[i] = { name: 'e2e', data: { t }, opts };
@@ -104,9 +115,10 @@ async function main() {
         fail(`${count} of ${tasks} completed, ${failed} failed, ${lat.length} processor runs`);
     lat.sort((a, b) => a - b);
     const secs = (last - t0) / 1000;
-    console.log(`bullmq_e2e_tasks_per_s ${(tasks / secs).toFixed(0)}`);
-    console.log(`bullmq_e2e_p50_us ${(percentile(lat, 50) * 1000).toFixed(1)}`);
-    console.log(`bullmq_e2e_p99_us ${(percentile(lat, 99) * 1000).toFixed(1)}`);
+    const key = rate ? 'bullmq_e2e_paced' : 'bullmq_e2e';
+    if (!rate) console.log(`${key}_tasks_per_s ${(tasks / secs).toFixed(0)}`);
+    console.log(`${key}_p50_us ${(percentile(lat, 50) * 1000).toFixed(1)}`);
+    console.log(`${key}_p99_us ${(percentile(lat, 99) * 1000).toFixed(1)}`);
     process.stderr.write(`bullmq e2e: ${tasks} jobs in ${secs.toFixed(3)} s\n`);
     process.exit(0);
 }
