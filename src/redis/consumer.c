@@ -987,6 +987,8 @@ static int acker(ax_task *t, void *arg)
         while (c->done_head && n < ACK_BATCH) {
             struct rmsg *m = c->done_head;
             c->done_head = m->next;
+            if (!c->done_head) /* before the lock is let go below */
+                c->done_tail = NULL;
             if (m->outcome == OUT_ABANDON) {
                 pthread_mutex_unlock(&c->lock);
                 release(c, m);
