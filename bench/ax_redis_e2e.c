@@ -31,7 +31,12 @@
  * Every message must succeed exactly once (no retry, no dead letter, no
  * redelivery), else the program exits 1 and prints no figure.
  *
- * Prints ax_redis_e2e_tasks_per_s, ax_redis_e2e_p50_us, ax_redis_e2e_p99_us.
+ * consumer CPU per task: the consumer processes' user + system time (wait4)
+ * over N, start-up and shut-down included; less sensitive to other load on
+ * the machine than tasks/s.
+ *
+ * Prints ax_redis_e2e_tasks_per_s, ax_redis_e2e_p50_us, ax_redis_e2e_p99_us,
+ * ax_redis_e2e_cpu_us_per_task.
  */
 #include "ax_bench.h"
 
@@ -237,10 +242,14 @@ int main(int argc, char **argv)
     }
     atomic_store(&sh->stop, 1);
     int failed = 0;
+    double cpu_s = 0;
     for (unsigned i = 0; i < nc; i++) {
         int st;
-        if (waitpid(pids[i], &st, 0) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        struct rusage ru;
+        if (wait4(pids[i], &st, 0, &ru) != pids[i] || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
             failed = 1;
+        cpu_s += (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec / 1e6 +
+                 (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec / 1e6;
     }
     uint64_t nlat = atomic_load(&sh->nlat);
     if (total != n_tasks || bad || nlat != n_tasks || failed) {
@@ -259,6 +268,7 @@ int main(int argc, char **argv)
         printf("%s_tasks_per_s %.0f\n", key, (double)n_tasks / secs);
     printf("%s_p50_us %.1f\n", key, (double)p50 / 1e3);
     printf("%s_p99_us %.1f\n", key, (double)p99 / 1e3);
+    printf("%s_cpu_us_per_task %.2f\n", key, cpu_s * 1e6 / (double)n_tasks);
     fprintf(stderr, "ax_redis_e2e: %llu tasks in %.3f s\n", (unsigned long long)n_tasks, secs);
     free(specs);
     free(stamps);

@@ -173,6 +173,8 @@ def rows(idle_s):
     r += [
         ("Redis queue end to end, 2 consumer processes", "tasks/s", "ax_redis_e2e_tasks_per_s",
          "bullmq_e2e_tasks_per_s", bull, at_least(3)),
+        ("Redis queue consumer CPU per task (both consumer processes)", "us/task",
+         "ax_redis_e2e_cpu_us_per_task", "bullmq_e2e_cpu_us_per_task", bull, None),
         ("Redis queue submit -> start p50, burst of N", "us", "ax_redis_e2e_p50_us",
          "bullmq_e2e_p50_us", bull, None),
         ("Redis queue submit -> start p99, burst of N", "us", "ax_redis_e2e_p99_us",

@@ -22,7 +22,11 @@
 //
 // Every job must complete exactly once, else exit 1 with no figure.
 //
-// Prints bullmq_e2e_tasks_per_s, bullmq_e2e_p50_us, bullmq_e2e_p99_us.
+// consumer CPU per task: the Worker processes' user + system time
+// (process.cpuUsage() when told to stop, before closing) over N.
+//
+// Prints bullmq_e2e_tasks_per_s, bullmq_e2e_p50_us, bullmq_e2e_p99_us,
+// bullmq_e2e_cpu_us_per_task.
 'use strict';
 const { fork } = require('node:child_process');
 const path = require('node:path');
@@ -103,12 +107,13 @@ async function main() {
     while (!state.every((s) => s.final)) await new Promise((r) => setTimeout(r, 5));
     await queue.close();
 
-    let count = 0, failed = 0, last = 0;
+    let count = 0, failed = 0, last = 0, cpu_us = 0;
     const lat = [];
     for (const s of state) {
         count += s.final.count;
         failed += s.final.failed;
         last = Math.max(last, s.final.last);
+        cpu_us += s.final.cpu_us;
         for (const v of s.final.lat) lat.push(v);
     }
     if (count !== tasks || failed || lat.length !== tasks)
@@ -119,6 +124,7 @@ async function main() {
     if (!rate) console.log(`${key}_tasks_per_s ${(tasks / secs).toFixed(0)}`);
     console.log(`${key}_p50_us ${(percentile(lat, 50) * 1000).toFixed(1)}`);
     console.log(`${key}_p99_us ${(percentile(lat, 99) * 1000).toFixed(1)}`);
+    console.log(`${key}_cpu_us_per_task ${(cpu_us / tasks).toFixed(2)}`);
     process.stderr.write(`bullmq e2e: ${tasks} jobs in ${secs.toFixed(3)} s\n`);
     process.exit(0);
 }

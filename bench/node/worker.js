@@ -32,7 +32,9 @@ const tick = setInterval(() => process.send({ count, failed }), 20);
 process.on('message', async (m) => {
     if (!m.stop) return;
     clearInterval(tick);
-    process.send({ count, failed, final: { count, failed, last, lat } }, async () => {
+    const cpu = process.cpuUsage(); // this process's user + system, microseconds
+    const cpu_us = cpu.user + cpu.system;
+    process.send({ count, failed, final: { count, failed, last, lat, cpu_us } }, async () => {
         await worker.close();
         process.exit(0);
     });
