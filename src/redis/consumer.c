@@ -182,8 +182,12 @@ static void release(ax_redis_consumer *c, struct rmsg *m)
         m->hnext->hprev = m->hprev;
     pthread_mutex_unlock(&c->lock);
     msg_free(m);
-    atomic_fetch_sub(&c->held, 1);
-    kick(c->slot_efd);
+    /* The puller waits on slot_efd only with 2 free slots or fewer (the
+     * puller's loop): a release that leaves more than that wakes no one,
+     * and each write(2) saved is ~1 us of the consumer's CPU per message. */
+    unsigned was = atomic_fetch_sub(&c->held, 1);
+    if (was + 2 >= c->cfg.slots)
+        kick(c->slot_efd);
 }
 
 static bool is_held(ax_redis_consumer *c, int key, const char *entry_id)
@@ -196,17 +200,22 @@ static bool is_held(ax_redis_consumer *c, int key, const char *entry_id)
     return found;
 }
 
+/* Wake the acker only when the done list was empty: a non-empty one has
+ * been kicked already, and the acker takes the list again after each batch
+ * until it finds it empty, before it waits. */
 static void push_done(ax_redis_consumer *c, struct rmsg *m)
 {
     m->next = NULL;
     pthread_mutex_lock(&c->lock);
+    bool was_empty = !c->done_head;
     if (c->done_tail)
         c->done_tail->next = m;
     else
         c->done_head = m;
     c->done_tail = m;
     pthread_mutex_unlock(&c->lock);
-    kick(c->done_efd);
+    if (was_empty)
+        kick(c->done_efd);
 }
 
 /* ---- new, handlers, stats ------------------------------------------------------------- */
