@@ -10,7 +10,8 @@ Every unit here is "lower is better" except those in HIGHER_IS_BETTER
 (req/s), so ratio = peer / ax (or ax / peer for those): how many times ax is
 better; > 1 means ax wins.
 
-Targets: those of the "Core v2 speed" issue (yield hand-off, spawn, full
+Targets: issue 13's for the Redis rows (>= 3x BullMQ's tasks/s, a lower
+p99); those of the "Core v2 speed" issue (yield hand-off, spawn, full
 path with 1 and 2 workers, dispatch latency with workers awake and asleep,
 timer lateness, full path with JSON events), and issue 5's memory and idle
 CPU bounds. Rows without a target are informational. A target may involve
@@ -25,7 +26,7 @@ import sys
 from collections import defaultdict
 
 
-HIGHER_IS_BETTER = ("req/s",)
+HIGHER_IS_BETTER = ("req/s", "tasks/s")
 
 
 # A target is (text, met): met(ax, peer, ratio, med) -> bool, where ax / peer
@@ -37,6 +38,11 @@ def at_least(k):
     """Target: ax at least k times better than the peer."""
     return (f">= {k:g}x peer",
             lambda ax, peer, ratio, med: None if ratio is None else ratio >= k)
+
+
+def below_peer():
+    """Target: ax's figure lower than the peer's (ratio = peer / ax > 1)."""
+    return ("< peer", lambda ax, peer, ratio, med: None if ratio is None else ratio > 1)
 
 
 def at_most(limit, unit):
@@ -160,6 +166,24 @@ def rows(idle_s):
             (f"client CPU per request, {n} in flight (nginx)", "us/req",
              f"ax_nginx_cpu_us_per_req_{n}", f"wrk_nginx_cpu_us_per_req_{n}", f"wrk -c{n}", None),
         ]
+    # Issue 13: libax_redis end to end (XADD -> empty handler -> XACK), one
+    # producer and two consumer processes, beside BullMQ on the same
+    # redis-server with two Worker processes.
+    bull = "BullMQ, 2 Worker processes"
+    r += [
+        ("Redis queue end to end, 2 consumer processes", "tasks/s", "ax_redis_e2e_tasks_per_s",
+         "bullmq_e2e_tasks_per_s", bull, at_least(3)),
+        ("Redis queue consumer CPU per task (both consumer processes)", "us/task",
+         "ax_redis_e2e_cpu_us_per_task", "bullmq_e2e_cpu_us_per_task", bull, None),
+        ("Redis queue submit -> start p50, burst of N", "us", "ax_redis_e2e_p50_us",
+         "bullmq_e2e_p50_us", bull, None),
+        ("Redis queue submit -> start p99, burst of N", "us", "ax_redis_e2e_p99_us",
+         "bullmq_e2e_p99_us", bull, below_peer()),
+        ("Redis queue submit -> start p50, paced (500 msg/s)", "us", "ax_redis_e2e_paced_p50_us",
+         "bullmq_e2e_paced_p50_us", bull, None),
+        ("Redis queue submit -> start p99, paced (500 msg/s)", "us", "ax_redis_e2e_paced_p99_us",
+         "bullmq_e2e_paced_p99_us", bull, below_peer()),
+    ]
     r += [
         # peer = the same ax run with events off (metrics are always kept): the
         # ratio is the share of throughput left with full JSON logging on.

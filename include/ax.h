@@ -91,6 +91,7 @@ const char *ax_priority_name(ax_priority p); /* "high", "normal", "low" */
 const char *ax_state_name(ax_state s);       /* "pending", ..., "cancelled" */
 
 #define AX_TRACE_ID_MAX 32 /* bytes, including the terminating NUL */
+#define AX_REF_MAX 64      /* ax_spec.ref / ax_event.ref, including the NUL */
 #define AX_ERROR_MAX 128
 
 /* What a callback or a join learns about a task. Self-contained: no pointer
@@ -247,6 +248,14 @@ typedef struct ax_spec {
      * AX_SPEC_PRIORITY / AX_SPEC_MAX_RETRY, which keep the spec's. */
     unsigned class_id;
     unsigned overrides;
+    /* An external reference the task's lifecycle events carry ("ref" in
+     * the JSON lines, ax_event.ref): the id of the message, request or job
+     * the task works for (libax_redis sets the message id). Copied; <
+     * AX_REF_MAX bytes of valid UTF-8 without control characters, as
+     * trace_id (else AX_EINVAL naming the bad byte); NULL or "" = none. A
+     * task without one costs nothing more: the copy lives in a small
+     * allocation of its own, made only for tasks that have one. */
+    const char *ref;
 } ax_spec;
 
 #define AX_SPEC_PRIORITY 1u  /* ax_spec.overrides: keep spec.priority over the class's */
@@ -601,6 +610,7 @@ typedef struct ax_event {
     int code;               /* AX_E* or the function's return; 0 if none */
     char message[AX_EVENT_MESSAGE_MAX]; /* error text, retry delay, backtrace; "" if none */
     char class_name[AX_CLASS_NAME_MAX]; /* the task's class, "" if none */
+    char ref[AX_REF_MAX];   /* the task's ax_spec.ref, "" if none */
 } ax_event;
 
 typedef void (*ax_event_fn)(const ax_event *ev, void *arg);

@@ -120,9 +120,15 @@ int ax_redis_command_argv(ax_task *t, ax_redis *r, int64_t timeout_ms, redisRepl
 /* Redis Cluster: a MOVED answer re-points the connection to the node it
  * names and sends the command there (up to two hops), for
  * every command and queue call (a queue's keys share one hash tag, so one
- * node serves them all). ASK (a slot being migrated) is returned as an error
- * reply: the queue calls fail with AX_ENET and are retried by their callers.
- * Whether the connection is up now (no I/O). */
+ * node serves them all). An ASK answer (the slot is being migrated and the
+ * command's keys are on the importing node) sends that command once more,
+ * after ASKING, to the node it names over a connection made for it and
+ * closed after; that node's answer is the reply, and this connection stays
+ * where it was (the slot's other keys are still served there). A script
+ * whose keys the migration has split between the two nodes is answered
+ * TRYAGAIN: the queue calls fail with AX_ENET and are retried by their
+ * callers. */
+/* Whether the connection is up now (no I/O). */
 bool ax_redis_connected(const ax_redis *r);
 
 /* ---- a queue: names, bounds, producers ----------------------------------- */
@@ -256,7 +262,9 @@ typedef struct ax_redis_consumer_config {
 
 void ax_redis_consumer_config_default(ax_redis_consumer_config *c);
 
-/* A consumer of q running on scheduler s. A message s refuses to admit
+/* A consumer of q running on scheduler s. Each message's task has the
+ * message id (ax_redis_msg.id) as its ax_spec.ref, so its lifecycle events
+ * carry it ("ref" in the JSON lines, ax_event.ref). A message s refuses to admit
  * (AX_EFULL, AX_ESHED, AX_ERATE, AX_EOPEN: s is busy with other work) is
  * handed back through the delayed set for 50-100 ms, its attempt not
  * counted (stats: retried). It starts two long-lived tasks

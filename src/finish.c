@@ -122,9 +122,16 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
          * Under s->lock, which ax_join takes to decide whether to park. */
         struct wake_msg msg;
         char *copy = err && *err ? strdup(err) : NULL;
+        struct job_ext *fresh = copy && !j->ext ? calloc(1, sizeof *fresh) : NULL;
         pthread_mutex_lock(&s->lock);
-        free(j->err);
-        j->err = copy;
+        if (copy && !j->ext) /* j->ext is set at submit only (a ref) or here */
+            j->ext = fresh;
+        if (j->ext) {
+            free(j->ext->err);
+            j->ext->err = copy;
+        } else {
+            free(copy); /* out of memory: the join reports no text */
+        }
         bool wake = join_notify_locked(s, j, &msg);
         pthread_mutex_unlock(&s->lock);
         if (wake)

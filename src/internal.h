@@ -93,7 +93,7 @@ struct job {
     uint32_t joiner_life;   /* the joiner's life_gen */
     uint32_t run_life;      /* run->life_gen of the current run, for ax_cancel */
     int32_t code;           /* the terminal code, for ax_join (set by the terminal path) */
-    char *err;              /* a child's terminal error text, for ax_join (malloc) */
+    struct job_ext *ext;    /* rare fields (job_ext below), NULL for most jobs */
     uint16_t max_retry;
     uint8_t prio;
     uint8_t is_child; /* spawned by a task that may join it */
@@ -106,7 +106,23 @@ struct job {
      * not shared with `code`: a cancel may run the terminal path (and write
      * `code`) while the finisher has yet to read this. */
     uint32_t handoff;
-    char trace_id[AX_TRACE_ID_MAX]; /* fields ordered to stay at 240 bytes */
+    char trace_id[AX_TRACE_ID_MAX];
+    /* ext holds a ref (ax_spec.ref), set at submit before the job is
+     * published and never changed after: the event producers read ext only
+     * when this is set, so a child's error text allocating ext later
+     * (finish.c) races with none of them. In what was tail padding. */
+    uint8_t has_ref;
+};
+/* Fields ordered to stay at 248 bytes: memory per queued task is a target
+ * (bench "memory per queued task", <= 256 bytes). */
+_Static_assert(sizeof(void *) != 8 || sizeof(struct job) == 248, "struct job grew");
+
+/* What few jobs have, kept off struct job: allocated at submit for a task
+ * with a ref, or at its end for a child that failed with an error text
+ * (which ax_join reports); freed with the job (job_free_locked). */
+struct job_ext {
+    char *err;              /* a child's terminal error text (malloc), or NULL */
+    char ref[AX_REF_MAX];   /* ax_spec.ref, "" if none */
 };
 
 /* Why a class job ended without running, or was not retried (its text:

@@ -100,9 +100,11 @@ void job_free_locked(struct ax_sched *s, struct job *j)
     /* Word 0 and the bare slot as id: no id and no CAS taken from an old
      * reading matches this slot again until it is reissued. */
     atomic_store_explicit(&j->sw, 0, memory_order_release);
-    if (AX_UNLIKELY(j->err)) {
-        free(j->err);
-        j->err = NULL;
+    if (AX_UNLIKELY(j->ext)) {
+        free(j->ext->err);
+        free(j->ext);
+        j->ext = NULL;
+        j->has_ref = 0;
     }
     j->id = slot;
     j->next = s->job_free;
@@ -151,8 +153,10 @@ void job_table_destroy(struct ax_sched *s)
 {
     for (unsigned i = 0; i < s->nchunks; i++) {
         for (unsigned k = 0; k < AX_JOB_CHUNK; k++)
-            if (s->chunks[i][k].err)
-                free(s->chunks[i][k].err);
+            if (s->chunks[i][k].ext) {
+                free(s->chunks[i][k].ext->err);
+                free(s->chunks[i][k].ext);
+            }
         free(s->chunks[i]);
     }
     free(s->chunks);

@@ -99,7 +99,8 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     if (out) {
         pthread_mutex_lock(&s->lock);
         uint64_t w = atomic_load(&c->sw);
-        result_fill(c, js_attempt(w), js_state(w), c->code, c->err ? c->err : "", out);
+        result_fill(c, js_attempt(w), js_state(w), c->code,
+                    c->ext && c->ext->err ? c->ext->err : "", out);
         pthread_mutex_unlock(&s->lock);
     }
     child_remove(t, i);

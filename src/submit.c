@@ -26,9 +26,44 @@
 #include "internal.h"
 #include "utf8.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #define AX_MAX_TIMEOUT_MS (365ull * 24 * 3600 * 1000) /* one year */
+
+/* spec.ref: the rules of a trace id (valid UTF-8, no control character),
+ * with its own bound. Off the plain path: only a spec with a ref gets here. */
+static __attribute__((noinline)) int validate_ref(const char *ref)
+{
+    size_t n = strnlen(ref, AX_REF_MAX);
+    if (n >= AX_REF_MAX)
+        return ax_fail(AX_EINVAL, "spec.ref is longer than %d bytes", AX_REF_MAX - 1);
+    size_t bad = utf8_invalid_at(ref, n);
+    if (bad < n)
+        return ax_fail(AX_EINVAL, "spec.ref is not valid UTF-8 (byte %zu: 0x%02x)", bad,
+                       (unsigned char)ref[bad]);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)ref[i];
+        if (c < 0x20 || c == 0x7f || (c == 0xc2 && (unsigned char)ref[i + 1] < 0xa0))
+            return ax_fail(AX_EINVAL, "spec.ref has a control character (byte %zu: 0x%02x)", i,
+                           c);
+    }
+    return AX_OK;
+}
+
+/* The ref's own allocation (struct job_ext), made before the lock; NULL
+ * with *rc = AX_ENOMEM when none can be had. */
+static __attribute__((noinline)) struct job_ext *ref_ext(const char *ref, int *rc)
+{
+    struct job_ext *x = malloc(sizeof *x);
+    if (!x) {
+        *rc = ax_fail_static(AX_ENOMEM, "ax_submit: out of memory for spec.ref");
+        return NULL;
+    }
+    x->err = NULL;
+    memcpy(x->ref, ref, strlen(ref) + 1); /* validated: < AX_REF_MAX */
+    return x;
+}
 
 static int validate(const ax_sched *s, const ax_spec *sp, uint64_t now)
 {
@@ -81,6 +116,8 @@ static int validate(const ax_sched *s, const ax_spec *sp, uint64_t now)
                                "spec.trace_id has a control character (byte %zu: 0x%02x)", i, c);
         }
     }
+    if (AX_UNLIKELY(sp->ref && sp->ref[0]))
+        return validate_ref(sp->ref);
     return AX_OK;
 }
 
@@ -170,24 +207,29 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
     }
     unsigned p = (unsigned)sp->priority;
     struct job *j;
+    struct job_ext *ext = NULL;
+    if (AX_UNLIKELY(sp->ref && sp->ref[0]) && !(ext = ref_ext(sp->ref, &rc)))
+        return rc;
 
     if (AX_UNLIKELY(s->ev_lossless))
         ev_reserve(s);
     pthread_mutex_lock(&s->lock);
     if (AX_UNLIKELY(s->closing))
-        return reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
-    if (AX_UNLIKELY(!rate_admit_locked(s)))
-        return reject_locked(s, sp, AX_ERATE, "submission rate limit exceeded");
-    if (p != AX_PRIO_HIGH && load_locked(s) >= s->shed_at)
-        return reject_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
-    if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
-        return reject_locked(s, sp, AX_EFULL, p == AX_PRIO_HIGH     ? "the HIGH bucket is full"
-                                              : p == AX_PRIO_NORMAL ? "the NORMAL bucket is full"
-                                                                    : "the LOW bucket is full");
-    rc = job_alloc_locked(s, &j);
-    if (AX_UNLIKELY(rc)) {
+        rc = reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
+    else if (AX_UNLIKELY(!rate_admit_locked(s)))
+        rc = reject_locked(s, sp, AX_ERATE, "submission rate limit exceeded");
+    else if (p != AX_PRIO_HIGH && load_locked(s) >= s->shed_at)
+        rc = reject_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
+    else if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
+        rc = reject_locked(s, sp, AX_EFULL, p == AX_PRIO_HIGH     ? "the HIGH bucket is full"
+                                            : p == AX_PRIO_NORMAL ? "the NORMAL bucket is full"
+                                                                  : "the LOW bucket is full");
+    else if (AX_UNLIKELY(rc = job_alloc_locked(s, &j))) {
         s->st.rejected++;
         pthread_mutex_unlock(&s->lock);
+    }
+    if (AX_UNLIKELY(rc)) {
+        free(ext);
         return rc;
     }
     j->fn = sp->fn;
@@ -224,6 +266,10 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
         memcpy(j->trace_id, sp->trace_id, strlen(sp->trace_id) + 1);
     else
         j->trace_id[0] = 0;
+    if (AX_UNLIKELY(ext)) { /* a free job has ext NULL, has_ref 0 (job_free_locked) */
+        j->ext = ext;
+        j->has_ref = 1;
+    }
     /* Under the lock: SUBMITTED is produced before any worker can start it. */
     if (AX_UNLIKELY(ev_on(s, AX_EV_SUBMITTED))) {
         ev_under_lock = true;

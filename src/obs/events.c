@@ -51,9 +51,11 @@ struct ev_rec {
     int32_t code;
     uint32_t attempt;
     uint8_t kind, prio;
-    uint16_t msglen;
+    uint8_t msglen; /* < EV_INLINE_MSG */
+    uint8_t reflen; /* the task's ref (ax_spec.ref), at msg + msglen + 1; 0: none */
     char trace_id[AX_TRACE_ID_MAX]; /* "": generated from id (rec_to_event) */
-    char msg[EV_INLINE_MSG];        /* msglen bytes and a NUL; untouched if 0 */
+    char msg[EV_INLINE_MSG];        /* msglen bytes and a NUL, then reflen bytes of the
+                                       ref; untouched if both are 0 */
 } __attribute__((aligned(AX_CACHELINE)));
 _Static_assert(sizeof(struct ev_rec) == 3 * AX_CACHELINE, "an ev_rec is three cache lines");
 _Static_assert(offsetof(struct ev_rec, trace_id) < AX_CACHELINE, "trace_id[0] in line 0");
@@ -156,8 +158,16 @@ static bool ring_commit(struct ev_ring *r)
     return h - atomic_load_explicit(&r->tail, memory_order_relaxed) == RING_CAP / 2;
 }
 
+/* The ref of j (ax_spec.ref) and its length, or 0 for a task without one:
+ * only a job with has_ref set has its ext read (struct job's comment). */
+static inline size_t job_reflen(const struct job *j)
+{
+    return j && AX_UNLIKELY(j->has_ref) ? strnlen(j->ext->ref, AX_REF_MAX - 1) : 0;
+}
+
 static void fill(struct ax_sched *s, struct ev_rec *e, unsigned kind, const struct job *j,
-                 const struct ev_attempt *a, int code, const char *msg, size_t msglen)
+                 const struct ev_attempt *a, int code, const char *msg, size_t msglen,
+                 size_t reflen)
 {
     e->kind = (uint8_t)kind;
     e->cls = j && j->cls ? s->classes[j->cls]->name : NULL;
@@ -187,11 +197,14 @@ static void fill(struct ax_sched *s, struct ev_rec *e, unsigned kind, const stru
         e->prio = AX_PRIO_NORMAL;
         memcpy(e->trace_id, "-", 2);
     }
-    e->msglen = (uint16_t)msglen;
+    e->msglen = (uint8_t)msglen;
+    e->reflen = (uint8_t)reflen;
     if (msglen) { /* else the message's lines stay untouched */
         memcpy(e->msg, msg, msglen);
         e->msg[msglen < EV_INLINE_MSG ? msglen : EV_INLINE_MSG - 1] = 0;
     }
+    if (AX_UNLIKELY(reflen)) /* fits: ev_emit_attempt checked */
+        memcpy(e->msg + msglen + 1, j->ext->ref, reflen);
 }
 
 static void rec_to_event(const struct ev_rec *r, ax_event *e)
@@ -214,6 +227,8 @@ static void rec_to_event(const struct ev_rec *r, ax_event *e)
         memcpy(e->class_name, r->cls, strlen(r->cls) + 1);
     else
         e->class_name[0] = 0;
+    memcpy(e->ref, r->msg + r->msglen + 1, r->reflen);
+    e->ref[r->reflen] = 0;
 }
 
 /* Lossless mode: wait until ring r holds fewer than `limit` records. Wakes
@@ -282,16 +297,20 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         return;
     struct ev_state *st = s->ev;
     size_t msglen = msg ? strnlen(msg, AX_EVENT_MESSAGE_MAX - 1) : 0;
-    if (msglen >= EV_INLINE_MSG) {
-        /* Rare (backtraces): a full event in the long ring, under the lock. */
+    size_t reflen = job_reflen(j);
+    if (msglen + (reflen ? reflen + 1 : 0) >= EV_INLINE_MSG) {
+        /* Rare (backtraces, a long message with a ref): a full event in the
+         * long ring, under the lock. */
         pthread_mutex_lock(&st->lock);
         if (st->long_head - st->long_tail < LONG_CAP) {
             struct ev_rec tmp;
-            fill(s, &tmp, kind, j, a, code, NULL, 0);
+            fill(s, &tmp, kind, j, a, code, NULL, 0, 0);
             ax_event *e = &st->long_ev[st->long_head % LONG_CAP];
             rec_to_event(&tmp, e);
             memcpy(e->message, msg, msglen);
             e->message[msglen] = 0;
+            if (reflen)
+                memcpy(e->ref, j->ext->ref, reflen + 1);
             st->long_head++;
             kick_locked(st);
         } else {
@@ -310,7 +329,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
             atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
             return;
         }
-        fill(s, e, kind, j, a, code, msg, msglen);
+        fill(s, e, kind, j, a, code, msg, msglen, reflen);
         if (ring_commit(w->ev_ring)) {
             pthread_mutex_lock(&st->lock); /* half full: flush early (rare) */
             kick_locked(st);
@@ -327,7 +346,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         e = ring_slot(&st->shared);
     }
     if (e) {
-        fill(s, e, kind, j, a, code, msg, msglen);
+        fill(s, e, kind, j, a, code, msg, msglen, reflen);
         if (ring_commit(&st->shared))
             kick_locked(st);
     } else {
@@ -340,8 +359,16 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
                      const char *msg)
 {
     struct job fake;
+    struct job_ext fake_ext;
     memset(&fake, 0, sizeof fake);
     if (sp) {
+        /* a refused task's ref, if it is one ax_submit would take */
+        if (AX_UNLIKELY(sp->ref && sp->ref[0]) && strnlen(sp->ref, AX_REF_MAX) < AX_REF_MAX &&
+            utf8_invalid_at(sp->ref, strlen(sp->ref)) == strlen(sp->ref)) {
+            memcpy(fake_ext.ref, sp->ref, strlen(sp->ref) + 1);
+            fake.ext = &fake_ext;
+            fake.has_ref = 1;
+        }
         if ((unsigned)sp->priority < AX_PRIO_COUNT)
             fake.prio = (uint8_t)sp->priority;
         if (sp->trace_id)
@@ -555,12 +582,14 @@ struct ev_line {
     size_t tlen, msglen;
     const char *cls; /* the task's class name, NULL if none */
     size_t clen;
+    const char *ref; /* the task's ref, NULL if none */
+    size_t reflen;
 };
 
 static void line_of_rec(const struct ev_rec *r, struct ev_line *l)
 {
     *l = (struct ev_line){r->time_ns, r->id, r->wait_ns, r->run_ns, r->code, r->attempt,
-                          r->kind, r->prio, NULL, r->msg, 0, r->msglen, NULL, 0};
+                          r->kind, r->prio, NULL, r->msg, 0, r->msglen, NULL, 0, NULL, 0};
     if (r->trace_id[0]) {
         l->trace = r->trace_id;
         l->tlen = strnlen(r->trace_id, AX_TRACE_ID_MAX - 1);
@@ -569,23 +598,32 @@ static void line_of_rec(const struct ev_rec *r, struct ev_line *l)
         l->cls = r->cls;
         l->clen = strnlen(r->cls, AX_CLASS_NAME_MAX - 1);
     }
+    if (AX_UNLIKELY(r->reflen)) {
+        l->ref = r->msg + r->msglen + 1;
+        l->reflen = r->reflen;
+    }
 }
 
 static void line_of_event(const ax_event *e, struct ev_line *l)
 {
     *l = (struct ev_line){e->time_ns, e->id, e->wait_ns, e->run_ns, e->code, e->attempt,
                           (unsigned)e->kind, (unsigned)e->priority, e->trace_id, e->message,
-                          strnlen(e->trace_id, AX_TRACE_ID_MAX - 1), strlen(e->message), NULL, 0};
+                          strnlen(e->trace_id, AX_TRACE_ID_MAX - 1), strlen(e->message), NULL, 0,
+                          NULL, 0};
     if (e->class_name[0]) {
         l->cls = e->class_name;
         l->clen = strnlen(e->class_name, AX_CLASS_NAME_MAX - 1);
+    }
+    if (e->ref[0]) {
+        l->ref = e->ref;
+        l->reflen = strnlen(e->ref, AX_REF_MAX - 1);
     }
 }
 
 static void put_event(struct ev_state *st, struct out *o, const struct ev_line *e)
 {
     /* Worst case: escaping can grow a string 6x. */
-    if (!out_room(st, o, 400 + 6 * (AX_TRACE_ID_MAX + AX_CLASS_NAME_MAX + e->msglen)))
+    if (!out_room(st, o, 400 + 6 * (AX_TRACE_ID_MAX + AX_CLASS_NAME_MAX + AX_REF_MAX + e->msglen)))
         return;
     time_t sec = (time_t)(e->time_ns / 1000000000u);
     if (sec != st->ts_sec) {
@@ -619,6 +657,10 @@ static void put_event(struct ev_state *st, struct out *o, const struct ev_line *
     if (e->cls) {
         p = LIT(p, ",\"class\":");
         p = w_str(p, e->cls, e->clen);
+    }
+    if (e->ref) {
+        p = LIT(p, ",\"ref\":");
+        p = w_str(p, e->ref, e->reflen);
     }
     k = e->prio < AX_PRIO_COUNT ? e->prio : AX_PRIO_COUNT;
     memcpy(p, st->prio_piece[k], st->prio_len[k]); /* ,"priority":"…","attempt": */

@@ -414,25 +414,35 @@ static int enter(ax_task *t, ax_redis *r, const char *who)
     return AX_OK;
 }
 
+/* A Redis Cluster redirection "<kind> <slot> <host>:<port>" (kind MOVED
+ * or ASK): true with the node's address, if rep is one. */
+static bool redirect(const redisReply *rep, const char *kind, char host[64], long *port)
+{
+    size_t kl = strlen(kind);
+    if (!rep || rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, kind, kl) != 0 ||
+        rep->str[kl] != ' ')
+        return false;
+    const char *sp = strchr(rep->str + kl + 1, ' ');
+    const char *colon = sp ? strrchr(sp + 1, ':') : NULL;
+    if (!colon || colon == sp + 1 || (size_t)(colon - sp - 1) >= 64)
+        return false;
+    memcpy(host, sp + 1, (size_t)(colon - sp - 1));
+    host[colon - sp - 1] = 0;
+    *port = strtol(colon + 1, NULL, 10);
+    return *port > 0 && *port <= 65535;
+}
+
 /* "MOVED <slot> <host>:<port>": Redis Cluster says another node owns the
  * keys' slot (the command did not run there). Re-point the connection. */
 static bool moved(ax_redis *r, const redisReply *rep)
 {
-    if (!rep || rep->type != REDIS_REPLY_ERROR || strncmp(rep->str, "MOVED ", 6) != 0)
-        return false;
-    const char *sp = strchr(rep->str + 6, ' ');
-    const char *colon = sp ? strrchr(sp + 1, ':') : NULL;
-    if (!colon || colon == sp + 1 || (size_t)(colon - sp - 1) >= 64 || r->unix_path)
-        return false;
     char host[64];
-    memcpy(host, sp + 1, (size_t)(colon - sp - 1));
-    host[colon - sp - 1] = 0;
-    long port = strtol(colon + 1, NULL, 10);
-    char *h = strdup(host);
-    if (!h || port <= 0 || port > 65535) {
-        free(h);
+    long port;
+    if (r->unix_path || !redirect(rep, "MOVED", host, &port))
         return false;
-    }
+    char *h = strdup(host);
+    if (!h)
+        return false;
     disconnect(r);
     free(r->host);
     r->host = h;
@@ -444,10 +454,69 @@ static bool moved(ax_redis *r, const redisReply *rep)
     return true;
 }
 
+/* "ASK <slot> <host>:<port>": the slot is being migrated and the keys this
+ * command needs are no longer here; the node named takes it when it comes
+ * preceded by ASKING. The slot still belongs to this node (its other keys
+ * are served here), so the connection is not re-pointed: the commands
+ * ask[0..n) go, each after an ASKING, in one pipeline over a connection of
+ * their own to that node, made for this once and closed (a migration is
+ * rare and short; a connection kept per target would be state to age
+ * out). No second redirection is followed: an answer from there, MOVED
+ * or TRYAGAIN included, is the command's reply. */
+static int ask_forward(ax_task *t, ax_redis *r, uint64_t deadline, int64_t timeout_ms,
+                       const char *host, long port, const struct rcmd *cmds, const size_t *ask,
+                       size_t n, redisReply **replies)
+{
+    ax_redis_config cfg = r->cfg;
+    cfg.host = host;
+    cfg.port = (uint16_t)port;
+    cfg.unix_path = NULL;
+    ax_redis *a;
+    int rc = ax_redis_new(&cfg, &a);
+    if (rc)
+        return rc;
+    redisReply **got = calloc(2 * n, sizeof *got);
+    if (!got) {
+        ax_redis_free(a);
+        return ax_fail_static(AX_ENOMEM, "redis: out of memory");
+    }
+    if ((rc = do_connect(t, a, deadline, timeout_ms)))
+        goto out;
+    static const char *asking[1] = {"ASKING"};
+    static const size_t asking_len[1] = {6};
+    for (size_t k = 0; k < n; k++) {
+        const struct rcmd *c = &cmds[ask[k]];
+        if (redisAppendCommandArgv(a->ctx, 1, asking, asking_len) != REDIS_OK ||
+            (c->argc == RCMD_FORMATTED
+                 ? redisAppendFormattedCommand(a->ctx, c->argv[0], c->lens[0])
+                 : redisAppendCommandArgv(a->ctx, c->argc, c->argv, c->lens)) != REDIS_OK) {
+            rc = io_error(a, "append");
+            goto out;
+        }
+    }
+    if ((rc = exchange(t, a, deadline, timeout_ms, 2 * n, got)))
+        goto out;
+    for (size_t k = 0; k < n; k++) {
+        freeReplyObject(got[2 * k]); /* +OK to ASKING */
+        replies[k] = got[2 * k + 1];
+    }
+out:
+    if (rc) {
+        /* the detail names the ASK target; the connection r is fine */
+        char d[AX_ERROR_MAX];
+        snprintf(d, sizeof d, "%s", ax_error_detail());
+        ax_fail(rc, "%s (following ASK from %s)", d, r->addr);
+    }
+    free(got);
+    ax_redis_free(a);
+    return rc;
+}
+
 /* Send and receive; the commands answered MOVED go again to the node named
  * (at most two hops: a slot moving while we follow it is retried by the
- * caller). With all of a queue's keys under one hash tag, every command of
- * a pipeline is for one slot, so they move together. */
+ * caller), those answered ASK go once to the node it names (ask_forward).
+ * With all of a queue's keys under one hash tag, every command of a
+ * pipeline is for one slot, so they move together. */
 int rconn_pipeline(ax_task *t, ax_redis *r, int64_t timeout_ms, size_t n, const struct rcmd *cmds,
                    redisReply **replies)
 {
@@ -459,7 +528,10 @@ int rconn_pipeline(ax_task *t, ax_redis *r, int64_t timeout_ms, size_t n, const 
     uint64_t deadline = now_ns() + ms_to_ns_capped(timeout_ms);
     size_t todo_small[16], *todo = n <= 16 ? todo_small : malloc(n * sizeof *todo);
     redisReply *got_small[16], **got = n <= 16 ? got_small : malloc(n * sizeof *got);
-    if (!todo || !got) {
+    size_t ask_small[16], *ask = n <= 16 ? ask_small : malloc(n * sizeof *ask);
+    for (size_t i = 0; i < n; i++)
+        replies[i] = NULL; /* on failure: whatever is placed is freed */
+    if (!todo || !got || !ask) {
         rc = ax_fail_static(AX_ENOMEM, "redis: out of memory");
         goto out;
     }
@@ -481,33 +553,58 @@ int rconn_pipeline(ax_task *t, ax_redis *r, int64_t timeout_ms, size_t n, const 
         if ((rc = exchange(t, r, deadline, timeout_ms, ntodo, got)))
             goto fail;
         r->failures = 0;
-        size_t again = 0;
+        size_t again = 0, nask = 0;
+        char ask_host[64] = "";
+        long ask_port = 0;
         for (size_t k = 0; k < ntodo; k++) {
+            char h[64];
+            long p;
             if (hop < 2 && moved(r, got[k])) {
                 freeReplyObject(got[k]);
                 todo[again++] = todo[k];
+            } else if (redirect(got[k], "ASK", h, &p) &&
+                       (nask == 0 || (p == ask_port && strcmp(h, ask_host) == 0))) {
+                /* one slot per pipeline (one hash tag): one target; an ASK
+                 * to another node (not a queue's pipeline) stays an error */
+                memcpy(ask_host, h, sizeof h);
+                ask_port = p;
+                freeReplyObject(got[k]);
+                ask[nask++] = todo[k];
             } else {
                 replies[todo[k]] = got[k];
             }
         }
         ntodo = again;
+        if (nask) {
+            redisReply *fw_small[16], **fw = nask <= 16 ? fw_small : malloc(nask * sizeof *fw);
+            if (!fw) {
+                rc = ax_fail_static(AX_ENOMEM, "redis: out of memory");
+                goto fail;
+            }
+            rc = ask_forward(t, r, deadline, timeout_ms, ask_host, ask_port, cmds, ask, nask, fw);
+            for (size_t k = 0; k < nask && !rc; k++)
+                replies[ask[k]] = fw[k];
+            if (fw != fw_small)
+                free(fw);
+            if (rc)
+                goto fail;
+        }
     }
     goto out;
 fail:
-    /* replies already placed by an earlier hop are the caller's only on
-     * success: free them */
-    for (size_t i = 0, k = 0; i < n; i++) {
-        bool pending = false;
-        for (k = 0; k < ntodo && !pending; k++)
-            pending = todo[k] == i;
-        if (!pending && ntodo != n)
+    /* the replies are the caller's only on success */
+    for (size_t i = 0; i < n; i++)
+        if (replies[i]) {
             freeReplyObject(replies[i]);
-    }
+            replies[i] = NULL;
+        }
 out:
     if (todo != todo_small)
         free(todo);
     if (got != got_small)
         free(got);
+    if (ask != ask_small)
+        free(ask);
     atomic_flag_clear(&r->busy);
     return rc;
 }

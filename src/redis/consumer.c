@@ -188,8 +188,12 @@ static void release(ax_redis_consumer *c, struct rmsg *m)
         m->hnext->hprev = m->hprev;
     pthread_mutex_unlock(&c->lock);
     msg_free(m);
-    atomic_fetch_sub(&c->held, 1);
-    kick(c->slot_efd);
+    /* The puller waits on slot_efd only with 2 free slots or fewer (the
+     * puller's loop): a release that leaves more than that wakes no one,
+     * and each write(2) saved is ~1 us of the consumer's CPU per message. */
+    unsigned was = atomic_fetch_sub(&c->held, 1);
+    if (was + 2 >= c->cfg.slots)
+        kick(c->slot_efd);
 }
 
 static bool is_held(ax_redis_consumer *c, int key, const char *entry_id)
@@ -202,17 +206,22 @@ static bool is_held(ax_redis_consumer *c, int key, const char *entry_id)
     return found;
 }
 
+/* Wake the acker only when the done list was empty: a non-empty one has
+ * been kicked already, and the acker takes the list again after each batch
+ * until it finds it empty, before it waits. */
 static void push_done(ax_redis_consumer *c, struct rmsg *m)
 {
     m->next = NULL;
     pthread_mutex_lock(&c->lock);
+    bool was_empty = !c->done_head;
     if (c->done_tail)
         c->done_tail->next = m;
     else
         c->done_head = m;
     c->done_tail = m;
     pthread_mutex_unlock(&c->lock);
-    kick(c->done_efd);
+    if (was_empty)
+        kick(c->done_efd);
 }
 
 /* ---- new, handlers, stats ------------------------------------------------------------- */
@@ -513,8 +522,10 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
         push_done(c, m);
         return;
     }
+    /* ref: the message id, so that its task's lifecycle events name the
+     * message (grep the logs of every process for one id) */
     ax_spec sp = {.fn = run_msg, .arg = m, .priority = m->prio, .timeout_ms = m->timeout_ms,
-                  .trace_id = m->trace, .on_done = msg_done, .cb_arg = m};
+                  .trace_id = m->trace, .on_done = msg_done, .cb_arg = m, .ref = m->origin};
     /* The kind's task class, if it has one: its overload control (limit,
      * breaker, queue-time budget) applies; the message keeps its priority,
      * its timeout and no local retry (retries go through the delayed set). */
@@ -1015,6 +1026,8 @@ static int acker(ax_task *t, void *arg)
         while (c->done_head && n < ACK_BATCH) {
             struct rmsg *m = c->done_head;
             c->done_head = m->next;
+            if (!c->done_head) /* before the lock is let go below */
+                c->done_tail = NULL;
             if (m->outcome == OUT_ABANDON) {
                 pthread_mutex_unlock(&c->lock);
                 release(c, m);
