@@ -278,10 +278,12 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
 int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn, void *arg);
 /* The same, and the kind's messages run in ax task class class_id of the
  * consumer's scheduler (ax_class_register; 0 = none): its concurrency limit,
- * breaker and queue-time budget apply per kind. A message the class refuses
- * at submit (AX_EOPEN: breaker open) is handed back as a full bucket is; one
- * it ends (AX_EEXPIRED) fails its attempt. The message keeps its own
- * priority and timeout, and is never retried locally. */
+ * breaker and queue-time budget apply per kind. A message the class's
+ * breaker refuses (AX_EOPEN, at submit or while it waits here) is handed
+ * back as a full bucket is; one past the queue-time budget (AX_EEXPIRED)
+ * fails its attempt. The message keeps its own priority and timeout, and is
+ * never retried locally. A class_id not registered on the consumer's
+ * scheduler is AX_EINVAL. */
 int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class_id,
                           ax_redis_handler fn, void *arg);
 int ax_redis_consumer_start(ax_redis_consumer *c);

@@ -200,10 +200,18 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
      * no hold on it, and once the hog returns (while the backtrace is being
      * named, which can take long the first time) the job may be freed. */
     struct job snap;
+    struct job_ext snap_ext;
     memset(&snap, 0, sizeof snap);
     snap.id = j->id;
     snap.prio = j->prio;
+    snap.cls = j->cls; /* classes are never removed: the event's "class" */
     trace_format(j, snap.trace_id);
+    if (j->has_ref) { /* set before the job was published, never changed */
+        memcpy(snap_ext.ref, j->ext->ref, sizeof snap_ext.ref);
+        snap_ext.err = NULL;
+        snap.ext = &snap_ext;
+        snap.has_ref = 1;
+    }
     struct ev_attempt a = {js_attempt(expect), j->wait_ns, j->run_ns};
     const void *task_fn = (const void *)j->fn;
     if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)

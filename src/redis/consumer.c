@@ -323,6 +323,13 @@ int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class
                                          "required");
     if (atomic_load(&c->started))
         return ax_fail_static(AX_ESTATE, "ax_redis_handle: the consumer has started");
+    /* Ids come from ax_class_register only: one not registered now never
+     * will be (checked here, not as dead letters at run time). */
+    if (class_id > ax_class_count(c->s))
+        return ax_fail(AX_EINVAL,
+                       "ax_redis_handle_class: class_id %u is not a registered class of the "
+                       "consumer's scheduler (%u registered)",
+                       class_id, ax_class_count(c->s));
     for (size_t i = 0; i < c->nh; i++)
         if (strcmp(c->h[i].kind, kind) == 0)
             return ax_fail(AX_EBUSY, "ax_redis_handle: kind \"%s\" has a handler", kind);
@@ -445,12 +452,23 @@ static void fail_outcome(struct rmsg *m, const char *err)
 static void msg_done(const ax_result *r, void *arg)
 {
     struct rmsg *m = arg;
-    if (r->state == AX_STATE_SUCCEEDED)
+    if (r->state == AX_STATE_SUCCEEDED) {
         m->outcome = OUT_OK;
-    else if (r->state == AX_STATE_CANCELLED)
+    } else if (r->state == AX_STATE_CANCELLED) {
         m->outcome = OUT_ABANDON;
-    else
+    } else if (r->code == AX_EOPEN && r->run_ns == 0) {
+        /* Its class's breaker opened while it waited here and ended it
+         * unstarted: the refusal ax_submit gives once it is open, so
+         * handed back the same way (its attempt not counted). */
+        int k = snprintf(m->err, sizeof m->err, "handed back: %s: ", ax_strerror(r->code));
+        if (k > 0 && (size_t)k < sizeof m->err)
+            memccpy(m->err + k, r->error, 0, sizeof m->err - (size_t)k - 1);
+        m->err[sizeof m->err - 1] = 0;
+        snprintf(m->due, sizeof m->due, "%" PRIu64, wall_ms() + 50 + ax_rand64() % 51);
+        m->outcome = OUT_REQUEUE;
+    } else {
         fail_outcome(m, r->error);
+    }
     push_done(m->c, m);
 }
 
