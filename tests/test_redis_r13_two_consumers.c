@@ -15,7 +15,8 @@
  * the family's samples split in two groups. The text format allows one
  * TYPE line per metric name and each family's lines as one group;
  * Prometheus' parser rejects the whole scrape ("second TYPE line for
- * metric name ..."), so one consumer too many loses every series of the
+ * metric name ..."; promtool: "text format parsing error ...: second HELP
+ * line for metric name"), so one consumer too many loses every series of the
  * process, ax's own included. With two consumers of the SAME queue the
  * ax_redis_queue_* samples are moreover duplicated with identical labels.
  *
