@@ -204,10 +204,17 @@ char *metrics_render(struct ax_sched *s, size_t *len)
         ax_prom_render(m, text, n + 1);
     free(m);
     if (text) {
+        size_t own = n;
         pthread_mutex_lock(&s->mappend_lock);
         for (unsigned i = 0; i < s->nmappend; i++)
             text = append_one(text, &n, &cap, s->mappend[i].fn, s->mappend[i].arg);
         pthread_mutex_unlock(&s->mappend_lock);
+        /* Two consumers (or any two appenders) write the same families:
+         * one HELP/TYPE and one group each, or Prometheus rejects it all. */
+        if (n > own) {
+            n = own + ax_prom_merge(text + own, n - own);
+            text[n] = 0;
+        }
     }
     *len = n;
     return text;

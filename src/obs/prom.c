@@ -446,3 +446,202 @@ size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len
     if (len > 0) buf[o.n < len ? o.n : len - 1] = '\0';
     return o.n;
 }
+
+/* ---- merging appended families (ax_prom_merge) ------------------------------ */
+
+struct pm_line {
+    const char *p;
+    size_t n;
+};
+
+struct pm_family {
+    struct pm_line name, help, type;
+    struct pm_line *lines; /* samples and other comments, in order */
+    size_t nlines, cap;
+};
+
+/* The metric name a line is about: after "# HELP " / "# TYPE ", or a
+ * sample's leading name. Empty for other comments. */
+static struct pm_line pm_name(const char *p, size_t n, bool *is_help, bool *is_type)
+{
+    *is_help = n > 7 && memcmp(p, "# HELP ", 7) == 0;
+    *is_type = n > 7 && memcmp(p, "# TYPE ", 7) == 0;
+    size_t i = 0;
+    if (*is_help || *is_type)
+        i = 7;
+    else if (n && p[0] == '#')
+        return (struct pm_line){p, 0};
+    size_t b = i;
+    while (i < n && p[i] != ' ' && p[i] != '{' && p[i] != '\t')
+        i++;
+    return (struct pm_line){p + b, i - b};
+}
+
+/* A sample's identity: its name and labels (up to the value), quoted label
+ * values and their escapes skipped over. */
+static size_t pm_key_len(const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && p[i] != ' ' && p[i] != '{')
+        i++;
+    if (i < n && p[i] == '{') {
+        bool q = false;
+        for (i++; i < n; i++) {
+            if (q && p[i] == '\\') {
+                i++; /* the escaped byte (the loop's i++ may pass n: clamped below) */
+                continue;
+            }
+            if (p[i] == '"')
+                q = !q;
+            else if (!q && p[i] == '}') {
+                i++;
+                break;
+            }
+        }
+    }
+    return i < n ? i : n;
+}
+
+static bool pm_eq(struct pm_line a, struct pm_line b)
+{
+    return a.n == b.n && (a.n == 0 || memcmp(a.p, b.p, a.n) == 0);
+}
+
+/* Does sample name s belong to family f (f itself, or a histogram's or
+ * summary's _bucket/_sum/_count)? */
+static bool pm_member(struct pm_line f, struct pm_line s)
+{
+    if (f.n == 0 || s.n < f.n || memcmp(s.p, f.p, f.n) != 0)
+        return false; /* a comment's nameless family has no members */
+    struct pm_line rest = {s.p + f.n, s.n - f.n};
+    return rest.n == 0 || pm_eq(rest, (struct pm_line){"_bucket", 7}) ||
+           pm_eq(rest, (struct pm_line){"_sum", 4}) || pm_eq(rest, (struct pm_line){"_count", 6});
+}
+
+static struct pm_family *pm_find(struct pm_family *f, size_t nf, struct pm_line name)
+{
+    for (size_t i = 0; i < nf; i++)
+        if (pm_eq(f[i].name, name))
+            return &f[i];
+    return NULL;
+}
+
+size_t ax_prom_merge(char *text, size_t len)
+{
+    struct pm_family *fam = NULL;
+    size_t nf = 0, capf = 0;
+    struct pm_family *cur = NULL;
+    char *out = malloc(len + 1);
+    bool oom = out == NULL;
+    for (size_t at = 0; at < len && !oom;) {
+        const char *p = text + at;
+        const char *e = memchr(p, '\n', len - at);
+        size_t n = e ? (size_t)(e - p) : len - at;
+        at += n + (e != NULL);
+        if (n == 0)
+            continue;
+        bool is_help, is_type;
+        struct pm_line name = pm_name(p, n, &is_help, &is_type);
+        if (is_help || is_type || (name.n && !(cur && pm_member(cur->name, name)))) {
+            /* A new family starts here, or a sample outside the current one. */
+            struct pm_line fname = name;
+            if (!is_help && !is_type) {
+                /* A bare sample: its family may have been named before. */
+                for (size_t i = 0; i < nf; i++)
+                    if (pm_member(fam[i].name, name)) {
+                        fname = fam[i].name;
+                        break;
+                    }
+            }
+            cur = pm_find(fam, nf, fname);
+            if (!cur) {
+                if (nf == capf) {
+                    size_t nc = capf ? capf * 2 : 32;
+                    struct pm_family *t = realloc(fam, nc * sizeof *t);
+                    if (!t) {
+                        oom = true;
+                        break;
+                    }
+                    fam = t;
+                    capf = nc;
+                }
+                cur = &fam[nf++];
+                memset(cur, 0, sizeof *cur);
+                cur->name = fname;
+            }
+        }
+        if (!cur) { /* a comment before any family: a family of its own */
+            if (nf == capf) {
+                size_t nc = capf ? capf * 2 : 32;
+                struct pm_family *t = realloc(fam, nc * sizeof *t);
+                if (!t) {
+                    oom = true;
+                    break;
+                }
+                fam = t;
+                capf = nc;
+            }
+            cur = &fam[nf++];
+            memset(cur, 0, sizeof *cur);
+        }
+        if (is_help) {
+            if (!cur->help.n)
+                cur->help = (struct pm_line){p, n};
+            continue;
+        }
+        if (is_type) {
+            if (!cur->type.n)
+                cur->type = (struct pm_line){p, n};
+            continue;
+        }
+        if (name.n) { /* a sample: the first of its name and labels wins */
+            struct pm_line key = {p, pm_key_len(p, n)};
+            bool dup = false;
+            for (size_t i = 0; i < cur->nlines && !dup; i++)
+                dup = cur->lines[i].n && cur->lines[i].p[0] != '#' &&
+                      pm_eq((struct pm_line){cur->lines[i].p,
+                                             pm_key_len(cur->lines[i].p, cur->lines[i].n)},
+                            key);
+            if (dup)
+                continue;
+        }
+        if (cur->nlines == cur->cap) {
+            size_t nc = cur->cap ? cur->cap * 2 : 16;
+            struct pm_line *t = realloc(cur->lines, nc * sizeof *t);
+            if (!t) {
+                oom = true;
+                break;
+            }
+            cur->lines = t;
+            cur->cap = nc;
+        }
+        cur->lines[cur->nlines++] = (struct pm_line){p, n};
+    }
+    size_t o = 0;
+    if (!oom) {
+        for (size_t i = 0; i < nf; i++) {
+            struct pm_line *ls[2] = {&fam[i].help, &fam[i].type};
+            for (int k = 0; k < 2; k++)
+                if (ls[k]->n) {
+                    memcpy(out + o, ls[k]->p, ls[k]->n);
+                    o += ls[k]->n;
+                    out[o++] = '\n';
+                }
+            for (size_t k = 0; k < fam[i].nlines; k++) {
+                memcpy(out + o, fam[i].lines[k].p, fam[i].lines[k].n);
+                o += fam[i].lines[k].n;
+                out[o++] = '\n';
+            }
+        }
+        /* Every line went out with a newline: one more byte than the input
+         * only if its last line had none. The length must not grow. */
+        if (o > len)
+            o = len;
+        memcpy(text, out, o);
+    }
+    for (size_t i = 0; i < nf; i++)
+        free(fam[i].lines);
+    free(fam);
+    free(out);
+    return oom ? len : o;
+}

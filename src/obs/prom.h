@@ -31,6 +31,16 @@ struct ax_metrics_snapshot {
  * NULL when len is 0 (to size the buffer). */
 size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len);
 
+/* Make appended text (ax_metrics_append: several libraries' or consumers'
+ * texts one after another) a valid exposition: the text format allows one
+ * HELP and one TYPE line per family and a family's samples as one group,
+ * and Prometheus rejects a whole scrape that breaks either. Families of the
+ * same name are merged where the first appears (its HELP and TYPE kept),
+ * a sample whose name and labels repeat one before it is dropped, blank
+ * lines go. Rewrites text[0..len) in place; returns the new length (<=
+ * len). Leaves the text as it is when out of memory. */
+size_t ax_prom_merge(char *text, size_t len);
+
 /* The `le` bounds of the exposed histograms, in seconds, ascending; +Inf is
  * implied after the last. */
 #define AX_PROM_NBOUNDS 21
