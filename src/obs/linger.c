@@ -206,11 +206,19 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
     snap.prio = j->prio;
     snap.cls = j->cls; /* classes are never removed: the event's "class" */
     trace_format(j, snap.trace_id);
-    if (j->has_ref) { /* set before the job was published, never changed */
-        memcpy(snap_ext.ref, j->ext->ref, sizeof snap_ext.ref);
-        snap_ext.err = NULL;
-        snap.ext = &snap_ext;
-        snap.has_ref = 1;
+    if (j->has_ref) {
+        /* Under s->lock, which job_free_locked takes to free ext: the hog
+         * may return and its job be freed at any moment (the watchdog holds
+         * no hold). Same generation under the lock: still the hog's job. */
+        pthread_mutex_lock(&s->lock);
+        uint64_t now_word = atomic_load_explicit(&j->sw, memory_order_acquire);
+        if (js_gen(now_word) == js_gen(expect) && j->has_ref && j->ext) {
+            memcpy(snap_ext.ref, j->ext->ref, sizeof snap_ext.ref);
+            snap_ext.err = NULL;
+            snap.ext = &snap_ext;
+            snap.has_ref = 1;
+        }
+        pthread_mutex_unlock(&s->lock);
     }
     struct ev_attempt a = {js_attempt(expect), j->wait_ns, j->run_ns};
     const void *task_fn = (const void *)j->fn;
