@@ -19,6 +19,7 @@
 #include "obs/prom.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 void metrics_record_wait(struct ax_sched *s, struct worker *w, unsigned prio, uint64_t ns)
 {
@@ -161,6 +162,9 @@ int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg)
     return rc;
 }
 
+/* An appender's text at most (beyond: left out of the scrape, as an error). */
+#define METRICS_APPEND_MAX (16u << 20)
+
 /* One appender's text after text[0..*n), growing *text as it needs: its
  * figures move between calls, so a call that needs more than it was given
  * is made again with what it asked for (three times at most, then its text
@@ -177,9 +181,13 @@ static char *append_one(char *text, size_t *n, size_t *cap, ax_metrics_appender 
             *cap = *n + room + 2;
         }
         long need = fn(text + *n, room + 1, arg);
-        if (need < 0)
+        if (need < 0 || (size_t)need > METRICS_APPEND_MAX)
             break;
         if ((size_t)need <= room) {
+            /* Text only: a length past what it wrote (a NUL inside) would
+             * serve whatever the buffer held. */
+            if (memchr(text + *n, 0, (size_t)need) != NULL)
+                break;
             *n += (size_t)need;
             if (need > 0 && text[*n - 1] != '\n')
                 text[(*n)++] = '\n'; /* whole lines: the next family starts clean */
