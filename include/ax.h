@@ -49,7 +49,8 @@ enum {
     AX_ESHUTDOWN = -6,  /* the scheduler is shutting down */
     AX_ETIMEDOUT = -7,  /* the deadline passed */
     AX_ECANCELED = -8,  /* the task was cancelled */
-    AX_ENOTFOUND = -9,  /* no such task (never existed, or already finished and released) */
+    AX_ENOTFOUND = -9,  /* no such task (never existed, or already finished and released),
+                           class (ax_class_find) or registration (ax_metrics_unappend) */
     AX_ESTATE = -10,    /* not allowed in the current state (e.g. in-task call outside its task) */
     AX_ESYS = -11,      /* a system call failed; ax_error_detail() has errno's text */
     AX_EPANIC = -12,    /* the task called ax_panic */
@@ -540,7 +541,8 @@ int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out);
  * (format 0.0.4, whole lines, its own metric names) into buf,
  * snprintf-style: returns the length it needs (excluding the NUL) and
  * writes at most len bytes, or returns a negative AX_E* code (its text is
- * then left out of this scrape). It is called on the `ax-metrics` thread,
+ * then left out of this scrape, as it is when the text holds a NUL byte
+ * within the length returned, or is longer than 16 MiB). It is called on the `ax-metrics` thread,
  * once per scrape (again with a larger buffer if the first was too small),
  * after libax's own series, under a lock that ax_metrics_unappend takes:
  * so it must not block (render a snapshot its owner keeps, no I/O, no
@@ -610,7 +612,11 @@ typedef struct ax_event {
     int code;               /* AX_E* or the function's return; 0 if none */
     char message[AX_EVENT_MESSAGE_MAX]; /* error text, retry delay, backtrace; "" if none */
     char class_name[AX_CLASS_NAME_MAX]; /* the task's class, "" if none */
-    char ref[AX_REF_MAX];   /* the task's ax_spec.ref, "" if none */
+    char ref[AX_REF_MAX];   /* the task's ax_spec.ref, "" if none. A refusal
+                               (REJECTED, SHED) reports the spec as submitted:
+                               its ref and trace_id as given (valid UTF-8 of
+                               the bound), which for AX_EINVAL may hold the
+                               very control character refused (JSON escapes it) */
 } ax_event;
 
 typedef void (*ax_event_fn)(const ax_event *ev, void *arg);

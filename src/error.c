@@ -27,7 +27,7 @@ static const char *error_name(int code)
     case AX_ESHUTDOWN: return "scheduler shutting down";
     case AX_ETIMEDOUT: return "deadline passed";
     case AX_ECANCELED: return "task cancelled";
-    case AX_ENOTFOUND: return "no such task";
+    case AX_ENOTFOUND: return "not found (no such task, class or registration)";
     case AX_ESTATE: return "not allowed in this state";
     case AX_ESYS: return "system call failed";
     case AX_EPANIC: return "task panicked";
