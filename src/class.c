@@ -610,17 +610,16 @@ void class_end_text(struct ax_sched *s, const struct job *j, char *buf, size_t l
         snprintf(buf, len, "class \"%s\": circuit breaker open: failing fast", c->name);
         break;
     case END_THROTTLED:
-        snprintf(buf, len, "class \"%s\": retries throttled (most recent attempts failed: "
-                           "retry tokens at or below %g of %g; each failure takes 1, each "
-                           "success gives back %g)",
-                 c->name, c->cfg.retry_throttle_tokens / 2, c->cfg.retry_throttle_tokens,
-                 c->cfg.retry_throttle_ratio);
+        /* Short: it follows the attempt's own error in ax_result.error
+         * (AX_ERROR_MAX); the tokens are in ax_class_stats. */
+        snprintf(buf, len, "class \"%s\": retries throttled (recent attempts mostly failed)",
+                 c->name);
         break;
     default:
-        snprintf(buf, len, "class \"%s\": retry budget exhausted (retries may be %.0f%% of "
-                           "first attempts + %g/s over %u ms)",
+        snprintf(buf, len, "class \"%s\": retry budget exhausted (%.0f%% of first attempts "
+                           "+ %g/s over %g s)",
                  c->name, c->cfg.retry_budget_ratio * 100.0, c->cfg.retry_budget_min_per_s,
-                 c->cfg.retry_budget_window_ms);
+                 c->cfg.retry_budget_window_ms / 1000.0);
         break;
     }
 }

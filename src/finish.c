@@ -111,8 +111,18 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         class_count_terminal(s, j, state);
         if (j->end_why >= END_BUDGET && state != JS_CANCELLED) {
             /* The attempt's own error, then why it was not retried. */
-            int k = snprintf(why, sizeof why, "%s; not retried: ", err && *err ? err : "failed");
-            class_end_text(s, j, why + k, sizeof why - (size_t)k);
+            /* Why it was not retried must survive ax_result.error's bound
+             * (AX_ERROR_MAX): the attempt's error gives way ("...") first. */
+            char reason[AX_ERROR_MAX];
+            class_end_text(s, j, reason, sizeof reason);
+            const char *own = err && *err ? err : "failed";
+            size_t room = AX_ERROR_MAX - 1, tail = strlen(reason) + strlen("; not retried: ");
+            size_t keep = strlen(own);
+            bool cut = tail < room && keep > room - tail;
+            if (cut)
+                keep = room - tail >= 3 ? room - tail - 3 : 0;
+            snprintf(why, sizeof why, "%.*s%s; not retried: %s", (int)keep, own, cut ? "..." : "",
+                     reason);
             err = why;
         }
     }

@@ -34,6 +34,17 @@ static int count_fail(ax_task *t, void *arg)
     return 7;
 }
 
+static int long_fail(ax_task *t, void *arg)
+{
+    (void)arg;
+    char e[120];
+    memset(e, 'x', sizeof e - 1);
+    e[sizeof e - 1] = 0;
+    memcpy(e, "upstream said: ", 15);
+    ax_task_set_error(t, "%s", e);
+    return 7;
+}
+
 /* Submit one task and wait for its on_done: the result. */
 static ax_result run_one(ax_sched *s, ax_spec sp)
 {
@@ -112,6 +123,18 @@ int main(void)
     CHECK_EQ(st.retries_allowed, 7);
     CHECK_EQ(st.retries_denied, 2);
     CHECK(st.retry_tokens > 0.999 && st.retry_tokens < 1.001);
+
+    /* A long error of its own: the reason it was not retried still fits
+     * ax_result.error, the error giving way. */
+    ax_spec lf = {.fn = long_fail, .class_id = id};
+    r = run_one(s, lf);
+    CHECK_EQ(r.state, AX_STATE_FAILED);
+    CHECK(strlen(r.error) < AX_ERROR_MAX);
+    const char *tail = "...; not retried: class \"thr\": retries throttled (recent attempts "
+                       "mostly failed)";
+    CHECK(strlen(r.error) > strlen(tail));
+    CHECK_STR(r.error + strlen(r.error) - strlen(tail), tail);
+    CHECK(strncmp(r.error, "upstream said: xxxx", 19) == 0);
 
     /* A task that fails twice then succeeds, in a class without a throttle. */
     ax_class_config nc = throttled_class("nothr");
