@@ -293,7 +293,13 @@ int ax_redis_consumer_start(ax_redis_consumer *c);
 int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms);
 /* Free a stopped consumer. If stop returned AX_ETIMEDOUT (messages still
  * running), free the scheduler first (ax_free: their tasks end and their
- * on_done still reaches the consumer), then the consumer. */
+ * on_done still reaches the consumer), then the consumer. Called on a
+ * consumer that still has a task running (its puller or acker, or a
+ * message's task whose on_done has not returned: not stopped, or stopped
+ * with AX_ETIMEDOUT and its scheduler not freed), it does not free it:
+ * it prints one line on stderr saying why and leaves it allocated (a
+ * leak, not a write into freed memory), as ax_free does for a similar
+ * misuse. */
 void ax_redis_consumer_free(ax_redis_consumer *c);
 
 typedef struct ax_redis_consumer_stats {

@@ -104,6 +104,7 @@ struct ax_redis_consumer {
     atomic_uint held;
     atomic_bool stopping, started;
     atomic_bool puller_running, acker_running;
+    atomic_uint inflight; /* message tasks submitted whose on_done has not returned */
     uint64_t puller_id, acker_id;
     unsigned quota[3]; /* by round position: high, normal, low */
     unsigned rr, taken;
@@ -469,7 +470,9 @@ static void msg_done(const ax_result *r, void *arg)
     } else {
         fail_outcome(m, r->error);
     }
-    push_done(m->c, m);
+    ax_redis_consumer *c = m->c;
+    push_done(c, m);
+    atomic_fetch_sub(&c->inflight, 1); /* last touch of c */
 }
 
 static const redisReply *field(const redisReply *f, const char *name)
@@ -554,7 +557,10 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
         }
     if (m->deadline_ms)
         sp.deadline_ns = ax_now_ns() + (m->deadline_ms - now) * 1000000u;
+    atomic_fetch_add(&c->inflight, 1);
     int rc = ax_submit(c->s, &sp, NULL);
+    if (rc)
+        atomic_fetch_sub(&c->inflight, 1); /* refused: no on_done */
     if (rc == AX_ESHUTDOWN) {
         m->outcome = OUT_ABANDON;
         push_done(c, m);
@@ -1187,6 +1193,18 @@ void ax_redis_consumer_free(ax_redis_consumer *c)
         return;
     if (atomic_load(&c->started) && !atomic_load(&c->stopping))
         ax_redis_consumer_stop(c, 0);
+    /* A task of the consumer still running (its puller, its acker, a
+     * message's handler or on_done) would write into freed memory: leave
+     * the consumer allocated instead, as ax_free does for a similar misuse. */
+    if (atomic_load(&c->puller_running) || atomic_load(&c->acker_running) ||
+        atomic_load(&c->inflight)) {
+        fprintf(stderr,
+                "ax_redis_consumer_free: consumer %s of queue %s still has tasks running (%u "
+                "messages); not freed (leaked): stop it (ax_redis_consumer_stop returning 0) "
+                "or ax_free its scheduler first\n",
+                c->name, c->q->name, atomic_load(&c->inflight));
+        return;
+    }
     while (c->done_head) {
         struct rmsg *m = c->done_head;
         c->done_head = m->next;
