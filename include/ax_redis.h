@@ -153,7 +153,10 @@ typedef struct ax_redis_queue_config {
 
 void ax_redis_queue_config_default(ax_redis_queue_config *c);
 int ax_redis_queue_new(const ax_redis_queue_config *c, ax_redis_queue **out);
-/* Every task must be done with the queue (and its consumers freed). */
+/* Every task must be done with the queue (and its consumers freed). A
+ * queue with a consumer not yet freed (ax_redis_consumer_free, including
+ * one it left allocated) is not freed: one line on stderr says why and the
+ * queue is left allocated (a leak, not a crash in the consumer's puller). */
 void ax_redis_queue_free(ax_redis_queue *q);
 const char *ax_redis_queue_name(const ax_redis_queue *q);
 

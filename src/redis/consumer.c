@@ -276,6 +276,7 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
     c->done_efd = c->slot_efd = -1;
     c->s = s;
     c->q = q;
+    atomic_fetch_add(&q->consumers, 1); /* ax_redis_consumer_free gives it back */
     c->cfg = *cfg;
     if (cfg->name) {
         snprintf(c->name, sizeof c->name, "%s", cfg->name);
@@ -1217,6 +1218,7 @@ void ax_redis_consumer_free(ax_redis_consumer *c)
     if (c->slot_efd >= 0)
         close(c->slot_efd);
     pthread_mutex_destroy(&c->lock);
+    atomic_fetch_sub(&c->q->consumers, 1);
     free(c->h);
     free(c);
 }

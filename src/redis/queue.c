@@ -115,6 +115,14 @@ void ax_redis_queue_free(ax_redis_queue *q)
 {
     if (!q)
         return;
+    unsigned n = atomic_load(&q->consumers);
+    if (n) {
+        fprintf(stderr,
+                "ax_redis_queue_free: queue %s still has %u consumer(s) not freed; not freed "
+                "(leaked): stop and free its consumers first\n",
+                q->name, n);
+        return;
+    }
     for (size_t i = 0; i < q->npool; i++)
         ax_redis_free(q->pool[i]);
     free(q->pool);

@@ -13,6 +13,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* ---- conn.c --------------------------------------------------------------- */
 
@@ -63,6 +64,7 @@ struct ax_redis_queue {
     pthread_mutex_t lock;  /* the pool */
     ax_redis **pool;       /* idle connections */
     size_t npool, pool_cap;
+    atomic_uint consumers; /* consumers of this queue not freed (ax_redis_queue_free refuses) */
 };
 
 /* The stream key of a priority. */
