@@ -270,7 +270,12 @@ void ax_redis_consumer_config_default(ax_redis_consumer_config *c);
  * carry it ("ref" in the JSON lines, ax_event.ref). A message s refuses to admit
  * (AX_EFULL, AX_ESHED, AX_ERATE, AX_EOPEN: s is busy with other work) is
  * handed back through the delayed set for 50-100 ms, its attempt not
- * counted (stats: retried). It starts two long-lived tasks
+ * counted (stats: retried). Once s refuses one with AX_ESHUTDOWN (ax_shutdown
+ * called), the consumer pulls no more (its puller ends) and hands that
+ * message and any other already read back through the delayed set at
+ * once, their attempt and delivery not counted (stats: retried); the
+ * messages running go on until ax_shutdown cancels them (stats: abandoned,
+ * left pending). It starts two long-lived tasks
  * (HIGH priority) that hold two of s's concurrency slots: the puller (reads,
  * claims, moves due retries) and the acker. Each message runs as one more
  * task of s, at the message's priority and timeout. */
@@ -313,6 +318,11 @@ typedef struct ax_redis_consumer_stats {
     uint64_t ack_lost;      /* outcomes another consumer had already recorded */
     uint64_t held;          /* pulled and not yet acknowledged, now */
     uint64_t redis_errors;  /* failed Redis calls (each retried) */
+    uint64_t abandoned;     /* messages whose task was cancelled unfinished (ax_shutdown,
+                               ax_cancel): left pending in Redis for another consumer.
+                               pulled + claimed = succeeded + retried + dead + ack_lost
+                               + abandoned + held (a dead letter of the claim script,
+                               never delivered here, counts in dead alone) */
 } ax_redis_consumer_stats;
 
 int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *out);

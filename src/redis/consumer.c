@@ -105,11 +105,13 @@ struct ax_redis_consumer {
     atomic_bool stopping, started;
     atomic_bool puller_running, acker_running;
     atomic_uint inflight; /* message tasks submitted whose on_done has not returned */
+    atomic_bool sched_closed; /* ax_submit said AX_ESHUTDOWN: pull no more */
     uint64_t puller_id, acker_id;
     unsigned quota[3]; /* by round position: high, normal, low */
     unsigned rr, taken;
     char cursor[3][AX_REDIS_ID_MAX];
-    _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors;
+    _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors,
+        abandoned;
     /* The queue's stats as the puller last read them (every claim
      * interval), for the /metrics scrape: no Redis round trip on the
      * metrics thread. Under lock. */
@@ -364,6 +366,7 @@ int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o
     o->ack_lost = atomic_load(&c->ack_lost);
     o->held = atomic_load(&c->held);
     o->redis_errors = atomic_load(&c->errors);
+    o->abandoned = atomic_load(&c->abandoned);
     return AX_OK;
 }
 
@@ -393,6 +396,8 @@ long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len)
          offsetof(ax_redis_consumer_stats, ack_lost)},
         {"redis_errors_total", "counter", "Failed Redis calls (each retried).",
          offsetof(ax_redis_consumer_stats, redis_errors)},
+        {"abandoned_total", "counter", "Messages left pending unrun (their task cancelled).",
+         offsetof(ax_redis_consumer_stats, abandoned)},
         {"held", "gauge", "Messages pulled and not yet acknowledged.",
          offsetof(ax_redis_consumer_stats, held)},
     };
@@ -563,7 +568,15 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
     if (rc)
         atomic_fetch_sub(&c->inflight, 1); /* refused: no on_done */
     if (rc == AX_ESHUTDOWN) {
-        m->outcome = OUT_ABANDON;
+        /* The scheduler is shutting down: pull no more (the puller leaves
+         * its loop), and hand this one back through the delayed set at
+         * once, its attempt not counted (its entry leaves the pending list,
+         * so this delivery does not count towards max_deliveries either).
+         * If the acker is gone before it writes that, it stays pending. */
+        atomic_store(&c->sched_closed, true);
+        snprintf(m->err, sizeof m->err, "handed back: %s: %s", ax_strerror(rc), ax_error_detail());
+        snprintf(m->due, sizeof m->due, "%" PRIu64, wall_ms());
+        m->outcome = OUT_REQUEUE;
         push_done(c, m);
     } else if (rc == AX_EFULL || rc == AX_ESHED || rc == AX_ERATE || rc == AX_EOPEN) {
         snprintf(m->err, sizeof m->err, "handed back: %s: %s", ax_strerror(rc), ax_error_detail());
@@ -666,6 +679,8 @@ static int read_rounds(ax_task *t, ax_redis_consumer *c, unsigned free)
         int got = read_stream(t, c, (int)k, n);
         if (got < 0)
             return got;
+        if (atomic_load(&c->sched_closed))
+            return total + got;
         total += got;
         free -= (unsigned)got;
         c->taken += (unsigned)got;
@@ -720,7 +735,7 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
     char idle[16], count[16], maxd[16];
     snprintf(idle, sizeof idle, "%u", c->cfg.visibility_ms);
     snprintf(maxd, sizeof maxd, "%u", c->cfg.max_deliveries);
-    for (int k = 0; k < 3 && free > 0; k++) {
+    for (int k = 0; k < 3 && free > 0 && !atomic_load(&c->sched_closed); k++) {
         snprintf(count, sizeof count, "%u", free);
         const char *keys[] = {c->q->key[round_key[k]], c->q->key[KEY_DEAD], c->q->key[KEY_STATS]};
         const char letter[2] = {rq_prio_letter(key_prio[k]), 0};
@@ -849,7 +864,7 @@ static int puller(ax_task *t, void *arg)
     ax_redis_consumer *c = arg;
     bool groups = false;
     uint64_t next_maint = 0;
-    while (!atomic_load(&c->stopping) && !ax_cancelled(t)) {
+    while (!atomic_load(&c->stopping) && !ax_cancelled(t) && !atomic_load(&c->sched_closed)) {
         int rc;
         if (!groups) {
             if ((rc = create_groups(t, c))) {
@@ -1055,6 +1070,7 @@ static int acker(ax_task *t, void *arg)
                 c->done_tail = NULL;
             if (m->outcome == OUT_ABANDON) {
                 pthread_mutex_unlock(&c->lock);
+                atomic_fetch_add(&c->abandoned, 1);
                 release(c, m);
                 pthread_mutex_lock(&c->lock);
                 continue;
