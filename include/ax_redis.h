@@ -161,13 +161,18 @@ void ax_redis_queue_free(ax_redis_queue *q);
 const char *ax_redis_queue_name(const ax_redis_queue *q);
 
 typedef struct ax_redis_spec {
-    const char *kind;        /* required: the handler's name, 1-63 bytes, no NUL */
+    const char *kind;        /* required: the handler's name, 1-63 bytes of UTF-8, no
+                                control character (as trace_id) */
     ax_priority priority;    /* default NORMAL */
     const void *payload;     /* binary-safe; may be NULL with len 0 */
     size_t len;
-    uint64_t timeout_ms;     /* per attempt, required > 0 */
+    uint64_t timeout_ms;     /* per attempt, required > 0, at most one year (as
+                                ax_spec.timeout_ms) */
     unsigned max_retry;      /* retries after the first attempt (0 = none), at most 100 */
-    const char *trace_id;    /* as ax_spec.trace_id; NULL or "" = generated */
+    const char *trace_id;    /* as ax_spec.trace_id: shorter than AX_TRACE_ID_MAX, valid
+                                UTF-8, no control character (else AX_EINVAL naming the
+                                field, at submit: not dead-lettered unrun by the
+                                consumer's ax_submit); NULL or "" = generated */
     uint64_t deadline_ms;    /* absolute, Unix ms (machines share no monotonic
                                 clock); a message not started by then is
                                 dead-lettered; 0 = none */
