@@ -98,8 +98,9 @@ void ax_redis_free(ax_redis *r);
 
 /* One command, formatted as hiredis' redisCommand ("SET %s %b", ...), from
  * task t (or t == NULL: blocking the calling thread). Connects (again) if
- * needed. Bounded by timeout_ms (< 0: config.command_timeout_ms) and by the
- * task's deadline. Returns 0 with *reply set (free it with
+ * needed. Bounded by timeout_ms (< 0: config.command_timeout_ms; 0 is
+ * AX_EINVAL, nothing sent: it could only time out) and by the task's
+ * deadline. Every call of this header that takes a timeout_ms takes it so. Returns 0 with *reply set (free it with
  * freeReplyObject; it may be an error reply: REDIS_REPLY_ERROR), or
  *   AX_ENET       unreachable, refused, reset, closed, or waiting out the
  *                 reconnect back-off (detail: address, cause, next attempt)

@@ -615,6 +615,7 @@ int ax_redis_command_argv(ax_task *t, ax_redis *r, int64_t timeout_ms, redisRepl
     if (!reply || argc <= 0 || !argv)
         return ax_fail_static(AX_EINVAL, "ax_redis_command_argv: reply, argc > 0 and argv are required");
     *reply = NULL;
+    RTIMEOUT_CHECK("ax_redis_command_argv", timeout_ms);
     struct rcmd c = {argc, argv, argvlen};
     return rconn_pipeline(t, r, timeout_ms, 1, &c, reply);
 }
@@ -627,6 +628,7 @@ int ax_redis_command(ax_task *t, ax_redis *r, int64_t timeout_ms, redisReply **r
     *reply = NULL;
     if (!r)
         return ax_fail_static(AX_EINVAL, "ax_redis_command: connection is NULL");
+    RTIMEOUT_CHECK("ax_redis_command", timeout_ms);
     char *cmd = NULL;
     va_list ap;
     va_start(ap, fmt);

@@ -275,6 +275,7 @@ int ax_redis_submit(ax_task *t, ax_redis_queue *q, const ax_redis_spec *sp, int6
 {
     if (!q || !sp)
         return ax_fail_static(AX_EINVAL, "ax_redis_submit: queue and spec are required");
+    RTIMEOUT_CHECK("ax_redis_submit", timeout_ms);
     int rc;
     return ax_redis_submit_batch(t, q, sp, 1, timeout_ms, &rc, (char(*)[AX_REDIS_ID_MAX])id_out);
 }
@@ -286,6 +287,13 @@ int ax_redis_submit_batch(ax_task *t, ax_redis_queue *q, const ax_redis_spec *sp
         int rc = ax_fail(AX_EINVAL, "ax_redis_submit: queue, specs and rcs are required, 1 <= n "
                                     "<= %d", AX_REDIS_BATCH_MAX);
         for (size_t i = 0; rcs && i < n && i < AX_REDIS_BATCH_MAX; i++)
+            rcs[i] = rc;
+        return rc;
+    }
+    if (timeout_ms == 0) {
+        int rc = ax_fail_static(AX_EINVAL, "ax_redis_submit_batch: timeout_ms is 0: use < 0 for "
+                                           "the connection's command_timeout_ms or > 0 ms");
+        for (size_t i = 0; i < n; i++)
             rcs[i] = rc;
         return rc;
     }
