@@ -323,7 +323,9 @@ typedef struct ax_redis_consumer_stats {
     uint64_t succeeded, retried, dead; /* terminal records written by this consumer */
     uint64_t ack_lost;      /* outcomes another consumer had already recorded */
     uint64_t held;          /* pulled and not yet acknowledged, now */
-    uint64_t redis_errors;  /* failed Redis calls (each retried) */
+    uint64_t redis_errors;  /* failed Redis calls (each retried); not the expected
+                               BUSYGROUP of XGROUP CREATE at start, nor a call its
+                               stop or its scheduler's shutdown cancelled */
     uint64_t abandoned;     /* messages whose task was cancelled unfinished (ax_shutdown,
                                ax_cancel): left pending in Redis for another consumer.
                                pulled + claimed = succeeded + retried + dead + ack_lost

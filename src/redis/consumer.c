@@ -158,6 +158,15 @@ static void drain(int efd)
     (void)n;
 }
 
+/* A failed Redis call, for stats.redis_errors. Not one the consumer's own
+ * stop or its scheduler's shutdown cancelled (AX_ECANCELED): that is not
+ * a Redis failure. */
+static void count_err(ax_redis_consumer *c, int rc)
+{
+    if (rc != AX_ECANCELED)
+        atomic_fetch_add(&c->errors, 1);
+}
+
 static void msg_free(struct rmsg *m)
 {
     if (m) {
@@ -601,13 +610,17 @@ static int pull_cmd(ax_task *t, ax_redis_consumer *c, int64_t timeout_ms, int ar
         lens[i] = strlen(argv[i]);
     struct rcmd cmd = {argc, argv, lens};
     int rc = rconn_pipeline(t, c->pull_conn, timeout_ms, 1, &cmd, rep);
+    bool expected = false;
     if (rc == AX_OK && (*rep)->type == REDIS_REPLY_ERROR) {
+        /* XGROUP CREATE of a group that exists: the answer create_groups
+         * expects at every start, not a failure */
+        expected = strncmp((*rep)->str, "BUSYGROUP", 9) == 0;
         rc = ax_fail(AX_ENET, "redis: %s: %s", argv[0], (*rep)->str);
         freeReplyObject(*rep);
         *rep = NULL;
     }
-    if (rc)
-        atomic_fetch_add(&c->errors, 1);
+    if (rc && !expected)
+        count_err(c, rc);
     return rc;
 }
 
@@ -726,7 +739,7 @@ static int promote(ax_task *t, ax_redis_consumer *c)
     if (rep)
         freeReplyObject(rep);
     if (rc)
-        atomic_fetch_add(&c->errors, 1);
+        count_err(c, rc);
     return rc;
 }
 
@@ -747,7 +760,7 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
         if (rc) {
             if (rep)
                 freeReplyObject(rep);
-            atomic_fetch_add(&c->errors, 1);
+            count_err(c, rc);
             return rc;
         }
         if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
@@ -827,7 +840,7 @@ static int heartbeat(ax_task *t, ax_redis_consumer *c)
         for (size_t i = 0; i < nc; i++)
             freeReplyObject(reps[i]);
     else
-        atomic_fetch_add(&c->errors, 1);
+        count_err(c, rc);
 out:
     free(ids);
     free(argv);
@@ -878,13 +891,14 @@ static int puller(ax_task *t, void *arg)
             if (promote(t, c) == AX_OK && heartbeat(t, c) == AX_OK)
                 claim(t, c, free_slots(c));
             ax_redis_queue_stats qs;
-            if (ax_redis_queue_stats_get(t, c->q, -1, &qs) == AX_OK) {
+            int src = ax_redis_queue_stats_get(t, c->q, -1, &qs);
+            if (src == AX_OK) {
                 pthread_mutex_lock(&c->lock);
                 c->qstats = qs;
                 c->qstats_ok = true;
                 pthread_mutex_unlock(&c->lock);
             } else {
-                atomic_fetch_add(&c->errors, 1);
+                count_err(c, src);
             }
             next_maint = now + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
             now = ax_now_ns();
@@ -1013,7 +1027,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
         plain[j] = cmds[j].cmd;
     int rc = rconn_pipeline(t, c->ack_conn, -1, nc, plain, reps);
     if (rc) {
-        atomic_fetch_add(&c->errors, 1);
+        count_err(c, rc);
         return rc;
     }
     bool failed = false;
@@ -1023,7 +1037,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
             reps[j] = NULL;
             rscript_to_eval(cmds[j].script, &plain[j]);
             if ((rc = rconn_pipeline(t, c->ack_conn, -1, 1, &plain[j], &reps[j]))) {
-                atomic_fetch_add(&c->errors, 1);
+                count_err(c, rc);
                 for (size_t k = j + 1; k < nc; k++) /* unsettled: the next try */
                     freeReplyObject(reps[k]);
                 return rc;
