@@ -318,9 +318,13 @@ void ax_redis_consumer_free(ax_redis_consumer *c);
 
 typedef struct ax_redis_consumer_stats {
     uint64_t pulled;        /* new deliveries read */
-    uint64_t claimed;       /* entries taken over from other consumers */
+    uint64_t claimed;       /* entries taken over from other consumers (also those its
+                               claim dead-letters at once, delivered more than
+                               max_deliveries times: counted in dead too; the queue's
+                               claimed counts only those it hands out) */
     uint64_t redelivered;   /* messages run with deliveries > 1 */
-    uint64_t succeeded, retried, dead; /* terminal records written by this consumer */
+    uint64_t succeeded, retried, dead; /* terminal records written by this consumer
+                                          (dead: also past max_deliveries, by its claim) */
     uint64_t ack_lost;      /* outcomes another consumer had already recorded */
     uint64_t held;          /* pulled and not yet acknowledged, now */
     uint64_t redis_errors;  /* failed Redis calls (each retried); not the expected
@@ -329,8 +333,7 @@ typedef struct ax_redis_consumer_stats {
     uint64_t abandoned;     /* messages whose task was cancelled unfinished (ax_shutdown,
                                ax_cancel): left pending in Redis for another consumer.
                                pulled + claimed = succeeded + retried + dead + ack_lost
-                               + abandoned + held (a dead letter of the claim script,
-                               never delivered here, counts in dead alone) */
+                               + abandoned + held */
 } ax_redis_consumer_stats;
 
 int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *out);

@@ -763,7 +763,14 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
             count_err(c, rc);
             return rc;
         }
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
+            /* entries it dead-lettered (delivered more than max_deliveries
+             * times): taken over by this consumer and recorded dead */
+            if (rep->elements >= 3 && rep->element[2]->type == REDIS_REPLY_INTEGER &&
+                rep->element[2]->integer > 0) {
+                atomic_fetch_add(&c->claimed, (uint64_t)rep->element[2]->integer);
+                atomic_fetch_add(&c->dead, (uint64_t)rep->element[2]->integer);
+            }
             copy_str(c->cursor[k], sizeof c->cursor[k], rep->element[0]);
             if (!c->cursor[k][0])
                 snprintf(c->cursor[k], sizeof c->cursor[k], "0-0");
