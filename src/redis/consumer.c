@@ -119,6 +119,16 @@ struct ax_redis_consumer {
     bool qstats_ok, metrics_on;
 };
 
+/* The scheduler whose worker this thread is, as far as the consumer can
+ * tell: set by each of its tasks (puller, acker, every message) on the
+ * thread it runs on, never cleared (a worker serves one scheduler for its
+ * life). libax's public API does not say whether the caller is one of a
+ * scheduler's tasks; this tells ax_redis_consumer_stop at least that it
+ * was called from a thread that runs the consumer's own tasks -- from a
+ * handler, or another task or on_done on one of those workers -- where
+ * waiting for those tasks would wait for itself. */
+static _Thread_local ax_sched *worker_of;
+
 static const int round_key[3] = {KEY_HIGH, KEY_NORMAL, KEY_LOW};
 static const ax_priority key_prio[3] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
 
@@ -434,6 +444,7 @@ static int run_msg(ax_task *t, void *arg)
 {
     struct rmsg *m = arg;
     ax_redis_consumer *c = m->c;
+    worker_of = c->s;
     for (size_t i = 0; i < c->nh; i++)
         if (strcmp(c->h[i].kind, m->kind) == 0) {
             ax_redis_msg rm = {.id = m->origin, .entry_id = m->entry_id, .kind = m->kind,
@@ -882,6 +893,7 @@ static bool lost_group(void)
 static int puller(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
+    worker_of = c->s;
     bool groups = false;
     uint64_t next_maint = 0;
     while (!atomic_load(&c->stopping) && !ax_cancelled(t) && !atomic_load(&c->sched_closed)) {
@@ -1080,6 +1092,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
 static int acker(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
+    worker_of = c->s;
     struct rmsg *batch[ACK_BATCH];
     for (;;) {
         pthread_mutex_lock(&c->lock);
@@ -1199,6 +1212,9 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
 {
     if (!c)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stop: consumer is NULL");
+    if (worker_of == c->s)
+        return ax_fail_static(AX_ESTATE, "ax_redis_consumer_stop: called from one of its "
+                                         "scheduler's tasks (it would wait for itself)");
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
     atomic_store(&c->stopping, true);
     /* Off the scrape first: once this returns, metrics_text does not run. */
