@@ -79,7 +79,9 @@ typedef struct ax_redis ax_redis;
 
 typedef struct ax_redis_config {
     const char *host;            /* numeric IPv4 / IPv6 address or "localhost"
-                                    (default "127.0.0.1"); no DNS: it would block */
+                                    (default "127.0.0.1"); no DNS: it would block.
+                                    Anything else is AX_EINVAL from ax_redis_new
+                                    (and ax_redis_queue_new) */
     uint16_t port;               /* default 6379 */
     const char *unix_path;       /* a Unix socket instead of host:port (default NULL) */
     const char *password;        /* AUTH after connecting (default NULL) */
@@ -262,8 +264,9 @@ typedef struct ax_redis_consumer_config {
                                 passes visibility_ms / 2: only a dead or stalled
                                 process loses its messages */
     uint32_t claim_interval_ms; /* how often to claim, move due retries and reset the idle
-                                   time of running messages (default 1000; keep it under
-                                   visibility_ms / 2) */
+                                   time of running messages (default 1000; must be under
+                                   visibility_ms / 2, else AX_EINVAL from
+                                   ax_redis_consumer_new) */
     unsigned max_deliveries; /* an entry delivered more often (consumers died holding
                                 it) is dead-lettered (default 5) */
     ax_retry_policy retry;   /* back-off of failed attempts (ax's default) */

@@ -81,6 +81,16 @@ int ax_redis_new(const ax_redis_config *cfg, ax_redis **out)
         return ax_fail_static(AX_EINVAL, "ax_redis_config.host is empty");
     if (!cfg->unix_path && cfg->port == 0)
         return ax_fail_static(AX_EINVAL, "ax_redis_config.port must be > 0");
+    if (!cfg->unix_path && strcmp(cfg->host, "localhost") != 0) {
+        /* checked here, not at the first connect: a name would fail every
+         * call (no DNS, it would block a worker) */
+        unsigned char a[sizeof(struct in6_addr)];
+        if (inet_pton(AF_INET, cfg->host, a) != 1 && inet_pton(AF_INET6, cfg->host, a) != 1)
+            return ax_fail(AX_EINVAL,
+                           "ax_redis_config.host '%.64s' is not a numeric IPv4 / IPv6 address "
+                           "or localhost (no DNS: it would block)",
+                           cfg->host);
+    }
     if (cfg->unix_path && strlen(cfg->unix_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return ax_fail_static(AX_EINVAL, "ax_redis_config.unix_path is too long");
     if (cfg->connect_timeout_ms == 0 || cfg->command_timeout_ms == 0)

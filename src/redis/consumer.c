@@ -284,6 +284,12 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
         cfg->max_deliveries == 0)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config: block_ms, visibility_ms, "
                                          "claim_interval_ms and max_deliveries must be > 0");
+    if ((uint64_t)cfg->claim_interval_ms * 2 >= cfg->visibility_ms)
+        return ax_fail(AX_EINVAL,
+                       "ax_redis_consumer_config.claim_interval_ms %u must be < visibility_ms / 2 "
+                       "(%u): the heartbeat resets a running message's idle time only every "
+                       "claim interval, so another consumer would take it over",
+                       cfg->claim_interval_ms, cfg->visibility_ms);
     uint64_t probe;
     int rc = ax_retry_delay_ms(&cfg->retry, 0, 0, &probe);
     if (rc)
