@@ -79,7 +79,8 @@ typedef struct ax_redis ax_redis;
 
 typedef struct ax_redis_config {
     const char *host;            /* numeric IPv4 / IPv6 address or "localhost"
-                                    (default "127.0.0.1"); no DNS: it would block.
+                                    (default "127.0.0.1", also when NULL; "" is
+                                    AX_EINVAL); no DNS: it would block.
                                     Anything else is AX_EINVAL from ax_redis_new
                                     (and ax_redis_queue_new) */
     uint16_t port;               /* default 6379 */

@@ -77,7 +77,13 @@ int ax_redis_new(const ax_redis_config *cfg, ax_redis **out)
     if (!cfg || !out)
         return ax_fail_static(AX_EINVAL, "ax_redis_new: cfg and out are required");
     *out = NULL;
-    if (!cfg->unix_path && (!cfg->host || !*cfg->host))
+    ax_redis_config dflt;
+    if (!cfg->unix_path && !cfg->host) { /* NULL: the documented default */
+        dflt = *cfg;
+        dflt.host = "127.0.0.1";
+        cfg = &dflt;
+    }
+    if (!cfg->unix_path && !*cfg->host)
         return ax_fail_static(AX_EINVAL, "ax_redis_config.host is empty");
     if (!cfg->unix_path && cfg->port == 0)
         return ax_fail_static(AX_EINVAL, "ax_redis_config.port must be > 0");
