@@ -79,7 +79,10 @@ typedef struct ax_redis ax_redis;
 
 typedef struct ax_redis_config {
     const char *host;            /* numeric IPv4 / IPv6 address or "localhost"
-                                    (default "127.0.0.1"); no DNS: it would block */
+                                    (default "127.0.0.1", also when NULL; "" is
+                                    AX_EINVAL); no DNS: it would block.
+                                    Anything else is AX_EINVAL from ax_redis_new
+                                    (and ax_redis_queue_new) */
     uint16_t port;               /* default 6379 */
     const char *unix_path;       /* a Unix socket instead of host:port (default NULL) */
     const char *password;        /* AUTH after connecting (default NULL) */
@@ -98,8 +101,9 @@ void ax_redis_free(ax_redis *r);
 
 /* One command, formatted as hiredis' redisCommand ("SET %s %b", ...), from
  * task t (or t == NULL: blocking the calling thread). Connects (again) if
- * needed. Bounded by timeout_ms (< 0: config.command_timeout_ms) and by the
- * task's deadline. Returns 0 with *reply set (free it with
+ * needed. Bounded by timeout_ms (< 0: config.command_timeout_ms; 0 is
+ * AX_EINVAL, nothing sent: it could only time out) and by the task's
+ * deadline. Every call of this header that takes a timeout_ms takes it so. Returns 0 with *reply set (free it with
  * freeReplyObject; it may be an error reply: REDIS_REPLY_ERROR), or
  *   AX_ENET       unreachable, refused, reset, closed, or waiting out the
  *                 reconnect back-off (detail: address, cause, next attempt)
@@ -153,18 +157,26 @@ typedef struct ax_redis_queue_config {
 
 void ax_redis_queue_config_default(ax_redis_queue_config *c);
 int ax_redis_queue_new(const ax_redis_queue_config *c, ax_redis_queue **out);
-/* Every task must be done with the queue (and its consumers freed). */
+/* Every task must be done with the queue (and its consumers freed). A
+ * queue with a consumer not yet freed (ax_redis_consumer_free, including
+ * one it left allocated) is not freed: one line on stderr says why and the
+ * queue is left allocated (a leak, not a crash in the consumer's puller). */
 void ax_redis_queue_free(ax_redis_queue *q);
 const char *ax_redis_queue_name(const ax_redis_queue *q);
 
 typedef struct ax_redis_spec {
-    const char *kind;        /* required: the handler's name, 1-63 bytes, no NUL */
+    const char *kind;        /* required: the handler's name, 1-63 bytes of UTF-8, no
+                                control character (as trace_id) */
     ax_priority priority;    /* default NORMAL */
     const void *payload;     /* binary-safe; may be NULL with len 0 */
     size_t len;
-    uint64_t timeout_ms;     /* per attempt, required > 0 */
+    uint64_t timeout_ms;     /* per attempt, required > 0, at most one year (as
+                                ax_spec.timeout_ms) */
     unsigned max_retry;      /* retries after the first attempt (0 = none), at most 100 */
-    const char *trace_id;    /* as ax_spec.trace_id; NULL or "" = generated */
+    const char *trace_id;    /* as ax_spec.trace_id: shorter than AX_TRACE_ID_MAX, valid
+                                UTF-8, no control character (else AX_EINVAL naming the
+                                field, at submit: not dead-lettered unrun by the
+                                consumer's ax_submit); NULL or "" = generated */
     uint64_t deadline_ms;    /* absolute, Unix ms (machines share no monotonic
                                 clock); a message not started by then is
                                 dead-lettered; 0 = none */
@@ -253,8 +265,9 @@ typedef struct ax_redis_consumer_config {
                                 passes visibility_ms / 2: only a dead or stalled
                                 process loses its messages */
     uint32_t claim_interval_ms; /* how often to claim, move due retries and reset the idle
-                                   time of running messages (default 1000; keep it under
-                                   visibility_ms / 2) */
+                                   time of running messages (default 1000; must be under
+                                   visibility_ms / 2, else AX_EINVAL from
+                                   ax_redis_consumer_new) */
     unsigned max_deliveries; /* an entry delivered more often (consumers died holding
                                 it) is dead-lettered (default 5) */
     ax_retry_policy retry;   /* back-off of failed attempts (ax's default) */
@@ -267,7 +280,12 @@ void ax_redis_consumer_config_default(ax_redis_consumer_config *c);
  * carry it ("ref" in the JSON lines, ax_event.ref). A message s refuses to admit
  * (AX_EFULL, AX_ESHED, AX_ERATE, AX_EOPEN: s is busy with other work) is
  * handed back through the delayed set for 50-100 ms, its attempt not
- * counted (stats: retried). It starts two long-lived tasks
+ * counted (stats: retried). Once s refuses one with AX_ESHUTDOWN (ax_shutdown
+ * called), the consumer pulls no more (its puller ends) and hands that
+ * message and any other already read back through the delayed set at
+ * once, their attempt and delivery not counted (stats: retried); the
+ * messages running go on until ax_shutdown cancels them (stats: abandoned,
+ * left pending). It starts two long-lived tasks
  * (HIGH priority) that hold two of s's concurrency slots: the puller (reads,
  * claims, moves due retries) and the acker. Each message runs as one more
  * task of s, at the message's priority and timeout. */
@@ -289,21 +307,41 @@ int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class
 int ax_redis_consumer_start(ax_redis_consumer *c);
 /* Stop pulling, let the messages held run and be acknowledged for up to
  * timeout_ms, then stop. What is still unacknowledged stays pending in Redis
- * and is claimed by another consumer. Not from one of s's tasks. */
+ * and is claimed by another consumer. Not from one of s's tasks: from one
+ * of the consumer's handlers (or any task or on_done on a worker thread
+ * that has run one of the consumer's tasks) it returns AX_ESTATE at once,
+ * nothing stopped, as ax_shutdown does; from another task of s it is not
+ * detected and blocks that task's worker. */
 int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms);
 /* Free a stopped consumer. If stop returned AX_ETIMEDOUT (messages still
  * running), free the scheduler first (ax_free: their tasks end and their
- * on_done still reaches the consumer), then the consumer. */
+ * on_done still reaches the consumer), then the consumer. Called on a
+ * consumer that still has a task running (its puller or acker, or a
+ * message's task whose on_done has not returned: not stopped, or stopped
+ * with AX_ETIMEDOUT and its scheduler not freed), it does not free it:
+ * it prints one line on stderr saying why and leaves it allocated (a
+ * leak, not a write into freed memory), as ax_free does for a similar
+ * misuse. */
 void ax_redis_consumer_free(ax_redis_consumer *c);
 
 typedef struct ax_redis_consumer_stats {
     uint64_t pulled;        /* new deliveries read */
-    uint64_t claimed;       /* entries taken over from other consumers */
+    uint64_t claimed;       /* entries taken over from other consumers (also those its
+                               claim dead-letters at once, delivered more than
+                               max_deliveries times: counted in dead too; the queue's
+                               claimed counts only those it hands out) */
     uint64_t redelivered;   /* messages run with deliveries > 1 */
-    uint64_t succeeded, retried, dead; /* terminal records written by this consumer */
+    uint64_t succeeded, retried, dead; /* terminal records written by this consumer
+                                          (dead: also past max_deliveries, by its claim) */
     uint64_t ack_lost;      /* outcomes another consumer had already recorded */
     uint64_t held;          /* pulled and not yet acknowledged, now */
-    uint64_t redis_errors;  /* failed Redis calls (each retried) */
+    uint64_t redis_errors;  /* failed Redis calls (each retried); not the expected
+                               BUSYGROUP of XGROUP CREATE at start, nor a call its
+                               stop or its scheduler's shutdown cancelled */
+    uint64_t abandoned;     /* messages whose task was cancelled unfinished (ax_shutdown,
+                               ax_cancel): left pending in Redis for another consumer.
+                               pulled + claimed = succeeded + retried + dead + ack_lost
+                               + abandoned + held */
 } ax_redis_consumer_stats;
 
 int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *out);

@@ -167,10 +167,20 @@ expect2() {
 expect2 "ax-worker without --url" "--url is required" "$WORKER"
 expect2 "ax-worker --slots x" "--slots: 'x'" "$WORKER" --url http://127.0.0.1:1 --slots x
 expect2 "ax-worker --redis" "--redis: 'nohost'" "$WORKER" --url http://127.0.0.1:1 --redis nohost
+expect2 "ax-worker --redis name" "--redis: 'redis.local:6379': the host must be" "$WORKER" --url http://127.0.0.1:1 --redis redis.local:6379
+expect2 "ax-worker --visibility" "must be more than twice --claim-interval" "$WORKER" --url http://127.0.0.1:1 --visibility 1000 --claim-interval 500
 expect2 "ax-worker --retry" "--retry: '5:1:0'" "$WORKER" --url http://127.0.0.1:1 --retry 5:1:0
 expect2 "ax-worker --url ftp" "is not an http" "$WORKER" --url ftp://x
 expect2 "--cluster 1" "--cluster: '1'" "$BIN" --cluster 1
 expect2 "--cluster with --url" "no --url" "$BIN" --cluster 2 --url http://127.0.0.1:1
+# Redis unreachable: a line on stderr, not silence (port 1: nothing listens).
+"$WORKER" --url http://127.0.0.1:1 --redis 127.0.0.1:1 --queue unreach >"$TMP/uo" 2>"$TMP/ue" &
+upid=$!
+sleep 2.5
+kill -TERM "$upid"
+wait "$upid" || true
+grep -q "Redis 127.0.0.1:1 unreachable" "$TMP/ue" || { echo "FAIL: ax-worker: no line for an unreachable Redis" >&2; fail=1; }
+grep -q "^executed_cancelled 0" "$TMP/uo" || { echo "FAIL: ax-worker: no executed_cancelled line" >&2; fail=1; }
 "$WORKER" --help | grep -q -- "--ledger FILE" || { echo "FAIL: ax-worker --help" >&2; fail=1; }
 
 if [ "$fail" -ne 0 ]; then

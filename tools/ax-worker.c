@@ -37,6 +37,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <arpa/inet.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -59,7 +60,7 @@ static const char *const usage_text =
     "\n"
     "  --url BASE          the HTTP upstream, e.g. http://127.0.0.1:8080 (required)\n"
     "  --redis HOST:PORT   the Redis server (default 127.0.0.1:6379; numeric address\n"
-    "                      or localhost)\n"
+    "                      or localhost, no host names)\n"
     "  --queue NAME        the queue (default demo)\n"
     "  --name NAME         consumer name in the group, unique (default HOST-PID)\n"
     "  --slots N           messages held at most (default 64)\n"
@@ -71,7 +72,8 @@ static const char *const usage_text =
     "  --config FILE       an ax-demo scenario file: its class lines\n"
     "  --visibility MS     a message held this long by a dead consumer is claimed\n"
     "                      (default 30000)\n"
-    "  --claim-interval MS how often to claim, move due retries, heartbeat (default 1000)\n"
+    "  --claim-interval MS how often to claim, move due retries, heartbeat (default 1000;\n"
+    "                      --visibility must be more than twice it)\n"
     "  --retry B:M:J       back-off of failed attempts, ms: base, max, jitter\n"
     "                      (default 1000:30000:1000)\n"
     "  --drain MS          on SIGTERM, wait this long for held messages (default 10000)\n"
@@ -192,6 +194,11 @@ static void parse_redis(const char *v, char *host, size_t hostlen, uint16_t *por
     if (hl >= hostlen) usage_error("--redis: '%s': the host is too long", v);
     memcpy(host, h, hl);
     host[hl] = 0;
+    unsigned char a[sizeof(struct in6_addr)];
+    if (strcmp(host, "localhost") != 0 && inet_pton(AF_INET, host, a) != 1 &&
+        inet_pton(AF_INET6, host, a) != 1)
+        usage_error("--redis: '%s': the host must be a numeric IPv4 / IPv6 address or localhost "
+                    "(no DNS: it would block a worker)", v);
     *port = (uint16_t)number("--redis (port)", colon + 1, 1, 65535);
 }
 
@@ -200,7 +207,7 @@ static void parse_redis(const char *v, char *host, size_t hostlen, uint16_t *por
 static struct dm_scenario sc;
 static char class_url[DM_MAX_CLASSES][DM_URL_MAX + DM_PATH_MAX];
 static int ledger_fd = -1;
-static _Atomic uint64_t n_exec, n_ok, n_fail, n_timeout, n_redelivered_exec;
+static _Atomic uint64_t n_exec, n_ok, n_fail, n_timeout, n_cancel, n_redelivered_exec;
 
 /* One ledger line, one write(2): O_APPEND makes it atomic with respect to
  * the other handlers' lines (a pipe-sized line on a local file). */
@@ -245,7 +252,8 @@ static int handle(ax_task *t, const ax_redis_msg *m, void *arg)
                                  : "ok";
     ledger(id, entry, attempt, deliveries, outcome, sc.cls[cls].name, status);
     if (rc) {
-        atomic_fetch_add(rc == AX_ETIMEDOUT ? &n_timeout : &n_fail, 1);
+        atomic_fetch_add(rc == AX_ETIMEDOUT ? &n_timeout : rc == AX_ECANCELED ? &n_cancel : &n_fail,
+                         1);
         ax_task_set_error(t, "%s", ax_error_detail());
         return rc;
     }
@@ -270,6 +278,13 @@ int main(int argc, char **argv)
     char host[128];
     uint16_t port;
     parse_redis(o.redis, host, sizeof host, &port);
+    if (o.visibility_ms || o.claim_ms) {
+        uint64_t vis = o.visibility_ms ? o.visibility_ms : 30000, cl = o.claim_ms ? o.claim_ms : 1000;
+        if (2 * cl >= vis)
+            usage_error("--visibility %" PRIu64 " must be more than twice --claim-interval %" PRIu64
+                        " (a running message's idle time is reset only every claim interval)",
+                        vis, cl);
+    }
 
     if (dm_scenario_builtin(&sc, o.scenario, false) != 0)
         usage_error("--scenario: no built-in scenario '%s' (there are: %s)", o.scenario,
@@ -369,8 +384,28 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s %s -> %s", i ? "," : "", sc.cls[i].name, class_url[i]);
     fputc('\n', stderr);
 
+    /* Wait for the signal; meanwhile look at Redis once a second (one
+     * round trip on the queue's pool): a line on stderr when it cannot be
+     * reached, once, and one when it can again -- not silence. */
     int sig;
-    while ((sig = sigwaitinfo(&sigs, NULL)) < 0 && errno == EINTR) {
+    bool down = false;
+    for (;;) {
+        struct timespec one = {1, 0};
+        sig = sigtimedwait(&sigs, NULL, &one);
+        if (sig >= 0) break;
+        if (errno != EAGAIN) continue; /* EINTR */
+        ax_redis_queue_stats qs;
+        int prc = ax_redis_queue_stats_get(NULL, q, 1000, &qs);
+        if (prc && !down) {
+            fprintf(stderr, "ax-worker %s: Redis %s:%u unreachable: %s: %s (pulling stopped; "
+                            "retrying)\n", name, host, (unsigned)port, ax_strerror(prc),
+                    ax_error_detail());
+            down = true;
+        } else if (!prc && down) {
+            fprintf(stderr, "ax-worker %s: Redis %s:%u reachable again\n", name, host,
+                    (unsigned)port);
+            down = false;
+        }
     }
     int stop_rc = ax_redis_consumer_stop(cons, o.drain_ms);
     ax_redis_consumer_stats st;
@@ -381,6 +416,7 @@ int main(int argc, char **argv)
     printf("executed_ok %" PRIu64 "\n", atomic_load(&n_ok));
     printf("executed_failed %" PRIu64 "\n", atomic_load(&n_fail));
     printf("executed_timed_out %" PRIu64 "\n", atomic_load(&n_timeout));
+    printf("executed_cancelled %" PRIu64 "\n", atomic_load(&n_cancel));
     printf("executed_redelivered %" PRIu64 "\n", atomic_load(&n_redelivered_exec));
     printf("pulled %" PRIu64 "\n", st.pulled);
     printf("claimed %" PRIu64 "\n", st.claimed);
@@ -391,6 +427,7 @@ int main(int argc, char **argv)
     printf("ack_lost %" PRIu64 "\n", st.ack_lost);
     printf("held %" PRIu64 "\n", st.held);
     printf("redis_errors %" PRIu64 "\n", st.redis_errors);
+    printf("abandoned %" PRIu64 "\n", st.abandoned);
     fflush(stdout);
     /* After a drain that timed out, messages still run: the scheduler goes
      * first, so their on_done reaches the consumer before it is freed. */

@@ -77,10 +77,26 @@ int ax_redis_new(const ax_redis_config *cfg, ax_redis **out)
     if (!cfg || !out)
         return ax_fail_static(AX_EINVAL, "ax_redis_new: cfg and out are required");
     *out = NULL;
-    if (!cfg->unix_path && (!cfg->host || !*cfg->host))
+    ax_redis_config dflt;
+    if (!cfg->unix_path && !cfg->host) { /* NULL: the documented default */
+        dflt = *cfg;
+        dflt.host = "127.0.0.1";
+        cfg = &dflt;
+    }
+    if (!cfg->unix_path && !*cfg->host)
         return ax_fail_static(AX_EINVAL, "ax_redis_config.host is empty");
     if (!cfg->unix_path && cfg->port == 0)
         return ax_fail_static(AX_EINVAL, "ax_redis_config.port must be > 0");
+    if (!cfg->unix_path && strcmp(cfg->host, "localhost") != 0) {
+        /* checked here, not at the first connect: a name would fail every
+         * call (no DNS, it would block a worker) */
+        unsigned char a[sizeof(struct in6_addr)];
+        if (inet_pton(AF_INET, cfg->host, a) != 1 && inet_pton(AF_INET6, cfg->host, a) != 1)
+            return ax_fail(AX_EINVAL,
+                           "ax_redis_config.host '%.64s' is not a numeric IPv4 / IPv6 address "
+                           "or localhost (no DNS: it would block)",
+                           cfg->host);
+    }
     if (cfg->unix_path && strlen(cfg->unix_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return ax_fail_static(AX_EINVAL, "ax_redis_config.unix_path is too long");
     if (cfg->connect_timeout_ms == 0 || cfg->command_timeout_ms == 0)
@@ -615,6 +631,7 @@ int ax_redis_command_argv(ax_task *t, ax_redis *r, int64_t timeout_ms, redisRepl
     if (!reply || argc <= 0 || !argv)
         return ax_fail_static(AX_EINVAL, "ax_redis_command_argv: reply, argc > 0 and argv are required");
     *reply = NULL;
+    RTIMEOUT_CHECK("ax_redis_command_argv", timeout_ms);
     struct rcmd c = {argc, argv, argvlen};
     return rconn_pipeline(t, r, timeout_ms, 1, &c, reply);
 }
@@ -627,6 +644,7 @@ int ax_redis_command(ax_task *t, ax_redis *r, int64_t timeout_ms, redisReply **r
     *reply = NULL;
     if (!r)
         return ax_fail_static(AX_EINVAL, "ax_redis_command: connection is NULL");
+    RTIMEOUT_CHECK("ax_redis_command", timeout_ms);
     char *cmd = NULL;
     va_list ap;
     va_start(ap, fmt);

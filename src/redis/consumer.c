@@ -104,17 +104,30 @@ struct ax_redis_consumer {
     atomic_uint held;
     atomic_bool stopping, started;
     atomic_bool puller_running, acker_running;
+    atomic_uint inflight; /* message tasks submitted whose on_done has not returned */
+    atomic_bool sched_closed; /* ax_submit said AX_ESHUTDOWN: pull no more */
     uint64_t puller_id, acker_id;
     unsigned quota[3]; /* by round position: high, normal, low */
     unsigned rr, taken;
     char cursor[3][AX_REDIS_ID_MAX];
-    _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors;
+    _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors,
+        abandoned;
     /* The queue's stats as the puller last read them (every claim
      * interval), for the /metrics scrape: no Redis round trip on the
      * metrics thread. Under lock. */
     ax_redis_queue_stats qstats;
     bool qstats_ok, metrics_on;
 };
+
+/* The scheduler whose worker this thread is, as far as the consumer can
+ * tell: set by each of its tasks (puller, acker, every message) on the
+ * thread it runs on, never cleared (a worker serves one scheduler for its
+ * life). libax's public API does not say whether the caller is one of a
+ * scheduler's tasks; this tells ax_redis_consumer_stop at least that it
+ * was called from a thread that runs the consumer's own tasks -- from a
+ * handler, or another task or on_done on one of those workers -- where
+ * waiting for those tasks would wait for itself. */
+static _Thread_local ax_sched *worker_of;
 
 static const int round_key[3] = {KEY_HIGH, KEY_NORMAL, KEY_LOW};
 static const ax_priority key_prio[3] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
@@ -153,6 +166,15 @@ static void drain(int efd)
     uint64_t v;
     ssize_t n = read(efd, &v, sizeof v);
     (void)n;
+}
+
+/* A failed Redis call, for stats.redis_errors. Not one the consumer's own
+ * stop or its scheduler's shutdown cancelled (AX_ECANCELED): that is not
+ * a Redis failure. */
+static void count_err(ax_redis_consumer *c, int rc)
+{
+    if (rc != AX_ECANCELED)
+        atomic_fetch_add(&c->errors, 1);
 }
 
 static void msg_free(struct rmsg *m)
@@ -262,6 +284,12 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
         cfg->max_deliveries == 0)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_config: block_ms, visibility_ms, "
                                          "claim_interval_ms and max_deliveries must be > 0");
+    if ((uint64_t)cfg->claim_interval_ms * 2 >= cfg->visibility_ms)
+        return ax_fail(AX_EINVAL,
+                       "ax_redis_consumer_config.claim_interval_ms %u must be < visibility_ms / 2 "
+                       "(%u): the heartbeat resets a running message's idle time only every "
+                       "claim interval, so another consumer would take it over",
+                       cfg->claim_interval_ms, cfg->visibility_ms);
     uint64_t probe;
     int rc = ax_retry_delay_ms(&cfg->retry, 0, 0, &probe);
     if (rc)
@@ -275,6 +303,7 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
     c->done_efd = c->slot_efd = -1;
     c->s = s;
     c->q = q;
+    atomic_fetch_add(&q->consumers, 1); /* ax_redis_consumer_free gives it back */
     c->cfg = *cfg;
     if (cfg->name) {
         snprintf(c->name, sizeof c->name, "%s", cfg->name);
@@ -362,6 +391,7 @@ int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o
     o->ack_lost = atomic_load(&c->ack_lost);
     o->held = atomic_load(&c->held);
     o->redis_errors = atomic_load(&c->errors);
+    o->abandoned = atomic_load(&c->abandoned);
     return AX_OK;
 }
 
@@ -391,6 +421,8 @@ long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len)
          offsetof(ax_redis_consumer_stats, ack_lost)},
         {"redis_errors_total", "counter", "Failed Redis calls (each retried).",
          offsetof(ax_redis_consumer_stats, redis_errors)},
+        {"abandoned_total", "counter", "Messages left pending unrun (their task cancelled).",
+         offsetof(ax_redis_consumer_stats, abandoned)},
         {"held", "gauge", "Messages pulled and not yet acknowledged.",
          offsetof(ax_redis_consumer_stats, held)},
     };
@@ -418,6 +450,7 @@ static int run_msg(ax_task *t, void *arg)
 {
     struct rmsg *m = arg;
     ax_redis_consumer *c = m->c;
+    worker_of = c->s;
     for (size_t i = 0; i < c->nh; i++)
         if (strcmp(c->h[i].kind, m->kind) == 0) {
             ax_redis_msg rm = {.id = m->origin, .entry_id = m->entry_id, .kind = m->kind,
@@ -469,7 +502,9 @@ static void msg_done(const ax_result *r, void *arg)
     } else {
         fail_outcome(m, r->error);
     }
-    push_done(m->c, m);
+    ax_redis_consumer *c = m->c;
+    push_done(c, m);
+    atomic_fetch_sub(&c->inflight, 1); /* last touch of c */
 }
 
 static const redisReply *field(const redisReply *f, const char *name)
@@ -554,9 +589,20 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
         }
     if (m->deadline_ms)
         sp.deadline_ns = ax_now_ns() + (m->deadline_ms - now) * 1000000u;
+    atomic_fetch_add(&c->inflight, 1);
     int rc = ax_submit(c->s, &sp, NULL);
+    if (rc)
+        atomic_fetch_sub(&c->inflight, 1); /* refused: no on_done */
     if (rc == AX_ESHUTDOWN) {
-        m->outcome = OUT_ABANDON;
+        /* The scheduler is shutting down: pull no more (the puller leaves
+         * its loop), and hand this one back through the delayed set at
+         * once, its attempt not counted (its entry leaves the pending list,
+         * so this delivery does not count towards max_deliveries either).
+         * If the acker is gone before it writes that, it stays pending. */
+        atomic_store(&c->sched_closed, true);
+        snprintf(m->err, sizeof m->err, "handed back: %s: %s", ax_strerror(rc), ax_error_detail());
+        snprintf(m->due, sizeof m->due, "%" PRIu64, wall_ms());
+        m->outcome = OUT_REQUEUE;
         push_done(c, m);
     } else if (rc == AX_EFULL || rc == AX_ESHED || rc == AX_ERATE || rc == AX_EOPEN) {
         snprintf(m->err, sizeof m->err, "handed back: %s: %s", ax_strerror(rc), ax_error_detail());
@@ -581,13 +627,17 @@ static int pull_cmd(ax_task *t, ax_redis_consumer *c, int64_t timeout_ms, int ar
         lens[i] = strlen(argv[i]);
     struct rcmd cmd = {argc, argv, lens};
     int rc = rconn_pipeline(t, c->pull_conn, timeout_ms, 1, &cmd, rep);
+    bool expected = false;
     if (rc == AX_OK && (*rep)->type == REDIS_REPLY_ERROR) {
+        /* XGROUP CREATE of a group that exists: the answer create_groups
+         * expects at every start, not a failure */
+        expected = strncmp((*rep)->str, "BUSYGROUP", 9) == 0;
         rc = ax_fail(AX_ENET, "redis: %s: %s", argv[0], (*rep)->str);
         freeReplyObject(*rep);
         *rep = NULL;
     }
-    if (rc)
-        atomic_fetch_add(&c->errors, 1);
+    if (rc && !expected)
+        count_err(c, rc);
     return rc;
 }
 
@@ -659,6 +709,8 @@ static int read_rounds(ax_task *t, ax_redis_consumer *c, unsigned free)
         int got = read_stream(t, c, (int)k, n);
         if (got < 0)
             return got;
+        if (atomic_load(&c->sched_closed))
+            return total + got;
         total += got;
         free -= (unsigned)got;
         c->taken += (unsigned)got;
@@ -704,7 +756,7 @@ static int promote(ax_task *t, ax_redis_consumer *c)
     if (rep)
         freeReplyObject(rep);
     if (rc)
-        atomic_fetch_add(&c->errors, 1);
+        count_err(c, rc);
     return rc;
 }
 
@@ -713,7 +765,7 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
     char idle[16], count[16], maxd[16];
     snprintf(idle, sizeof idle, "%u", c->cfg.visibility_ms);
     snprintf(maxd, sizeof maxd, "%u", c->cfg.max_deliveries);
-    for (int k = 0; k < 3 && free > 0; k++) {
+    for (int k = 0; k < 3 && free > 0 && !atomic_load(&c->sched_closed); k++) {
         snprintf(count, sizeof count, "%u", free);
         const char *keys[] = {c->q->key[round_key[k]], c->q->key[KEY_DEAD], c->q->key[KEY_STATS]};
         const char letter[2] = {rq_prio_letter(key_prio[k]), 0};
@@ -725,10 +777,17 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
         if (rc) {
             if (rep)
                 freeReplyObject(rep);
-            atomic_fetch_add(&c->errors, 1);
+            count_err(c, rc);
             return rc;
         }
-        if (rep->type == REDIS_REPLY_ARRAY && rep->elements == 2) {
+        if (rep->type == REDIS_REPLY_ARRAY && rep->elements >= 2) {
+            /* entries it dead-lettered (delivered more than max_deliveries
+             * times): taken over by this consumer and recorded dead */
+            if (rep->elements >= 3 && rep->element[2]->type == REDIS_REPLY_INTEGER &&
+                rep->element[2]->integer > 0) {
+                atomic_fetch_add(&c->claimed, (uint64_t)rep->element[2]->integer);
+                atomic_fetch_add(&c->dead, (uint64_t)rep->element[2]->integer);
+            }
             copy_str(c->cursor[k], sizeof c->cursor[k], rep->element[0]);
             if (!c->cursor[k][0])
                 snprintf(c->cursor[k], sizeof c->cursor[k], "0-0");
@@ -805,7 +864,7 @@ static int heartbeat(ax_task *t, ax_redis_consumer *c)
         for (size_t i = 0; i < nc; i++)
             freeReplyObject(reps[i]);
     else
-        atomic_fetch_add(&c->errors, 1);
+        count_err(c, rc);
 out:
     free(ids);
     free(argv);
@@ -840,9 +899,10 @@ static bool lost_group(void)
 static int puller(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
+    worker_of = c->s;
     bool groups = false;
     uint64_t next_maint = 0;
-    while (!atomic_load(&c->stopping) && !ax_cancelled(t)) {
+    while (!atomic_load(&c->stopping) && !ax_cancelled(t) && !atomic_load(&c->sched_closed)) {
         int rc;
         if (!groups) {
             if ((rc = create_groups(t, c))) {
@@ -856,13 +916,14 @@ static int puller(ax_task *t, void *arg)
             if (promote(t, c) == AX_OK && heartbeat(t, c) == AX_OK)
                 claim(t, c, free_slots(c));
             ax_redis_queue_stats qs;
-            if (ax_redis_queue_stats_get(t, c->q, -1, &qs) == AX_OK) {
+            int src = ax_redis_queue_stats_get(t, c->q, -1, &qs);
+            if (src == AX_OK) {
                 pthread_mutex_lock(&c->lock);
                 c->qstats = qs;
                 c->qstats_ok = true;
                 pthread_mutex_unlock(&c->lock);
             } else {
-                atomic_fetch_add(&c->errors, 1);
+                count_err(c, src);
             }
             next_maint = now + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
             now = ax_now_ns();
@@ -991,7 +1052,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
         plain[j] = cmds[j].cmd;
     int rc = rconn_pipeline(t, c->ack_conn, -1, nc, plain, reps);
     if (rc) {
-        atomic_fetch_add(&c->errors, 1);
+        count_err(c, rc);
         return rc;
     }
     bool failed = false;
@@ -1001,7 +1062,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
             reps[j] = NULL;
             rscript_to_eval(cmds[j].script, &plain[j]);
             if ((rc = rconn_pipeline(t, c->ack_conn, -1, 1, &plain[j], &reps[j]))) {
-                atomic_fetch_add(&c->errors, 1);
+                count_err(c, rc);
                 for (size_t k = j + 1; k < nc; k++) /* unsettled: the next try */
                     freeReplyObject(reps[k]);
                 return rc;
@@ -1037,6 +1098,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
 static int acker(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
+    worker_of = c->s;
     struct rmsg *batch[ACK_BATCH];
     for (;;) {
         pthread_mutex_lock(&c->lock);
@@ -1048,6 +1110,7 @@ static int acker(ax_task *t, void *arg)
                 c->done_tail = NULL;
             if (m->outcome == OUT_ABANDON) {
                 pthread_mutex_unlock(&c->lock);
+                atomic_fetch_add(&c->abandoned, 1);
                 release(c, m);
                 pthread_mutex_lock(&c->lock);
                 continue;
@@ -1155,6 +1218,9 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
 {
     if (!c)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stop: consumer is NULL");
+    if (worker_of == c->s)
+        return ax_fail_static(AX_ESTATE, "ax_redis_consumer_stop: called from one of its "
+                                         "scheduler's tasks (it would wait for itself)");
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
     atomic_store(&c->stopping, true);
     /* Off the scrape first: once this returns, metrics_text does not run. */
@@ -1187,6 +1253,18 @@ void ax_redis_consumer_free(ax_redis_consumer *c)
         return;
     if (atomic_load(&c->started) && !atomic_load(&c->stopping))
         ax_redis_consumer_stop(c, 0);
+    /* A task of the consumer still running (its puller, its acker, a
+     * message's handler or on_done) would write into freed memory: leave
+     * the consumer allocated instead, as ax_free does for a similar misuse. */
+    if (atomic_load(&c->puller_running) || atomic_load(&c->acker_running) ||
+        atomic_load(&c->inflight)) {
+        fprintf(stderr,
+                "ax_redis_consumer_free: consumer %s of queue %s still has tasks running (%u "
+                "messages); not freed (leaked): stop it (ax_redis_consumer_stop returning 0) "
+                "or ax_free its scheduler first\n",
+                c->name, c->q->name, atomic_load(&c->inflight));
+        return;
+    }
     while (c->done_head) {
         struct rmsg *m = c->done_head;
         c->done_head = m->next;
@@ -1199,6 +1277,7 @@ void ax_redis_consumer_free(ax_redis_consumer *c)
     if (c->slot_efd >= 0)
         close(c->slot_efd);
     pthread_mutex_destroy(&c->lock);
+    atomic_fetch_sub(&c->q->consumers, 1);
     free(c->h);
     free(c);
 }

@@ -19,6 +19,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "utf8.h"
+
 static const char *const key_suffix[KEY_COUNT] = {"high",    "normal", "low",  "delayed",
                                                   "dead",    "conf",   "stats"};
 
@@ -115,6 +117,14 @@ void ax_redis_queue_free(ax_redis_queue *q)
 {
     if (!q)
         return;
+    unsigned n = atomic_load(&q->consumers);
+    if (n) {
+        fprintf(stderr,
+                "ax_redis_queue_free: queue %s still has %u consumer(s) not freed; not freed "
+                "(leaked): stop and free its consumers first\n",
+                q->name, n);
+        return;
+    }
     for (size_t i = 0; i < q->npool; i++)
         ax_redis_free(q->pool[i]);
     free(q->pool);
@@ -161,15 +171,26 @@ void rq_conn_put(ax_redis_queue *q, ax_redis *r)
 
 /* ---- the producer ------------------------------------------------------------------- */
 
-static bool trace_ok(const char *s)
+/* The rules of ax_spec.trace_id (ax_submit, src/submit.c): shorter than
+ * max, strict UTF-8, no control character (C0, DEL, C1). Checked here so a
+ * message the consumers' local ax_submit would refuse is refused at submit,
+ * not dead-lettered unrun. */
+static int text_check(const char *field, const char *s, size_t max)
 {
-    size_t n = strlen(s);
-    if (n >= AX_TRACE_ID_MAX)
-        return false;
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
-            return false;
-    return true;
+    size_t n = strnlen(s, max);
+    if (n >= max)
+        return ax_fail(AX_EINVAL, "%s is longer than %zu bytes", field, max - 1);
+    size_t bad = utf8_invalid_at(s, n);
+    if (bad < n)
+        return ax_fail(AX_EINVAL, "%s is not valid UTF-8 (byte %zu: 0x%02x)", field, bad,
+                       (unsigned char)s[bad]);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f || (c == 0xc2 && (unsigned char)s[i + 1] < 0xa0))
+            return ax_fail(AX_EINVAL, "%s has a control character (byte %zu: 0x%02x)", field, i,
+                           c);
+    }
+    return AX_OK;
 }
 
 /* One submit's EVALSHA command and the storage its arguments point into. */
@@ -187,18 +208,23 @@ static int sub_build(ax_redis_queue *q, const ax_redis_spec *sp, struct sub_cmd 
 {
     if (!sp->kind || !*sp->kind || strlen(sp->kind) >= AX_REDIS_KIND_MAX)
         return ax_fail_static(AX_EINVAL, "ax_redis_spec.kind must be 1-63 bytes");
+    int rc = text_check("ax_redis_spec.kind", sp->kind, AX_REDIS_KIND_MAX);
+    if (rc)
+        return rc;
     if (sp->priority != AX_PRIO_HIGH && sp->priority != AX_PRIO_NORMAL && sp->priority != AX_PRIO_LOW)
         return ax_fail(AX_EINVAL, "ax_redis_spec.priority %d is not a priority", (int)sp->priority);
     if (!sp->payload && sp->len)
         return ax_fail_static(AX_EINVAL, "ax_redis_spec.payload is NULL with len > 0");
     if (sp->timeout_ms == 0)
         return ax_fail_static(AX_EINVAL, "ax_redis_spec.timeout_ms must be > 0");
+    if (sp->timeout_ms > 365ull * 24 * 3600 * 1000) /* as ax_spec.timeout_ms (submit.c) */
+        return ax_fail(AX_EINVAL, "ax_redis_spec.timeout_ms %llu overflows (max one year)",
+                       (unsigned long long)sp->timeout_ms);
     if (sp->max_retry > 100)
         return ax_fail(AX_EINVAL, "ax_redis_spec.max_retry %u exceeds 100", sp->max_retry);
     if (sp->trace_id && *sp->trace_id) {
-        if (!trace_ok(sp->trace_id))
-            return ax_fail_static(AX_EINVAL, "ax_redis_spec.trace_id: too long or has a control "
-                                             "character");
+        if ((rc = text_check("ax_redis_spec.trace_id", sp->trace_id, AX_TRACE_ID_MAX)))
+            return rc;
         snprintf(b->trace, sizeof b->trace, "%s", sp->trace_id);
     } else {
         snprintf(b->trace, sizeof b->trace, "ax-%016" PRIx64, ax_rand64());
@@ -249,6 +275,7 @@ int ax_redis_submit(ax_task *t, ax_redis_queue *q, const ax_redis_spec *sp, int6
 {
     if (!q || !sp)
         return ax_fail_static(AX_EINVAL, "ax_redis_submit: queue and spec are required");
+    RTIMEOUT_CHECK("ax_redis_submit", timeout_ms);
     int rc;
     return ax_redis_submit_batch(t, q, sp, 1, timeout_ms, &rc, (char(*)[AX_REDIS_ID_MAX])id_out);
 }
@@ -260,6 +287,13 @@ int ax_redis_submit_batch(ax_task *t, ax_redis_queue *q, const ax_redis_spec *sp
         int rc = ax_fail(AX_EINVAL, "ax_redis_submit: queue, specs and rcs are required, 1 <= n "
                                     "<= %d", AX_REDIS_BATCH_MAX);
         for (size_t i = 0; rcs && i < n && i < AX_REDIS_BATCH_MAX; i++)
+            rcs[i] = rc;
+        return rc;
+    }
+    if (timeout_ms == 0) {
+        int rc = ax_fail_static(AX_EINVAL, "ax_redis_submit_batch: timeout_ms is 0: use < 0 for "
+                                           "the connection's command_timeout_ms or > 0 ms");
+        for (size_t i = 0; i < n; i++)
             rcs[i] = rc;
         return rc;
     }

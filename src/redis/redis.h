@@ -13,6 +13,7 @@
 #include "internal.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* ---- conn.c --------------------------------------------------------------- */
 
@@ -63,7 +64,17 @@ struct ax_redis_queue {
     pthread_mutex_t lock;  /* the pool */
     ax_redis **pool;       /* idle connections */
     size_t npool, pool_cap;
+    atomic_uint consumers; /* consumers of this queue not freed (ax_redis_queue_free refuses) */
 };
+
+/* timeout_ms == 0 at a public entry: AX_EINVAL (it could only time out,
+ * possibly after the command reached the server). */
+#define RTIMEOUT_CHECK(fn, timeout_ms)                                                        \
+    do {                                                                                      \
+        if ((timeout_ms) == 0)                                                                \
+            return ax_fail_static(AX_EINVAL, fn ": timeout_ms is 0: use < 0 for the "        \
+                                            "connection's command_timeout_ms or > 0 ms");    \
+    } while (0)
 
 /* The stream key of a priority. */
 int rq_stream_key(ax_priority p);

@@ -83,8 +83,8 @@ static const char ack_ok_lua[] =
 /* Claim idle entries of one stream. KEYS: stream dead stats. ARGV:
  * consumer, min idle ms, cursor, count, max deliveries, the stream's
  * letter (h, n, l: a dead letter's id "h:<entry>" when it has no o). Returns {next
- * cursor, {{id, fields, deliveries}...}}; entries delivered more than max
- * times go to the dead-letter stream instead. */
+ * cursor, {{id, fields, deliveries}...}, dead}; entries delivered more than max
+ * times go to the dead-letter stream instead (dead: how many). */
 static const char claim_lua[] =
     "local function set(f, k, v, keep)\n"
     "  for i = 1, #f, 2 do\n"
@@ -94,7 +94,7 @@ static const char claim_lua[] =
     "end\n"
     "local r = redis.call('XAUTOCLAIM', KEYS[1], 'ax', ARGV[1], ARGV[2], ARGV[3], 'COUNT',\n"
     "                     ARGV[4])\n"
-    "local out, maxd = {}, tonumber(ARGV[5])\n"
+    "local out, maxd, dead = {}, tonumber(ARGV[5]), 0\n"
     "for _, e in ipairs(r[2]) do\n"
     "  local id, f = e[1], e[2]\n"
     "  if f then\n"
@@ -107,13 +107,14 @@ static const char claim_lua[] =
     "      set(f, 'o', ARGV[6] .. ':' .. id, true)\n"
     "      redis.call('XADD', KEYS[2], '*', unpack(f))\n"
     "      redis.call('HINCRBY', KEYS[3], 'dead', 1)\n"
+    "      dead = dead + 1\n"
     "    else\n"
     "      out[#out + 1] = {id, f, d}\n"
     "    end\n"
     "  end\n"
     "end\n"
     "if #out > 0 then redis.call('HINCRBY', KEYS[3], 'claimed', #out) end\n"
-    "return {r[1], out}\n";
+    "return {r[1], out, dead}\n";
 
 /* Move due retries back to their streams. KEYS: high normal low delayed.
  * ARGV: now (Unix ms), count. Returns how many moved. */

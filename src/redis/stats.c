@@ -31,6 +31,7 @@ int ax_redis_queue_stats_get(ax_task *t, ax_redis_queue *q, int64_t timeout_ms,
     if (!q || !out)
         return ax_fail_static(AX_EINVAL, "ax_redis_queue_stats_get: queue and out are required");
     memset(out, 0, sizeof *out);
+    RTIMEOUT_CHECK("ax_redis_queue_stats_get", timeout_ms);
     enum { NCMD = 3 + 3 + 3 };
     const char *argv[NCMD][8];
     size_t lens[NCMD][8];
