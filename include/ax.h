@@ -281,6 +281,9 @@ ax_priority ax_task_priority(const ax_task *t);
 unsigned ax_task_attempt(const ax_task *t); /* 0 on the first attempt */
 uint64_t ax_task_deadline_ns(const ax_task *t); /* this attempt's deadline */
 ax_sched *ax_task_sched(const ax_task *t);
+/* The task running on the calling thread, NULL outside one (a library can
+ * refuse a call that would wait for its own scheduler's tasks). */
+ax_task *ax_task_current(void);
 
 /* Each blocking call parks the coroutine (never the thread) and returns 0,
  * or AX_ETIMEDOUT once the task's deadline passed, or AX_ECANCELED once the

@@ -307,11 +307,10 @@ int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class
 int ax_redis_consumer_start(ax_redis_consumer *c);
 /* Stop pulling, let the messages held run and be acknowledged for up to
  * timeout_ms, then stop. What is still unacknowledged stays pending in Redis
- * and is claimed by another consumer. Not from one of s's tasks: from one
- * of the consumer's handlers (or any task or on_done on a worker thread
- * that has run one of the consumer's tasks) it returns AX_ESTATE at once,
- * nothing stopped, as ax_shutdown does; from another task of s it is not
- * detected and blocks that task's worker. */
+ * and is claimed by another consumer. Not from one of s's tasks: from any
+ * task of s (ax_task_current), or an on_done on a worker thread that has
+ * run one of the consumer's tasks, it returns AX_ESTATE at once, nothing
+ * stopped, as ax_shutdown does. */
 int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms);
 /* Free a stopped consumer. If stop returned AX_ETIMEDOUT (messages still
  * running), free the scheduler first (ax_free: their tasks end and their

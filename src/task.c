@@ -60,6 +60,11 @@ uint64_t ax_task_deadline_ns(const ax_task *t)
     return t ? t->deadline_ns : 0;
 }
 
+ax_task *ax_task_current(void)
+{
+    return ax_current_run;
+}
+
 ax_sched *ax_task_sched(const ax_task *t)
 {
     return t ? t->s : NULL;

@@ -122,11 +122,10 @@ struct ax_redis_consumer {
 /* The scheduler whose worker this thread is, as far as the consumer can
  * tell: set by each of its tasks (puller, acker, every message) on the
  * thread it runs on, never cleared (a worker serves one scheduler for its
- * life). libax's public API does not say whether the caller is one of a
- * scheduler's tasks; this tells ax_redis_consumer_stop at least that it
- * was called from a thread that runs the consumer's own tasks -- from a
- * handler, or another task or on_done on one of those workers -- where
- * waiting for those tasks would wait for itself. */
+ * life). ax_task_current() tells ax_redis_consumer_stop that it was called
+ * from one of the scheduler's tasks; this also catches an on_done or other
+ * callback on a thread that runs the consumer's own tasks, where waiting
+ * for those tasks would wait for itself. */
 static _Thread_local ax_sched *worker_of;
 
 static const int round_key[3] = {KEY_HIGH, KEY_NORMAL, KEY_LOW};
@@ -1218,7 +1217,8 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
 {
     if (!c)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stop: consumer is NULL");
-    if (worker_of == c->s)
+    ax_task *cur = ax_task_current();
+    if (worker_of == c->s || (cur && ax_task_sched(cur) == c->s))
         return ax_fail_static(AX_ESTATE, "ax_redis_consumer_stop: called from one of its "
                                          "scheduler's tasks (it would wait for itself)");
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
