@@ -202,8 +202,14 @@ static bool watch_workers(struct ax_sched *s, uint64_t now)
         if (!read_published(w, &t, &j, &expect, &deadline, &seq))
             continue;
         if (seq != w->wd_seq) {
+            /* Since now, read after the sequence: `now` was read before this
+             * pass (and before the other workers' reads), and a watchdog the
+             * OS kept off its CPU in between would date the sighting too
+             * early and judge a worker held after as little as one POLL_MS
+             * without a switch. A stale `now` in the test below only errs
+             * the other way (held a little later). */
             w->wd_seq = seq;
-            w->wd_since_ns = now;
+            w->wd_since_ns = now_ns();
             continue;
         }
         if (now - w->wd_since_ns < HOLD_MS * 1000000ull)
