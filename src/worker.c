@@ -402,6 +402,10 @@ static void worker_sleep(struct worker *w)
     int n = reactor_wait(w, ev, 64, tsp);
     atomic_store(&w->sleeping, 0);
     atomic_fetch_sub(&s->nsleeping, 1);
+    /* A new sighting for the watchdog: one the OS kept off its CPU through
+     * the whole sleep never saw busy at 0, and would count the sleep as
+     * HOLD_MS without a switch (and hand back the batch we take next). */
+    worker_publish(w, NULL);
     atomic_store(&w->busy, 1);
     if (atomic_load_explicit(&s->watchdog_idle, memory_order_seq_cst))
         watchdog_kick(s);
