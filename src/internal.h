@@ -325,6 +325,15 @@ struct worker {
      * FIFO through j->next, under wheel_lk: the watchdog hands them to other
      * workers while this one is held. At most one dispatch batch. */
     struct job *tostart_head, *tostart_tail;
+    /* The quota round as it stood before each job of the last batch was
+     * picked, and s->dispatch_gen after it (written under s->lock before the
+     * batch goes on the list; read by the watchdog under wheel_lk while it is
+     * there, when the worker writes none of it). batch_next: the index in
+     * the batch of tostart_head (wheel_lk). See watchdog.c: hand_back. */
+    uint8_t batch_rr[DISPATCH_BATCH];
+    unsigned batch_taken[DISPATCH_BATCH];
+    unsigned batch_next;
+    uint64_t batch_gen;
     /* remote wake-ups (other threads -> this worker), inbox_lock */
     pthread_mutex_t inbox_lock;
     struct wake_msg *inbox, *inbox_spare;
@@ -377,6 +386,7 @@ struct ax_sched {
     bool quota_auto[AX_PRIO_COUNT]; /* follows max_concurrency */
     unsigned rr;                    /* index into the round order H, N, L */
     unsigned rr_taken;              /* taken in the current turn */
+    uint64_t dispatch_gen;          /* batches dispatched, ever (worker.c, watchdog.c) */
     unsigned running;               /* slots held (STARTING + RUNNING) */
     unsigned cap;                   /* running tasks at most now */
     unsigned cap_max;               /* ax_set_max_concurrency's; cap follows the adaptive

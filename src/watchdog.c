@@ -72,6 +72,17 @@ static void hand_back(struct ax_sched *s, struct worker *w)
     unsigned n = 0;
     if (!wheel_trylock(&w->wheel_lk))
         return;
+    /* The round as it stood before the first of them was picked (see
+     * below); read only while the list holds some: meanwhile the worker
+     * picks nothing. */
+    uint8_t rr0 = 0;
+    unsigned taken0 = 0;
+    uint64_t gen0 = UINT64_MAX;
+    if (w->tostart_head && w->batch_next < DISPATCH_BATCH) {
+        rr0 = w->batch_rr[w->batch_next];
+        taken0 = w->batch_taken[w->batch_next];
+        gen0 = w->batch_gen;
+    }
     while (w->tostart_head && n < DISPATCH_BATCH) {
         take[n++] = w->tostart_head;
         w->tostart_head = w->tostart_head->next;
@@ -101,6 +112,17 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         return;
     }
     running_locked(s);
+    /* Undo their dispatch in the quota round too, when no batch was picked
+     * since theirs (one worker, or the others idle): else each would count
+     * twice against its priority's turn, once now and once when picked
+     * again, and the start order would leave the rounds' (with one worker:
+     * a turn short of tasks, LOW's start a whole round late; tests
+     * test_quota, test_stress failed on it under load). When others have
+     * picked since, the round has moved on and stays where it is. */
+    if (s->dispatch_gen == gen0) {
+        s->rr = rr0;
+        s->rr_taken = taken0;
+    }
     for (unsigned i = n; i-- > 0;) { /* last first: push_front keeps their order */
         struct job *j = take[i];
         if (js_unstart(&j->sw, job_gen(j))) {
@@ -202,8 +224,14 @@ static bool watch_workers(struct ax_sched *s, uint64_t now)
         if (!read_published(w, &t, &j, &expect, &deadline, &seq))
             continue;
         if (seq != w->wd_seq) {
+            /* Since now, read after the sequence: `now` was read before this
+             * pass (and before the other workers' reads), and a watchdog the
+             * OS kept off its CPU in between would date the sighting too
+             * early and judge a worker held after as little as one POLL_MS
+             * without a switch. A stale `now` in the test below only errs
+             * the other way (held a little later). */
             w->wd_seq = seq;
-            w->wd_since_ns = now;
+            w->wd_since_ns = now_ns();
             continue;
         }
         if (now - w->wd_since_ns < HOLD_MS * 1000000ull)

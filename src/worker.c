@@ -188,8 +188,14 @@ static void dispatch(struct worker *w)
         sched_adaptive_apply_locked(s);
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
+        uint8_t rr0 = (uint8_t)s->rr;
+        unsigned taken0 = s->rr_taken;
         while (n < want && s->running < s->cap &&
                (j = sched_pick_locked(s, w->now_ns, &ended))) {
+            w->batch_rr[n] = rr0; /* the round before this pick, for a hand-back */
+            w->batch_taken[n] = taken0;
+            rr0 = (uint8_t)s->rr;
+            taken0 = s->rr_taken;
             js_dispatch(&j->sw); /* QUEUED, under the lock */
             jtimer_del_locked(s, j);         /* its queued-deadline timer */
             s->running++;
@@ -197,6 +203,8 @@ static void dispatch(struct worker *w)
             j->run_ns = 0;
             take[n++] = j;
         }
+        if (n)
+            w->batch_gen = ++s->dispatch_gen;
         more = n == want && s->running < s->cap &&
                (s->b[0].head || s->b[1].head || s->b[2].head || s->parked_total);
         /* Parking in this pick may have found room appear meanwhile. */
@@ -216,6 +224,7 @@ static void dispatch(struct worker *w)
      * below); then start them one by one. */
     if (n) {
         wheel_lock(&w->wheel_lk);
+        w->batch_next = 0;
         for (unsigned i = 0; i < n; i++) {
             take[i]->next = NULL;
             if (w->tostart_tail)
@@ -245,6 +254,7 @@ static void dispatch(struct worker *w)
         wheel_lock(&w->wheel_lk);
         struct job *j = w->tostart_head;
         if (j) {
+            w->batch_next++;
             w->tostart_head = j->next;
             if (!w->tostart_head)
                 w->tostart_tail = NULL;
@@ -394,6 +404,10 @@ static void worker_sleep(struct worker *w)
     int n = reactor_wait(w, ev, 64, tsp);
     atomic_store(&w->sleeping, 0);
     atomic_fetch_sub(&s->nsleeping, 1);
+    /* A new sighting for the watchdog: one the OS kept off its CPU through
+     * the whole sleep never saw busy at 0, and would count the sleep as
+     * HOLD_MS without a switch (and hand back the batch we take next). */
+    worker_publish(w, NULL);
     atomic_store(&w->busy, 1);
     if (atomic_load_explicit(&s->watchdog_idle, memory_order_seq_cst))
         watchdog_kick(s);

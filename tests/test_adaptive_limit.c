@@ -4,13 +4,21 @@
  *
  * A closed loop keeps 150 tasks outstanding on a scheduler with
  * max_concurrency 64 and adaptive_limit on. Each task sleeps (ax_sleep) a
- * uniform 2-8 ms while healthy, 20-80 ms while slow (10x), then healthy
+ * uniform 20-80 ms while healthy, 200-800 ms while slow (10x), then healthy
  * again. ax_stats.limit is sampled every 20 ms. Checked, on sample counts
  * and not on how long anything took:
  *  - always within [adaptive_min, 64];
  *  - healthy: the median of the samples is >= 58;
- *  - slow: it falls below 32 (half) before the phase's 150 samples end;
+ *  - slow: it falls below 32 (half) (liveness: 30 s; how fast is
+ *    test_limit.c's, exactly);
  *  - healthy again: it climbs back to >= 58 (liveness: 30 s);
+ * Sleeps of tens of ms, not 2-8 ms: on a busy machine (TSan, other builds)
+ * 64 tasks of 2-8 ms keep both workers busy, so a "healthy" run took 12-25
+ * ms, varying by more than the limiter's tolerance (1.5x) from window to
+ * window, and its baseline, set by its first window at start-up, higher
+ * still: the limit fell while healthy (median 55), and against 20-80 ms
+ * slow ones the gradient stayed near 1 (the limit stayed at 64 for 3 s, 2
+ * runs in 4). A run's time is its sleep, plus what the machine adds.
  *  - every admitted task ends exactly once, all succeeded.
  * Also: adaptive_min above max_concurrency is AX_EINVAL; with the limiter
  * off, the limit stays max_concurrency.
@@ -25,13 +33,24 @@
 
 static atomic_int slow;
 static atomic_long submitted, done, succeeded;
+static _Atomic uint64_t run_ns_sum, run_n; /* the tasks' own run times, per phase */
 
 static int work(ax_task *t, void *arg)
 {
+    uint64_t t0 = ax_now_ns();
     uint64_t *seed = arg;
     uint64_t r = xorshift(seed) % 61; /* 0..60 */
-    uint64_t ms = atomic_load(&slow) ? 20 + r : 2 + r / 10;
-    return ax_sleep(t, ms);
+    uint64_t ms = atomic_load(&slow) ? 200 + 10 * r : 20 + r;
+    int rc = ax_sleep(t, ms);
+    atomic_fetch_add(&run_ns_sum, ax_now_ns() - t0);
+    atomic_fetch_add(&run_n, 1);
+    return rc;
+}
+
+static double mean_run_ms(void)
+{
+    uint64_t n = atomic_exchange(&run_n, 0), sum = atomic_exchange(&run_ns_sum, 0);
+    return n ? (double)sum / (double)n / 1e6 : 0;
 }
 
 static void on_done(const ax_result *r, void *arg)
@@ -108,13 +127,14 @@ int main(void)
     /* Healthy: 75 samples (1.5 s). */
     unsigned n = drive(s, 75, lim, NULL);
     qsort(lim, n, sizeof *lim, cmp_u);
-    fprintf(stderr, "adaptive: healthy median limit %u (min %u)\n", lim[n / 2], lim[0]);
+    fprintf(stderr, "adaptive: healthy median limit %u (min %u), mean run %.1f ms\n", lim[n / 2],
+            lim[0], mean_run_ms());
     CHECK(lim[n / 2] >= CAP - 6);
-    /* Slow: until below half, at most 150 samples (3 s). */
+    /* Slow: until below half (liveness bound 30 s = 1500 samples). */
     atomic_store(&slow, 1);
-    n = drive(s, 150, lim, below_half);
-    fprintf(stderr, "adaptive: slow: below %u after %u samples (last %u)\n", CAP / 2, n,
-            lim[n - 1]);
+    n = drive(s, 1500, lim, below_half);
+    fprintf(stderr, "adaptive: slow: below %u after %u samples (last %u), mean run %.1f ms\n",
+            CAP / 2, n, lim[n - 1], mean_run_ms());
     CHECK(lim[n - 1] < CAP / 2);
     /* Healthy again: back to >= 58 (liveness bound 30 s = 1500 samples). */
     atomic_store(&slow, 0);

@@ -151,7 +151,7 @@ def check(what, cond):
 
 check("upstream is the URL", doc["upstream"] == {"kind": "url", "url": url})
 classes = [c["name"] for c in doc["scenario"]["classes"]]
-sent = 0
+sent = answered = unanswered = 0
 for c in doc["configs"]:
     name = c["name"]
     check(f"{name}: ran", c.get("ok") is True)
@@ -167,13 +167,26 @@ for c in doc["configs"]:
     # busy machine); every answer that came is a 200, and most did come.
     other = {k for v in st.values() for k in v} - {"200", "none"}
     check(f"{name}: every answer a 200 ({ok200} of {n}; {st})", not other)
-    check(f"{name}: most requests answered ({ok200} of {n})", ok200 >= 0.9 * n)
+    # Most answered, unless the run says the machine stalled it (its own
+    # measure: stall or CPU pressure); a stall can leave any share of the
+    # attempts without an answer, but never all.
+    stalled = c["machine_stalled"]
+    check(f"{name}: most requests answered ({ok200} of {n}"
+          f"{'; machine stalled: some' if stalled else ''})",
+          ok200 > 0 if stalled else ok200 >= 0.9 * n)
     check(f"{name}: answered_2xx {c['answered_2xx']} == {ok200}", c["answered_2xx"] == ok200)
     check(f"{name}: not failing", c["upstream_failing"] is False)
     t = c["tasks"]
-    check(f"{name}: tasks accounted for and most succeeded ({t['succeeded']} of {t['generated']})",
-          t["admitted"] == t["generated"] == t["succeeded"] + t["failed"] + t["timed_out"]
-          + t["cancelled"] and t["succeeded"] >= 0.9 * t["generated"])
+    # Every task generated is admitted or refused, every admitted one ends
+    # once. A stalled machine may make a configuration refuse some (ax-auto's
+    # limit follows latency); otherwise none is refused and most succeed.
+    refused = t["shed"] + t["rejected"]
+    check(f"{name}: tasks accounted for and most succeeded ({t['succeeded']} of {t['generated']}"
+          f"{', refused ' + str(refused) + ', machine stalled' if stalled else ''}; {t})",
+          t["generated"] == t["admitted"] + refused
+          and t["admitted"] == t["succeeded"] + t["failed"] + t["timed_out"] + t["cancelled"]
+          and (t["succeeded"] >= 1 if stalled else refused == 0
+               and t["succeeded"] >= 0.9 * t["generated"]))
     check(f"{name}: verdicts given", all(v["result"] != "N/A" or "no verdict" not in v["text"]
                                          for v in c["verdicts"]))
     # nginx answers at once: unless a busy machine made a task time out,
@@ -183,7 +196,14 @@ for c in doc["configs"]:
     check(f"{name}: goal 3 is N/A exactly when no function returned past its deadline "
           f"({g3}, {late} late returns)", (g3 == "N/A") == (late == 0))
     sent += c["upstream_requests"]
-check(f"nginx's access log counts what the demo sent ({logged} vs {sent})", logged == sent)
+    answered += ok200
+    unanswered += n - ok200
+# nginx logs every request it read; an attempt its timeout ended ("none")
+# may have been given up before nginx read its request: every answer was
+# logged, every request nginx did not log is one the demo got no answer to
+# (with every request answered, the counts are equal).
+check(f"nginx's access log counts what the demo sent ({logged} logged, {sent} sent, "
+      f"{unanswered} unanswered)", answered <= logged <= sent and sent - logged <= unanswered)
 for what, good in checks:
     print(("ok   " if good else "FAIL ") + what)
 EOF

@@ -60,7 +60,7 @@ start() {
     PID=$!
     PIDS+=("$PID")
     local i
-    for i in $(seq 100); do
+    for i in $(seq 600); do # 30 s: liveness only (a sanitizer build on a busy machine)
         if grep -q '^listening on ' "$TMP/$name.out" 2>/dev/null; then break; fi
         sleep 0.05
     done
@@ -410,13 +410,17 @@ MAIN_PID=$PID
 MAIN=$PORT
 URL="http://127.0.0.1:$MAIN"
 
-# Fixed latency: 300 ms, generously bounded.
+# Fixed latency: 300 ms, and none: the latency the server chose is in the
+# header, exactly; the time taken is bounded below exactly and above only
+# for liveness (a busy machine delays the answer, never hastens it).
 t=$(curl -s -o /dev/null -w '%{time_total}' "$URL/fixed")
-check "fixed:300ms took $t s" between 0.29 1.5 "$t"
+check "fixed:300ms took $t s" between 0.29 5 "$t"
 check "X-Upstream-Latency-Ms of /fixed is 300" \
     test "$(curl -s -D - -o /dev/null "$URL/fixed" | tr -d '\r' | sed -n 's/^X-Upstream-Latency-Ms: //p')" = 300
 t=$(curl -s -o /dev/null -w '%{time_total}' "$URL/fast")
-check "latency 0 answered in $t s" between 0 0.5 "$t"
+check "latency 0 answered in $t s" between 0 5 "$t"
+check "X-Upstream-Latency-Ms of /fast is 0" \
+    test "$(curl -s -D - -o /dev/null "$URL/fast" | tr -d '\r' | sed -n 's/^X-Upstream-Latency-Ms: //p')" = 0
 
 # Stalls: about half of 60 requests take stall_latency (60 ms), the rest 1 ms.
 lats=$(curl -s -D - -o /dev/null $(for i in $(seq 60); do echo "$URL/stall"; done) | tr -d '\r' |
@@ -494,29 +498,43 @@ pyrun overload "$MAIN" /cap 40 200 10
 # ---- wrk: 1 000 connections, no errors, every request counted -------------------------
 
 # total, answered 200, unanswered, all other statuses
-snap='r = d["requests"]; b = r["by_status"]; print(r["total"], b.get("200", 0), r["unanswered"], sum(b.values()) - b.get("200", 0), d["connections"]["max_open"])'
+snap='r = d["requests"]; b = r["by_status"]; c = d["connections"]; print(r["total"], b.get("200", 0), r["unanswered"], sum(b.values()) - b.get("200", 0), c["max_open"], c["accepted"])'
 counts() { curl -s --max-time 5 "$URL/stats" | python3 -c "import json, sys; d = json.load(sys.stdin); $snap"; }
-read -r t0 s0 u0 o0 _ < <(counts)
-wrk -t2 -c1000 -d3s --latency "$URL/fast" >"$TMP/wrk.txt" 2>&1 || true
+read -r t0 s0 u0 o0 _ a0 < <(counts)
+# --timeout 30s: wrk's own 2 s is no bound for a busy machine (TSan under
+# load: 182 timeouts, and the connections wrk closed on them were never all
+# open at once); 30 s is a liveness bound.
+wrk -t2 -c1000 -d3s --timeout 30s --latency "$URL/fast" >"$TMP/wrk.txt" 2>&1 || true
 # The requests cut off when wrk stopped settle (answered or unanswered) once
-# the server gets to them: on a busy machine that can take a while.
+# the server gets to them, and the connections still in its accept queue
+# are accepted: on a busy machine that can take a while. Each /stats call
+# is a connection of its own, accepted before it answers: not wrk's.
+polls=0
 for i in $(seq 200); do
-    [ "$(stats_get "$MAIN" 'd["requests"]["in_flight"]')" -eq 0 ] && break
+    polls=$((polls + 1))
+    [ "$(stats_get "$MAIN" 'd["requests"]["in_flight"] == 0 and d["connections"]["accepted"] - '"$((a0 + polls))"' >= 1000')" = True ] && break
     sleep 0.05
 done
-read -r t1 s1 u1 o1 maxopen < <(counts)
+read -r t1 s1 u1 o1 maxopen a1 < <(counts)
+wrk_conns=$((a1 - a0 - polls - 1))
 wrk_n=$(sed -n 's/^ *\([0-9]*\) requests in .*/\1/p' "$TMP/wrk.txt")
 wrk_n=${wrk_n:-0}
 rps=$(sed -n 's/^Requests\/sec: *//p' "$TMP/wrk.txt")
 lat=$(awk '/^ +Latency /{print $2" avg, "$4" max"; exit}' "$TMP/wrk.txt")
 p99=$(awk '/^ +99%/{print $2; exit}' "$TMP/wrk.txt")
 echo "wrk: $wrk_n requests, $rps req/s, latency $lat, p99 $p99 (1000 connections, 3 s);" \
-    "server: $((t1 - t0)) requests, $((s1 - s0)) answered 200, $((u1 - u0)) unanswered"
+    "server: $((t1 - t0)) requests, $((s1 - s0)) answered 200, $((u1 - u0)) unanswered;" \
+    "$wrk_conns connections accepted, $maxopen open at most"
 if [ "$wrk_n" -gt 0 ]; then ok; else bad "wrk ran no requests: $(cat "$TMP/wrk.txt")"; fi
 check "wrk: no socket errors or timeouts ($(grep -m1 'Socket errors' "$TMP/wrk.txt" || true))" \
     bash -c "! grep -q 'Socket errors' '$TMP/wrk.txt'"
 check "wrk: no non-2xx answers" bash -c "! grep -q 'Non-2xx' '$TMP/wrk.txt'"
-check "wrk: all 1000 connections were open at once (max_open $maxopen)" test "${maxopen:-0}" -ge 1000
+# Every connection wrk opened was accepted. Whether all 1000 were open on
+# the server at once depends on how fast it accepts before wrk stops after
+# 3 s (TSan under load: 649 to 809 at once, all 1000 accepted); the 10 000
+# connections below are checked open at once, by the client, exactly.
+check "wrk: all 1000 connections accepted ($wrk_conns accepted, max_open $maxopen)" \
+    test "$wrk_conns" -ge 1000
 # Every request wrk counted was answered 200 and counted by the server. The
 # server may have seen up to one more request per connection, cut off when
 # wrk stopped (answered, or unanswered if wrk closed first); nothing else.
@@ -546,20 +564,41 @@ check "10 000 connections: clean stop (exit $rc)" test "$rc" -eq 0
 start sched --endpoint '/x latency=fixed:100ms' --phase 2s:healthy --phase 2s:degraded --loop \
     --duration 9
 SCHED_PID=$PID
-T0=$(date +%s.%N)
 SURL="http://127.0.0.1:$PORT/x"
-at() { python3 -c 'import sys, time; d = float(sys.argv[1]) + float(sys.argv[2]) - time.time(); time.sleep(max(0, d))' "$T0" "$1"; }
-latency_of() { curl -s -D - -o /dev/null "$SURL" | tr -d '\r' | sed -n 's/^X-Upstream-Latency-Ms: //p'; }
-phase_of() { curl -s -D - -o /dev/null "$SURL" | tr -d '\r' | sed -n 's/^X-Upstream-Phase: //p'; }
-check "schedule: healthy first (100 ms)" test "$(latency_of)" = 100
-check "schedule: phase header healthy" test "$(phase_of)" = healthy
-at 2.3
-check "schedule: /stats names the phase" test "$(stats_get "$PORT" 'd["phase"]["name"]')" = degraded
-t=$(curl -s -o /dev/null -w '%{time_total}' "$SURL")
-check "schedule: degraded after 2 s took $t s (slow=7: 700 ms)" between 0.65 2.0 "$t"
-check "schedule: degraded latency header 700" test "$(latency_of)" = 700
-at 4.6
-check "schedule: healthy again after looping" test "$(latency_of)" = 100
+# Checked by the server's own clock, not by when a poll lands (a busy machine
+# delays curl and python by seconds): /stats names the phase with the uptime
+# it was computed at, and every answer names its phase with its latency.
+# uptime - elapsed is where the phase began: a whole number of 2 s phases,
+# whose parity is the phase (healthy first).
+phase_ok='(lambda p, u: abs((u - p["elapsed_s"]) / 2 - round((u - p["elapsed_s"]) / 2)) < 0.01
+    and p["index"] == round((u - p["elapsed_s"]) / 2) % 2 and p["elapsed_s"] <= 2.0
+    and p["name"] == ("healthy", "degraded")[p["index"]] and p["count"] == 2 and p["loop"])(d["phase"], d["uptime_s"])'
+check "schedule: /stats phase follows the uptime (2 s healthy, 2 s degraded, looping)" \
+    test "$(stats_get "$PORT" "$phase_ok")" = True
+# Answers until one in each phase, then healthy again after degraded (the
+# loop), or the server stops by itself (--duration 9).
+seen="" pairs_ok=1 deg_t=""
+for i in $(seq 100); do
+    head=$(curl -s --max-time 5 -D - -o /dev/null -w 'Time: %{time_total}\n' "$SURL" | tr -d '\r') || break
+    ph=$(sed -n 's/^X-Upstream-Phase: //p' <<<"$head")
+    lat=$(sed -n 's/^X-Upstream-Latency-Ms: //p' <<<"$head")
+    [ -n "$ph" ] || break
+    case "$ph:$lat" in
+    healthy:100) ;;
+    degraded:700) deg_t=$(sed -n 's/^Time: //p' <<<"$head") ;;
+    *)
+        pairs_ok=0
+        bad "schedule: an answer in phase '$ph' had latency '$lat'"
+        ;;
+    esac
+    [ "$ph" = "${seen##* }" ] || seen="$seen $ph"
+    case "$seen" in *"degraded healthy"*) break ;; esac
+done
+check "schedule: every answer's latency is its phase's (healthy 100, degraded slow=7: 700 ms)" \
+    test "$pairs_ok" = 1
+check "schedule: degraded, then healthy again after looping (phases seen:$seen)" \
+    bash -c "case '$seen' in *'degraded healthy'*) exit 0 ;; *) exit 1 ;; esac"
+check "schedule: a degraded answer took ${deg_t:-no} s (700 ms; 5 s for liveness)" between 0.65 5 "${deg_t:-0}"
 check "schedule: phase changes logged" grep -q 'phase 2/2 degraded' "$TMP/sched.err"
 # --duration 9: it stops by itself, cleanly.
 rc=0

@@ -60,9 +60,11 @@ static void *moved_node(void *arg)
         char buf[4096], ans[64];
         int n = snprintf(ans, sizeof ans, "-MOVED 1234 127.0.0.1:%d\r\n", moved_to);
         while (read(c, buf, sizeof buf) > 0) { /* one command per read here */
+            /* Counted before it is sent: the client may follow it and the
+             * test look at the count before this thread runs again. */
+            atomic_fetch_add(&moved_sent, 1);
             if (write(c, ans, (size_t)n) != n)
                 break;
-            atomic_fetch_add(&moved_sent, 1);
         }
         close(c);
     }
