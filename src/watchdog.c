@@ -72,18 +72,20 @@ static void hand_back(struct ax_sched *s, struct worker *w)
     unsigned n = 0;
     if (!wheel_trylock(&w->wheel_lk))
         return;
-    /* The round as it stood before the first of them was picked (see
-     * below); read only while the list holds some: meanwhile the worker
-     * picks nothing. */
-    uint8_t rr0 = 0;
-    unsigned taken0 = 0;
-    uint64_t gen0 = UINT64_MAX;
-    if (w->tostart_head && w->batch_next < DISPATCH_BATCH) {
-        rr0 = w->batch_rr[w->batch_next];
-        taken0 = w->batch_taken[w->batch_next];
-        gen0 = w->batch_gen;
-    }
+    /* The round as it stood before each of them was picked (see below);
+     * read only while the list holds some: meanwhile the worker picks
+     * nothing. */
+    uint8_t rr_before[DISPATCH_BATCH];
+    unsigned taken_before[DISPATCH_BATCH];
+    uint64_t gen0 = w->tostart_head ? w->batch_gen : UINT64_MAX;
+    unsigned first = w->batch_next;
     while (w->tostart_head && n < DISPATCH_BATCH) {
+        if (first + n < DISPATCH_BATCH) {
+            rr_before[n] = w->batch_rr[first + n];
+            taken_before[n] = w->batch_taken[first + n];
+        } else {
+            gen0 = UINT64_MAX; /* not this batch's bookkeeping: leave the round */
+        }
         take[n++] = w->tostart_head;
         w->tostart_head = w->tostart_head->next;
     }
@@ -112,17 +114,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         return;
     }
     running_locked(s);
-    /* Undo their dispatch in the quota round too, when no batch was picked
-     * since theirs (one worker, or the others idle): else each would count
-     * twice against its priority's turn, once now and once when picked
-     * again, and the start order would leave the rounds' (with one worker:
-     * a turn short of tasks, LOW's start a whole round late; tests
-     * test_quota, test_stress failed on it under load). When others have
-     * picked since, the round has moved on and stays where it is. */
-    if (s->dispatch_gen == gen0) {
-        s->rr = rr0;
-        s->rr_taken = taken0;
-    }
+    unsigned undo_from = 0; /* the picks from here on are undone below */
     for (unsigned i = n; i-- > 0;) { /* last first: push_front keeps their order */
         struct job *j = take[i];
         if (js_unstart(&j->sw, job_gen(j))) {
@@ -138,7 +130,23 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         } else {
             j->next = gone; /* ended (cancelled) while on the list: drop its hold */
             gone = j;
+            if (!undo_from)
+                undo_from = i + 1; /* its pick stands: it is never picked again */
         }
+    }
+    /* Undo their dispatch in the quota round too, when no batch was picked
+     * since theirs (one worker, or the others idle): else each would count
+     * twice against its priority's turn, once now and once when picked
+     * again, and the start order would leave the rounds' (with one worker:
+     * a turn short of tasks, LOW's start a whole round late; tests
+     * test_quota, test_stress failed on it under load). Only the picks
+     * after the last job that ended on the list are undone: that one's
+     * pick stands (it will not be picked again), and the round can only be
+     * set back to a point in its sequence (test_r13_handback_cancelled).
+     * When others have picked since, the round has moved on and stays. */
+    if (s->dispatch_gen == gen0 && undo_from < n) {
+        s->rr = rr_before[undo_from];
+        s->rr_taken = taken_before[undo_from];
     }
     pthread_mutex_unlock(&s->lock);
     while (gone) {
