@@ -526,6 +526,25 @@ static struct pm_family *pm_find(struct pm_family *f, size_t nf, struct pm_line 
     return NULL;
 }
 
+/* A new family at the end of *fam (grown as needed); NULL when out of
+ * memory. */
+static struct pm_family *pm_add(struct pm_family **fam, size_t *nf, size_t *capf,
+                                struct pm_line name)
+{
+    if (*nf == *capf) {
+        size_t nc = *capf ? *capf * 2 : 32;
+        struct pm_family *t = realloc(*fam, nc * sizeof *t);
+        if (!t)
+            return NULL;
+        *fam = t;
+        *capf = nc;
+    }
+    struct pm_family *f = &(*fam)[(*nf)++];
+    memset(f, 0, sizeof *f);
+    f->name = name;
+    return f;
+}
+
 size_t ax_prom_merge(char *text, size_t len)
 {
     struct pm_family *fam = NULL;
@@ -554,35 +573,15 @@ size_t ax_prom_merge(char *text, size_t len)
                     }
             }
             cur = pm_find(fam, nf, fname);
-            if (!cur) {
-                if (nf == capf) {
-                    size_t nc = capf ? capf * 2 : 32;
-                    struct pm_family *t = realloc(fam, nc * sizeof *t);
-                    if (!t) {
-                        oom = true;
-                        break;
-                    }
-                    fam = t;
-                    capf = nc;
-                }
-                cur = &fam[nf++];
-                memset(cur, 0, sizeof *cur);
-                cur->name = fname;
+            if (!cur && !(cur = pm_add(&fam, &nf, &capf, fname))) {
+                oom = true;
+                break;
             }
         }
-        if (!cur) { /* a comment before any family: a family of its own */
-            if (nf == capf) {
-                size_t nc = capf ? capf * 2 : 32;
-                struct pm_family *t = realloc(fam, nc * sizeof *t);
-                if (!t) {
-                    oom = true;
-                    break;
-                }
-                fam = t;
-                capf = nc;
-            }
-            cur = &fam[nf++];
-            memset(cur, 0, sizeof *cur);
+        /* a comment before any family: a family of its own, nameless */
+        if (!cur && !(cur = pm_add(&fam, &nf, &capf, (struct pm_line){NULL, 0}))) {
+            oom = true;
+            break;
         }
         if (is_help) {
             if (!cur->help.n)
