@@ -487,7 +487,7 @@ struct ax_sched {
     /* --- lifecycle events (obs/events.c) --- */
     struct ev_state *ev;
     _Atomic unsigned ev_mask; /* kinds produced; 0 while no sink is set */
-    unsigned ev_sample;
+    _Atomic unsigned ev_sample; /* ax_events_filter may change it while workers emit */
     _Atomic bool ev_lossless; /* a full ring makes the producer wait */
     _Atomic uint64_t ev_dropped;
 };

@@ -261,7 +261,7 @@ static void wait_for_room(struct ev_state *st, struct ev_ring *r, unsigned limit
 
 static bool sampled_out(struct ax_sched *s, unsigned kind, const struct job *j)
 {
-    unsigned every = s->ev_sample;
+    unsigned every = atomic_load_explicit(&s->ev_sample, memory_order_relaxed);
     if (every <= 1 || !j)
         return false;
     if (kind != AX_EV_SUBMITTED && kind != AX_EV_STARTED && kind != AX_EV_SUCCEEDED)
@@ -932,7 +932,7 @@ int ev_init(struct ax_sched *s)
     st->ts_sec = (time_t)-1; /* no prefix cached yet */
     pieces_init(st);
     s->ev = st;
-    s->ev_sample = 1;
+    atomic_store_explicit(&s->ev_sample, 1, memory_order_relaxed);
     for (unsigned i = 0; i < s->nworkers; i++) {
         s->workers[i].ev_ring = ev_zalloc(sizeof(struct ev_ring));
         if (!s->workers[i].ev_ring)
@@ -1014,7 +1014,7 @@ int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every)
         return ax_fail_static(AX_EINVAL, "ax_events_filter: sample_every must be >= 1");
     pthread_mutex_lock(&s->ev->lock);
     s->ev->want_mask = mask;
-    s->ev_sample = sample_every;
+    atomic_store_explicit(&s->ev_sample, sample_every, memory_order_relaxed);
     apply_mask_locked(s);
     pthread_mutex_unlock(&s->ev->lock);
     return AX_OK;
