@@ -244,6 +244,8 @@ struct ax_task {
     uint8_t bt_req;              /* resumed only to record where it is parked */
     uint8_t overflowed;          /* ran into its guard page (obs/crash.c) */
     uint8_t detached_calls;      /* blocking calls made after its attempt ended */
+    uint8_t warm;                /* its function returned: the coroutine waits at the
+                                    top of run_entry's loop for another job (run.c) */
     int bt_n;
     void *bt[AX_BT_MAX];
 };
@@ -315,7 +317,9 @@ struct worker {
     size_t expired_cap;
     _Atomic int busy;         /* out of epoll_wait: the watchdog watches it */
     bool joined;              /* its thread was joined (lifecycle.c) */
-    struct ax_task *run_free; /* recycled runs */
+    struct ax_task *run_free; /* recycled runs, without a stack */
+    struct ax_task *run_warm; /* recycled runs keeping their stack and live coroutine */
+    unsigned nrun_warm;
     struct ax_task **run_chunks;
     unsigned nrun_chunks, run_chunk_cap;
     unsigned live_runs;       /* runs not yet recycled, orphans included */
@@ -742,6 +746,7 @@ void run_resume(struct worker *w, struct ax_task *t);
 /* Handle the run timers that are due (worker's own and the watchdog's). */
 void run_expire_timers(struct worker *w);
 void run_pool_destroy(struct worker *w);
+void run_warm_drop(struct worker *w, unsigned keep);
 /* The per-worker wheel, under its lock (wheel_lk). */
 static inline void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns)
 {

@@ -91,13 +91,48 @@ static struct ax_task *run_alloc(struct worker *w)
     return t;
 }
 
-static void run_recycle(struct worker *w, struct ax_task *t)
+/* Finished runs whose function returned keep their stack and coroutine
+ * (parked at the top of run_entry's loop), up to RUN_WARM_MAX per worker,
+ * LIFO so the most recently used stack (still in cache) runs next. Taking
+ * one skips the stack pool and ax_coro_init; giving it back skips
+ * ax_coro_destroy (callgrind, bench ax_fullpath: ~150 instructions and
+ * two atomics per task). The stack pool keeps STACK_WARM_KEEP less these
+ * resident when idle (worker.c: trim_stacks). */
+#define RUN_WARM_MAX 64
+
+/* Let a warm run's coroutine end: resumed with no job, it makes its final
+ * switch. On the worker's own stack only. */
+static void run_warm_end(struct worker *w, struct ax_task *t)
+{
+    t->job = NULL;
+    t->warm = 0;
+    ax_coro_switch(&w->main, &t->coro);
+}
+
+static void run_release_stack(struct worker *w, struct ax_task *t)
 {
     ax_coro_destroy(&t->coro);
     if (t->stack) {
         ax_stack_release(&w->stacks, t->stack);
         t->stack = NULL;
-        atomic_fetch_sub_explicit(&w->stacks_in_use, 1, memory_order_relaxed);
+    }
+}
+
+static inline void stacks_in_use_add(struct worker *w, int d)
+{
+    /* Written by this worker only, read by ax_stats: no locked add. */
+    atomic_store_explicit(&w->stacks_in_use,
+                          atomic_load_explicit(&w->stacks_in_use, memory_order_relaxed) + d,
+                          memory_order_relaxed);
+}
+
+static void run_recycle(struct worker *w, struct ax_task *t)
+{
+    bool keep = t->warm && w->nrun_warm < RUN_WARM_MAX;
+    if (!keep) {
+        if (t->warm)
+            run_warm_end(w, t);
+        run_release_stack(w, t);
     }
     if (t->defers != t->defer_inline)
         free(t->defers);
@@ -108,8 +143,15 @@ static void run_recycle(struct worker *w, struct ax_task *t)
     t->job = NULL;
     t->life_gen++;
     t->park_gen++;
-    t->next = w->run_free;
-    w->run_free = t;
+    stacks_in_use_add(w, -1);
+    if (keep) {
+        t->next = w->run_warm;
+        w->run_warm = t;
+        w->nrun_warm++;
+    } else {
+        t->next = w->run_free;
+        w->run_free = t;
+    }
     w->live_runs--;
     /* release: ax_shutdown reads 0 here as "every coroutine and its fds are
      * done"; seq_cst against a worker going to sleep at max_orphans, which
@@ -120,6 +162,20 @@ static void run_recycle(struct worker *w, struct ax_task *t)
     if (AX_UNLIKELY(atomic_load_explicit(&w->s->hint_orphans_full, memory_order_seq_cst)) &&
         atomic_load_explicit(&w->s->hint_queued, memory_order_relaxed))
         sched_wake_workers(w->s, 1);
+}
+
+/* End warm runs until at most keep are left (the worker's exit: 0). */
+void run_warm_drop(struct worker *w, unsigned keep)
+{
+    while (w->nrun_warm > keep) {
+        struct ax_task *t = w->run_warm;
+        w->run_warm = t->next;
+        w->nrun_warm--;
+        run_warm_end(w, t);
+        run_release_stack(w, t);
+        t->next = w->run_free;
+        w->run_free = t;
+    }
 }
 
 void run_pool_destroy(struct worker *w)
@@ -133,39 +189,51 @@ void run_pool_destroy(struct worker *w)
 
 /* ---- the coroutine side --------------------------------------------------- */
 
-/* Run cleanups LIFO and leave the coroutine for good. Called on the task's
- * stack, by a normal return and by ax_panic. */
-_Noreturn void run_exit(struct ax_task *t)
+static inline void run_defers(struct ax_task *t)
 {
     while (t->ndefers > 0) {
         struct defer_entry d = t->defers[--t->ndefers];
         d.fn(d.arg);
     }
+}
+
+/* Run cleanups LIFO and leave the coroutine for good. Called on the task's
+ * stack by ax_panic (from any depth: the stack is not reused). */
+_Noreturn void run_exit(struct ax_task *t)
+{
+    run_defers(t);
     t->rs = RS_EXITED;
     ax_coro_switch_final(&t->coro, &t->w->main);
     abort(); /* unreachable: a finished coroutine is never resumed */
 }
 
+/* The coroutine's body: one attempt per turn of the loop. A function that
+ * returns leaves the coroutine parked here, warm, and run_start may give it
+ * the next job; resumed with none (run_warm_end), it ends. */
 static void run_entry(void *arg)
 {
     struct ax_task *t = arg;
     struct worker *w = t->w;
-    struct job *j = t->job;
-    if (!js_begin(&j->sw, t->gen, t->attempt)) {
+    while (t->job) {
+        struct job *j = t->job;
         /* Cancelled since dispatch: this run never enters the function. */
+        if (js_begin(&j->sw, t->gen, t->attempt)) {
+            t->began = 1;
+            t->rs = RS_ACTIVE;
+            wc_inc(&w->counts.started); /* counted where STARTED is emitted: the two agree */
+            if (AX_UNLIKELY(j->cls))
+                class_started(w->s, j);
+            metrics_record_wait(w->s, w, j->prio, j->wait_ns);
+            EV(w->s, w, j, AX_EV_STARTED, 0, NULL);
+            t->code = j->fn(t, j->arg);
+            run_defers(t);
+        }
         t->rs = RS_EXITED;
-        ax_coro_switch_final(&t->coro, &w->main);
-        abort();
+        t->warm = 1;
+        ax_coro_switch(&t->coro, &w->main);
     }
-    t->began = 1;
-    t->rs = RS_ACTIVE;
-    wc_inc(&w->counts.started); /* counted where STARTED is emitted: the two agree */
-    if (AX_UNLIKELY(t->job->cls))
-        class_started(w->s, t->job);
-    metrics_record_wait(w->s, w, j->prio, j->wait_ns);
-    EV(w->s, w, j, AX_EV_STARTED, 0, NULL);
-    t->code = j->fn(t, j->arg);
-    run_exit(t);
+    ax_coro_switch_final(&t->coro, &w->main);
+    abort(); /* unreachable */
 }
 
 int run_detached_slow(const struct ax_task *t)
@@ -393,18 +461,27 @@ struct ax_task *run_start(struct worker *w, struct job *j)
                        "deadline passed while queued", 0, JH_RUN);
         return NULL;
     }
-    struct ax_task *t = run_alloc(w);
+    struct ax_task *t = w->run_warm;
     struct ax_stack *stk = NULL;
-    if (!t || ax_stack_acquire(&w->stacks, &stk) != 0) {
-        if (t) {
-            t->next = w->run_free;
-            w->run_free = t;
+    bool warm = t != NULL;
+    if (warm) {
+        w->run_warm = t->next;
+        w->nrun_warm--;
+        t->next = NULL;
+        stk = t->stack;
+    } else {
+        t = run_alloc(w);
+        if (!t || ax_stack_acquire(&w->stacks, &stk) != 0) {
+            if (t) {
+                t->next = w->run_free;
+                w->run_free = t;
+            }
+            finish_running(s, w, j, gen, attempt, JS_FAILED, AX_ENOMEM,
+                           "out of memory for a coroutine stack", 0, JH_RUN);
+            return NULL;
         }
-        finish_running(s, w, j, gen, attempt, JS_FAILED, AX_ENOMEM,
-                       "out of memory for a coroutine stack", 0, JH_RUN);
-        return NULL;
     }
-    atomic_fetch_add_explicit(&w->stacks_in_use, 1, memory_order_relaxed);
+    stacks_in_use_add(w, 1);
     w->live_runs++;
     atomic_fetch_add_explicit(&s->total_live_runs, 1, memory_order_relaxed);
 
@@ -421,7 +498,7 @@ struct ax_task *run_start(struct worker *w, struct job *j)
         t->deadline_ns = j->deadline_ns;
     t->expect_sw = js_make(gen, attempt, JS_RUNNING, 0);
     t->rs = RS_NEW;
-    t->panicked = t->began = t->bt_req = t->overflowed = t->detached_calls = 0;
+    t->panicked = t->began = t->bt_req = t->overflowed = t->detached_calls = t->warm = 0;
     t->bt_n = 0;
     t->code = 0;
     t->err[0] = 0;
@@ -437,7 +514,8 @@ struct ax_task *run_start(struct worker *w, struct job *j)
     t->deadline_timer.kind = TIMER_DEADLINE;
     t->wait_timer.run = t;
     t->wait_timer.kind = TIMER_WAIT;
-    ax_coro_init(&t->coro, stk->lo, stk->size, run_entry, t);
+    if (!warm)
+        ax_coro_init(&t->coro, stk->lo, stk->size, run_entry, t);
 
     /* Arm the deadline and publish the run before the task can be RUNNING. */
     worker_timer_add(w, &t->deadline_timer.node, t->deadline_ns);

@@ -328,20 +328,27 @@ static bool work_hinted(struct worker *w)
  * workers and the step that overshoots), at most TRIM_BUDGET_NS, and stop
  * as soon as work is announced. A worker idle for longer still trims
  * everything, TRIM_BUDGET_NS at a time. */
+/* Released stacks kept resident: STACK_WARM_KEEP in all, counting those
+ * of warm runs (run.c). */
+static inline size_t warm_keep(const struct worker *w)
+{
+    return w->nrun_warm < STACK_WARM_KEEP ? STACK_WARM_KEEP - w->nrun_warm : 0;
+}
+
 static bool trim_stacks(struct worker *w, uint64_t next_tick)
 {
+    size_t keep = warm_keep(w);
     uint64_t now = now_ns(), next = tick_to_ns(next_tick); /* UINT64_MAX: none */
     uint64_t gap = next > now ? next - now : 0;
     if (gap < TRIM_MIN_GAP_NS)
-        return w->stacks.n_warm > STACK_WARM_KEEP; /* a timer is near: later */
+        return w->stacks.n_warm > keep; /* a timer is near: later */
     uint64_t end = now + (gap / 2 < TRIM_BUDGET_NS ? gap / 2 : TRIM_BUDGET_NS);
-    while (w->stacks.n_warm > STACK_WARM_KEEP && now < end && !work_hinted(w)) {
+    while (w->stacks.n_warm > keep && now < end && !work_hinted(w)) {
         size_t n = w->stacks.n_warm;
-        ax_stack_pool_trim(&w->stacks,
-                           n - STACK_WARM_KEEP > TRIM_STEP ? n - TRIM_STEP : STACK_WARM_KEEP);
+        ax_stack_pool_trim(&w->stacks, n - keep > TRIM_STEP ? n - TRIM_STEP : keep);
         now = now_ns();
     }
-    return w->stacks.n_warm > STACK_WARM_KEEP;
+    return w->stacks.n_warm > keep;
 }
 
 static void worker_sleep(struct worker *w)
@@ -369,7 +376,7 @@ static void worker_sleep(struct worker *w)
     }
     /* Idle: return released stacks' memory in the time to spare before
      * the next timer; come back in a millisecond for more. */
-    bool trim_more = w->stacks.n_warm > STACK_WARM_KEEP && trim_stacks(w, next_tick);
+    bool trim_more = w->stacks.n_warm > warm_keep(w) && trim_stacks(w, next_tick);
     atomic_fetch_add(&s->nsleeping, 1);
     atomic_store(&w->sleeping, 1);
     atomic_store(&w->busy, 0);
@@ -459,6 +466,7 @@ void *worker_main(void *arg)
             break;
         worker_sleep(w);
     }
+    run_warm_drop(w, 0); /* their coroutines end on this thread */
     atomic_store(&w->busy, 0);
     crash_altstack_leave(altstack);
     return NULL;
