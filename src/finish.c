@@ -24,6 +24,7 @@
  * signal handler, never under a lock.
  */
 #include "internal.h"
+#include "obs/prom.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,8 +42,12 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
     r->wait_ns = j->wait_ns;
     r->run_ns = j->run_ns;
     r->class_id = j->cls;
-    size_t n = err ? strnlen(err, sizeof r->error - 1) : 0;
-    memcpy(r->error, err ? err : "", n);
+    if (!err || !*err) { /* every success */
+        r->error[0] = 0;
+        return;
+    }
+    size_t n = strnlen(err, sizeof r->error - 1);
+    memcpy(r->error, err, n);
     r->error[n] = 0;
 }
 
@@ -189,7 +194,10 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
     if (to != JS_RETRYING && slot != FIN_NO_SLOT)
         j->run_ns = run_ns; /* terminal: the job is ours alone */
     if (slot != FIN_NO_SLOT) {
-        metrics_record_run(s, w, j->prio, run_ns);
+        if (AX_LIKELY(w))
+            ax_hist_record(&w->m->run[j->prio], run_ns); /* metrics_record_run, inline */
+        else
+            metrics_record_run(s, NULL, j->prio, run_ns);
         if (AX_UNLIKELY(j->cls))
             class_attempt_done(s, j, state, run_ns != 0, run_ns, w ? w->now_ns : now_ns());
         if (AX_UNLIKELY(s->cfg.adaptive_limit) && run_ns && state != JS_CANCELLED)
