@@ -72,7 +72,11 @@ static inline void ax_cpu_relax(void)
 #define AX_JOB_CHUNK 1024
 
 struct job {
-    struct job *next, *prev;    /* bucket FIFO; the free list; hand-off lists */
+    struct job *next; /* a class's park list; the free list; hand-off lists */
+    union {               /* s->lock */
+        struct job *prev; /* parked: a class's park list (doubly linked) */
+        uint32_t bpos;    /* queued, not parked: its position in its bucket's ring */
+    };
     struct ax_wheel_node tnode; /* scheduler wheel: delay, back-off, queued deadline (s->lock) */
     _Atomic uint64_t sw;        /* the state word: state.h is its only writer */
     uint64_t id;
@@ -375,9 +379,27 @@ struct worker {
 
 /* ---- the scheduler ------------------------------------------------------ */
 
+/* A bucket's queue is a ring of job slots (job_slot) in FIFO order, not a
+ * list through the jobs. With a list the submitter wrote the previous
+ * job's line (tail->next) and the dispatching worker the next job's
+ * (next->prev), so job lines crossed between the cores more than once per
+ * task; perf of bench ax_fullpath put that miss, under s->lock, as the
+ * largest single cost of a dispatch. With the ring a submitter writes its
+ * own job and a slot number, a worker reads slot numbers 16 to a line.
+ * (Prefetching the next jobs from the ring helped 1 worker ~4 % and cost
+ * 2 workers ~10 %: a line fetched by one worker is often taken by the
+ * other. Not done.) A job removed
+ * from the middle (cancelled, parked, ended) leaves RING_GONE; the two ends
+ * always hold a job. Positions run free (uint32, wrapping); a job keeps its
+ * position in j->bpos. The ring holds at least twice the live jobs of its
+ * priority (s->live_prio, reserved at admission: bucket_reserve_locked), so
+ * a push never allocates and a full ring compacts to half. (sched.c) */
+#define RING_GONE UINT32_MAX
 struct bucket {
-    struct job *head, *tail;
-    unsigned n;      /* queued jobs of this priority: the list + parked ones */
+    uint32_t *ring;
+    uint32_t mask;   /* ring size - 1; no ring yet: ring NULL */
+    uint32_t rh, rt; /* positions of the first job and one past the last */
+    unsigned n;      /* queued jobs of this priority: the ring's + parked ones */
     unsigned parked; /* of n, parked on their class's list (class.h) */
 };
 
@@ -386,6 +408,7 @@ struct ax_sched {
     pthread_mutex_t lock;
     /* --- s->lock --- */
     struct bucket b[AX_PRIO_COUNT];
+    unsigned live_prio[AX_PRIO_COUNT]; /* admitted and not freed, per priority */
     unsigned quota[AX_PRIO_COUNT];
     bool quota_auto[AX_PRIO_COUNT]; /* follows max_concurrency */
     unsigned rr;                    /* index into the round order H, N, L */
@@ -430,7 +453,9 @@ struct ax_sched {
      * dispatchable. A stale hint only delays a dispatch to the next
      * iteration or wake-up (every change that makes work dispatchable also
      * wakes a sleeping worker). */
-    _Atomic unsigned hint_queued;   /* jobs in the three buckets' lists (parked ones not) */
+    /* Its own cache line (as the two groups below): stored by every
+     * submitter, read by every worker loop. */
+    _Alignas(64) _Atomic unsigned hint_queued; /* jobs in the three buckets' lists (parked ones not) */
     _Atomic int hint_blocked;       /* paused or closing */
     /* The last dispatch found orphans at max_orphans: no worker may start
      * an attempt, so none spins waiting for one, and the run that returns
@@ -440,19 +465,23 @@ struct ax_sched {
      * into `running` by the next lock holder (running_locked), so a slot is
      * free for admission and dispatch the moment its task ends, even while
      * that worker runs another long slice. */
-    _Atomic unsigned freed;
+    /* Added to by the worker that ends a task, once per task; read by a
+     * submitter only when the figures it holds reach a bound (submit.c):
+     * a line apart from the submitters' (perf, bench ax_fullpath: sharing
+     * one with hint_queued and nsleeping moved it twice per task). */
+    _Alignas(64) _Atomic unsigned freed;
     _Atomic unsigned unloaded; /* likewise for `load`: tasks ended without the lock */
     /* Tasks out of the load whose on_done has not returned yet: ax_shutdown
      * waits for them too (the load itself drops before on_done, so that an
      * on_done submitting the next task is not shed by its own task). */
     _Atomic unsigned in_on_done;
-    struct worker_counts shared_counts; /* outcomes ended on other threads (atomic adds) */
+    _Atomic uint64_t total_live_runs; /* runs not yet recycled, every worker's */
+    _Alignas(64) struct worker_counts shared_counts; /* outcomes ended on other threads */
     /* --- workers --- */
     struct worker *workers;
     unsigned nworkers;
     _Atomic unsigned nsleeping;
     _Atomic int stop;               /* workers leave their loop once idle */
-    _Atomic uint64_t total_live_runs;
     /* --- task classes (class.c): published once, never removed --- */
     struct ax_class_rt *classes[AX_CLASS_MAX + 1]; /* [1 .. nclasses] */
     _Atomic unsigned nclasses;
@@ -576,6 +605,13 @@ static inline ax_state js_public(unsigned st)
 
 /* sched.c (s->lock held for *_locked) */
 void bucket_push_locked(struct ax_sched *s, struct job *j);
+/* Room in priority p's ring for one more admitted job; AX_ENOMEM if not. */
+int bucket_reserve_locked(struct ax_sched *s, unsigned p);
+void buckets_destroy(struct ax_sched *s);
+static inline bool bucket_nonempty(const struct bucket *b)
+{
+    return b->rh != b->rt;
+}
 void bucket_push_front_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended);

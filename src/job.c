@@ -107,6 +107,7 @@ void job_free_locked(struct ax_sched *s, struct job *j)
         j->has_ref = 0;
     }
     j->id = slot;
+    s->live_prio[j->prio]--;
     j->next = s->job_free;
     s->job_free = j;
     s->nfree++;
@@ -151,6 +152,7 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
 
 void job_table_destroy(struct ax_sched *s)
 {
+    buckets_destroy(s); /* their rings name slots of this table */
     for (unsigned i = 0; i < s->nchunks; i++) {
         for (unsigned k = 0; k < AX_JOB_CHUNK; k++)
             if (s->chunks[i][k].ext) {

@@ -34,6 +34,7 @@
  */
 #include "internal.h"
 
+#include <stdlib.h>
 #include <unistd.h>
 
 static const uint8_t round_order[AX_PRIO_COUNT] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
@@ -46,16 +47,101 @@ static inline void hint_queued_locked(struct ax_sched *s)
                           memory_order_relaxed);
 }
 
+/* ---- the buckets' rings (internal.h: struct bucket) ------------------------ */
+
+static inline uint32_t job_slot(const struct job *j)
+{
+    return (uint32_t)(j->id & (AX_MAX_JOBS - 1));
+}
+
+static inline struct job *slot_job(const struct ax_sched *s, uint32_t slot)
+{
+    return &s->chunks[slot / AX_JOB_CHUNK][slot % AX_JOB_CHUNK];
+}
+
+static inline uint32_t ring_used(const struct bucket *b)
+{
+    return b->rt - b->rh; /* jobs and RING_GONE between the ends */
+}
+
+/* The first job of p's ring, or NULL. */
+static inline struct job *ring_first(const struct ax_sched *s, const struct bucket *b)
+{
+    return bucket_nonempty(b) ? slot_job(s, b->ring[b->rh & b->mask]) : NULL;
+}
+
+/* Move to a ring of `size` entries (a power of two >= ring_used): the
+ * positions stay, so no job's bpos changes. */
+static int ring_resize(struct bucket *b, uint32_t size)
+{
+    uint32_t *r = malloc((size_t)size * sizeof *r);
+    if (!r)
+        return ax_fail_static(AX_ENOMEM, "out of memory for a priority bucket");
+    for (uint32_t pos = b->rh; pos != b->rt; pos++)
+        r[pos & (size - 1)] = b->ring[pos & b->mask];
+    free(b->ring);
+    b->ring = r;
+    b->mask = size - 1;
+    return AX_OK;
+}
+
+/* The ring is full (of jobs and gaps): close the gaps, keeping the order.
+ * At most half are jobs (bucket_reserve_locked), so this frees half. */
+static void ring_compact(struct ax_sched *s, struct bucket *b)
+{
+    uint32_t to = b->rh;
+    for (uint32_t pos = b->rh; pos != b->rt; pos++) {
+        uint32_t slot = b->ring[pos & b->mask];
+        if (slot == RING_GONE)
+            continue;
+        b->ring[to & b->mask] = slot;
+        slot_job(s, slot)->bpos = to;
+        to++;
+    }
+    b->rt = to;
+}
+
+int bucket_reserve_locked(struct ax_sched *s, unsigned p)
+{
+    struct bucket *b = &s->b[p];
+    uint64_t want = 2 * ((uint64_t)s->live_prio[p] + 1);
+    if (b->ring && want <= (uint64_t)b->mask + 1)
+        return AX_OK;
+    uint64_t size = b->ring ? (uint64_t)b->mask + 1 : 64;
+    while (size < want)
+        size *= 2;
+    if (size > (uint64_t)2 * AX_MAX_JOBS)
+        return ax_fail_static(AX_ENOMEM, "a priority bucket is at its largest");
+    return ring_resize(b, (uint32_t)size);
+}
+
+void buckets_destroy(struct ax_sched *s)
+{
+    for (int p = 0; p < AX_PRIO_COUNT; p++) {
+        free(s->b[p].ring);
+        s->b[p].ring = NULL;
+    }
+}
+
+/* Take j out of its bucket's ring: the ends move past any gaps. */
+static void ring_remove(struct bucket *b, struct job *j)
+{
+    b->ring[j->bpos & b->mask] = RING_GONE;
+    if (j->bpos == b->rh)
+        while (b->rh != b->rt && b->ring[b->rh & b->mask] == RING_GONE)
+            b->rh++;
+    else if (j->bpos == b->rt - 1)
+        while (b->rt != b->rh && b->ring[(b->rt - 1) & b->mask] == RING_GONE)
+            b->rt--;
+}
+
 void bucket_push_locked(struct ax_sched *s, struct job *j)
 {
     struct bucket *b = &s->b[j->prio];
-    j->next = NULL;
-    j->prev = b->tail;
-    if (b->tail)
-        b->tail->next = j;
-    else
-        b->head = j;
-    b->tail = j;
+    if (AX_UNLIKELY(ring_used(b) > b->mask))
+        ring_compact(s, b);
+    j->bpos = b->rt;
+    b->ring[b->rt++ & b->mask] = job_slot(j);
     b->n++;
     hint_queued_locked(s);
     if (AX_UNLIKELY(j->cls))
@@ -90,15 +176,7 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j)
     if (AX_UNLIKELY(j->parked)) {
         unpark_unlink_locked(s, j); /* cancelled, expired or drained while parked */
     } else {
-        if (j->prev)
-            j->prev->next = j->next;
-        else
-            b->head = j->next;
-        if (j->next)
-            j->next->prev = j->prev;
-        else
-            b->tail = j->prev;
-        j->next = j->prev = NULL;
+        ring_remove(b, j);
     }
     b->n--;
     hint_queued_locked(s);
@@ -110,13 +188,10 @@ void bucket_remove_locked(struct ax_sched *s, struct job *j)
 void bucket_push_front_locked(struct ax_sched *s, struct job *j)
 {
     struct bucket *b = &s->b[j->prio];
-    j->prev = NULL;
-    j->next = b->head;
-    if (b->head)
-        b->head->prev = j;
-    else
-        b->tail = j;
-    b->head = j;
+    if (AX_UNLIKELY(ring_used(b) > b->mask))
+        ring_compact(s, b);
+    j->bpos = --b->rh;
+    b->ring[b->rh & b->mask] = job_slot(j);
     b->n++;
     hint_queued_locked(s);
     if (AX_UNLIKELY(j->cls))
@@ -150,14 +225,7 @@ static void park_locked(struct ax_sched *s, struct job *j, bool limit_blocked)
 {
     struct bucket *b = &s->b[j->prio];
     struct ax_class_rt *c = s->classes[j->cls];
-    if (j->prev)
-        j->prev->next = j->next;
-    else
-        b->head = j->next;
-    if (j->next)
-        j->next->prev = j->prev;
-    else
-        b->tail = j->prev;
+    ring_remove(b, j);
     unsigned p = j->prio;
     struct job *after = c->park[p].tail; /* the last one queued before j */
     while (after && after->enqueue_ns > j->enqueue_ns)
@@ -395,9 +463,15 @@ static void class_end_locked(struct ax_sched *s, struct job *j, unsigned why, ui
 static struct job *first_startable_locked(struct ax_sched *s, unsigned p, uint64_t now,
                                           struct job **ended)
 {
-    struct job *best = NULL, *j = s->b[p].head;
-    for (unsigned walked = 0; j && walked < PICK_WALK; walked++) {
-        struct job *next = j->next;
+    struct job *best = NULL;
+    struct bucket *b = &s->b[p];
+    /* Parking or ending a job only writes a gap: the positions ahead stay. */
+    uint32_t pos = b->rh;
+    for (unsigned walked = 0; pos != b->rt && walked < PICK_WALK; walked++, pos++) {
+        uint32_t slot = b->ring[pos & b->mask];
+        if (slot == RING_GONE)
+            continue;
+        struct job *j = slot_job(s, slot);
         if (!j->cls) {
             best = j;
             break;
@@ -411,7 +485,6 @@ static struct job *first_startable_locked(struct ax_sched *s, unsigned p, uint64
             class_end_locked(s, j, r == CLASS_END_EXPIRED ? END_EXPIRED : END_OPEN, now, ended);
         else
             park_locked(s, j, r == CLASS_BLOCKED);
-        j = next;
     }
     if (s->b[p].parked) {
         unsigned n = atomic_load_explicit(&s->nclasses, memory_order_acquire);
@@ -444,7 +517,7 @@ static __attribute__((noinline)) struct job *pick_classes_locked(struct ax_sched
 {
     for (int tries = 0; tries <= AX_PRIO_COUNT; tries++) {
         unsigned p = round_order[s->rr];
-        if ((s->b[p].head || s->b[p].parked) && s->rr_taken < s->quota[p]) {
+        if ((bucket_nonempty(&s->b[p]) || s->b[p].parked) && s->rr_taken < s->quota[p]) {
             struct job *j = first_startable_locked(s, p, now, ended);
             if (j) {
                 bucket_remove_locked(s, j);
@@ -470,15 +543,21 @@ struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **end
         return pick_classes_locked(s, now, ended);
     /* Nothing queued: leave the round where it is (an empty pick must not
      * move LOW's turn). */
-    if (!s->b[0].head && !s->b[1].head && !s->b[2].head)
+    if (!bucket_nonempty(&s->b[0]) && !bucket_nonempty(&s->b[1]) && !bucket_nonempty(&s->b[2]))
         return NULL;
     for (int tries = 0; tries <= AX_PRIO_COUNT; tries++) {
         unsigned p = round_order[s->rr];
-        if (s->b[p].head && s->rr_taken < s->quota[p]) {
-            struct job *j = s->b[p].head;
+        struct bucket *b = &s->b[p];
+        if (bucket_nonempty(b) && s->rr_taken < s->quota[p]) {
+            struct job *j = ring_first(s, b);
             if (AX_UNLIKELY(j->cls))
                 return pick_classes_locked(s, now, ended);
-            bucket_remove_locked(s, j);
+            /* bucket_remove_locked for the head of the ring */
+            do
+                b->rh++;
+            while (b->rh != b->rt && b->ring[b->rh & b->mask] == RING_GONE);
+            b->n--;
+            hint_queued_locked(s);
             s->rr_taken++;
             return j;
         }

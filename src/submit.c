@@ -218,13 +218,15 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
         rc = reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
     else if (AX_UNLIKELY(!rate_admit_locked(s)))
         rc = reject_locked(s, sp, AX_ERATE, "submission rate limit exceeded");
-    else if (p != AX_PRIO_HIGH && load_locked(s) >= s->shed_at)
+    /* s->load only overstates (ends not folded in yet): fold them in, a
+     * read of the enders' cache line, only when it would shed. */
+    else if (p != AX_PRIO_HIGH && s->load >= s->shed_at && load_locked(s) >= s->shed_at)
         rc = reject_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
     else if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
         rc = reject_locked(s, sp, AX_EFULL, p == AX_PRIO_HIGH     ? "the HIGH bucket is full"
                                             : p == AX_PRIO_NORMAL ? "the NORMAL bucket is full"
                                                                   : "the LOW bucket is full");
-    else if (AX_UNLIKELY(rc = job_alloc_locked(s, &j))) {
+    else if (AX_UNLIKELY((rc = bucket_reserve_locked(s, p)) || (rc = job_alloc_locked(s, &j)))) {
         s->st.rejected++;
         pthread_mutex_unlock(&s->lock);
     }
@@ -254,12 +256,13 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
                                   JH_END | (parent ? JH_PARENT : 0)),
                           memory_order_release);
     s->load++;
+    s->live_prio[p]++; /* job_free_locked: -- */
     s->st.submitted++;
     if (cls)
         atomic_fetch_add_explicit(&cls->submitted, 1, memory_order_relaxed);
     j->submit_ns = now;
     sched_enqueue_new_locked(s, j, now, sp->delay_ms * 1000000u);
-    bool wake = !sp->delay_ms && !s->paused && running_locked(s) < s->cap;
+    bool wake = !sp->delay_ms && !s->paused && (s->running < s->cap || running_locked(s) < s->cap);
     /* An empty trace id means "generated from the id" (trace_format):
      * formatting it here would lengthen the lock section for nothing. */
     if (sp->trace_id)

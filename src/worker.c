@@ -206,7 +206,8 @@ static void dispatch(struct worker *w)
         if (n)
             w->batch_gen = ++s->dispatch_gen;
         more = n == want && s->running < s->cap &&
-               (s->b[0].head || s->b[1].head || s->b[2].head || s->parked_total);
+               (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) ||
+                bucket_nonempty(&s->b[2]) || s->parked_total);
         /* Parking in this pick may have found room appear meanwhile. */
         if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
             more = true;
@@ -279,7 +280,8 @@ static bool work_available(struct worker *w)
         return true;
     pthread_mutex_lock(&s->lock);
     yes = !s->paused && !s->closing && running_locked(s) < s->cap &&
-          (s->b[0].head || s->b[1].head || s->b[2].head) && !orphans_full_locked(s);
+          (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) || bucket_nonempty(&s->b[2])) &&
+          !orphans_full_locked(s);
     yes = yes || atomic_load_explicit(&s->parked_ready, memory_order_seq_cst);
     pthread_mutex_unlock(&s->lock);
     return yes;
