@@ -633,7 +633,10 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
  *                       a valid character (task error texts) is written \ufffd
  *   ax_events_callback  the host's own logger; called on the event thread
  * A full buffer drops events rather than block a worker; ax_events_dropped
- * counts them. */
+ * counts them. Switching a sink first writes out what was buffered to the
+ * old one; once the call returns, the old file and callback are not used
+ * again (the file may be closed, the callback's arg freed) -- except when
+ * the call is made from a task, which cannot wait for the event thread. */
 int ax_events_json(ax_sched *s, FILE *f);
 int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg);
 /* Which kinds are produced (AX_EVMASK bits; default AX_EVMASK_ALL once a sink

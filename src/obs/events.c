@@ -978,6 +978,12 @@ static void apply_mask_locked(struct ax_sched *s)
     pthread_cond_signal(&st->cond);
 }
 
+/* A drain reads the sinks once, under the lock, then writes outside it: one
+ * that began just before a switch (the event thread drains again at once
+ * when kicked or busy) still writes to the old sink after it. A flush after
+ * the switch waits for a drain that read the sinks after it, so the ones
+ * before have ended: on return the old file or callback argument is the
+ * host's again (it may close or free it). */
 int ax_events_json(ax_sched *s, FILE *f)
 {
     if (!s)
@@ -987,6 +993,7 @@ int ax_events_json(ax_sched *s, FILE *f)
     s->ev->json = f;
     apply_mask_locked(s);
     pthread_mutex_unlock(&s->ev->lock);
+    ax_events_flush(s); /* no drain still writes to the old one */
     return AX_OK;
 }
 
@@ -1000,6 +1007,7 @@ int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg)
     s->ev->fn_arg = arg;
     apply_mask_locked(s);
     pthread_mutex_unlock(&s->ev->lock);
+    ax_events_flush(s); /* no drain still calls the old one */
     return AX_OK;
 }
 
