@@ -10,7 +10,7 @@
 
 #define MAXN 20000
 static int started[MAXN];
-static atomic_int nstarted;
+static atomic_int nstarted, nrecorded;
 
 static int record(ax_task *t, void *arg)
 {
@@ -18,6 +18,7 @@ static int record(ax_task *t, void *arg)
     int i = atomic_fetch_add(&nstarted, 1);
     if (i < MAXN)
         started[i] = (int)(intptr_t)arg;
+    atomic_fetch_add(&nrecorded, 1); /* after the write: the reader waits for this */
     return 0;
 }
 
@@ -52,8 +53,9 @@ static bool gone[MAXN];
 static void run_and_check(ax_sched *s, int ntags, int want)
 {
     atomic_store(&nstarted, 0);
+    atomic_store(&nrecorded, 0);
     CHECK_EQ(ax_resume(s), 0);
-    CHECK(WAIT_UNTIL(atomic_load(&nstarted) == want, 30000));
+    CHECK(WAIT_UNTIL(atomic_load(&nrecorded) == want, 30000));
     CHECK(WAIT_UNTIL(test_stats(s).running == 0, 5000));
     int k = 0;
     for (int tag = 0; tag < ntags; tag++) {
@@ -112,9 +114,10 @@ int main(void)
      * small queue moves through it (submit 2, run 1, ...). */
     memset(gone, 0, sizeof gone);
     atomic_store(&nstarted, 0);
+    atomic_store(&nrecorded, 0);
     for (int tag = 0; tag < MAXN / 2; tag++)
         submit(s, tag);
-    CHECK(WAIT_UNTIL(atomic_load(&nstarted) == MAXN / 2, 30000));
+    CHECK(WAIT_UNTIL(atomic_load(&nrecorded) == MAXN / 2, 30000));
     for (int k = 0; k < MAXN / 2; k++)
         CHECK_EQ(started[k], k);
 
