@@ -324,6 +324,7 @@ struct worker {
     struct ax_task *run_free; /* recycled runs, without a stack */
     struct ax_task *run_warm; /* recycled runs keeping their stack and live coroutine */
     unsigned nrun_warm;
+    unsigned long long fpenv; /* the thread's FP control state, each task's start (coro.h) */
     struct ax_task **run_chunks;
     unsigned nrun_chunks, run_chunk_cap;
     unsigned live_runs;       /* runs not yet recycled, orphans included */
@@ -418,7 +419,9 @@ struct ax_sched {
     unsigned cap;                   /* running tasks at most now */
     unsigned cap_max;               /* ax_set_max_concurrency's; cap follows the adaptive
                                        limit below it when config.adaptive_limit */
-    unsigned load;                  /* queued + running + delayed, for shedding */
+    /* queued + running + delayed, for shedding; 64 bits: unfolded (below)
+     * it only overstates, and must not wrap under the shed line */
+    uint64_t load;
     unsigned delayed;               /* DELAYED + RETRYING */
     unsigned parked_total;          /* class jobs parked off their bucket's list (sched.c) */
     unsigned delayed_new[AX_PRIO_COUNT]; /* DELAYED, counted in bucket bounds */
@@ -470,7 +473,7 @@ struct ax_sched {
      * a line apart from the submitters' (perf, bench ax_fullpath: sharing
      * one with hint_queued and nsleeping moved it twice per task). */
     _Alignas(64) _Atomic unsigned freed;
-    _Atomic unsigned unloaded; /* likewise for `load`: tasks ended without the lock */
+    _Atomic uint64_t unloaded; /* likewise for `load`: tasks ended without the lock */
     /* Tasks out of the load whose on_done has not returned yet: ax_shutdown
      * waits for them too (the load itself drops before on_done, so that an
      * on_done submitting the next task is not shed by its own task). */
@@ -626,7 +629,7 @@ void sched_hint_locked(struct ax_sched *s);
 static inline unsigned load_locked(struct ax_sched *s)
 {
     s->load -= atomic_exchange_explicit(&s->unloaded, 0, memory_order_acq_rel);
-    return s->load;
+    return (unsigned)s->load; /* the true load: at most the jobs alive */
 }
 static inline unsigned running_locked(struct ax_sched *s)
 {

@@ -219,6 +219,9 @@ static void run_entry(void *arg)
         struct job *j = t->job;
         /* Cancelled since dispatch: this run never enters the function. */
         if (js_begin(&j->sw, t->gen, t->attempt)) {
+            /* A reused coroutine keeps what the last task set; each task
+             * starts with the worker's rounding mode and masks. */
+            ax_coro_fpenv_reset(w->fpenv);
             t->began = 1;
             t->rs = RS_ACTIVE;
             wc_inc(&w->counts.started); /* counted where STARTED is emitted: the two agree */

@@ -310,6 +310,7 @@ void sched_enqueue_new_locked(struct ax_sched *s, struct job *j, uint64_t now, u
 
 void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word)
 {
+    load_locked(s); /* jobs that end without a dispatch fold it too (worker.c: dispatch) */
     jtimer_del_locked(s, j);
     switch (js_state(word)) {
     case JS_QUEUED:
@@ -465,12 +466,21 @@ static struct job *first_startable_locked(struct ax_sched *s, unsigned p, uint64
 {
     struct job *best = NULL;
     struct bucket *b = &s->b[p];
-    /* Parking or ending a job only writes a gap: the positions ahead stay. */
-    uint32_t pos = b->rh;
-    for (unsigned walked = 0; pos != b->rt && walked < PICK_WALK; walked++, pos++) {
+    /* Parking or ending a job writes a gap and may move either end: the
+     * walk follows the head past gaps, stops at the tail however it moved
+     * (positions wrap: compared as a signed distance), and counts only the
+     * jobs it looks at (a run of gaps must not use up PICK_WALK: each gap
+     * is passed once, as the head moves over it after the walk). */
+    unsigned walked = 0;
+    for (uint32_t pos = b->rh; walked < PICK_WALK; pos++) {
+        if ((int32_t)(b->rh - pos) > 0)
+            pos = b->rh;
+        if ((int32_t)(b->rt - pos) <= 0)
+            break;
         uint32_t slot = b->ring[pos & b->mask];
         if (slot == RING_GONE)
             continue;
+        walked++;
         struct job *j = slot_job(s, slot);
         if (!j->cls) {
             best = j;

@@ -169,6 +169,11 @@ static void dispatch(struct worker *w)
         ev_reserve(s);
     pthread_mutex_lock(&s->lock);
     unsigned running = running_locked(s);
+    /* Submitters fold `unloaded` only near the shed line (submit.c): fold
+     * it here too, so that `load` cannot drift by 2^32 ended tasks (HIGH
+     * traffic never folds it) and wrap under the line. Usually this
+     * worker's own line: it ended those tasks. */
+    load_locked(s);
     while (p->free_list) {
         struct job *j = p->free_list;
         p->free_list = j->next;
@@ -440,6 +445,7 @@ void *worker_main(void *arg)
     name_thread("ax-worker-%u", w->index);
     void *altstack = crash_altstack_enter(); /* where a stack overflow is handled */
     ax_coro_init_main(&w->main);
+    w->fpenv = ax_coro_fpenv_get();
     atomic_store(&w->busy, 1);
     if (atomic_load(&s->watchdog_idle))
         watchdog_kick(s);

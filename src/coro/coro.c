@@ -190,6 +190,46 @@ void ax_coro_destroy(struct ax_coro *c)
     unpoison(c->stack_lo, c->stack_size);
 }
 
+/* ---- floating-point control state -------------------------------------- */
+
+#if defined(__x86_64__)
+#define MXCSR_CONTROL 0xffc0u /* DAZ, exception masks, rounding, FZ: not the sticky flags */
+unsigned long long ax_coro_fpenv_get(void)
+{
+    uint32_t mxcsr;
+    uint16_t fpucw;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+    return (unsigned long long)(mxcsr & MXCSR_CONTROL) | (unsigned long long)fpucw << 32;
+}
+
+void ax_coro_fpenv_reset(unsigned long long env)
+{
+    uint32_t mxcsr;
+    __asm__ volatile("stmxcsr %0" : "=m"(mxcsr));
+    uint16_t fpucw;
+    __asm__ volatile("fnstcw %0" : "=m"(fpucw));
+    if ((mxcsr & MXCSR_CONTROL) == (uint32_t)(env & 0xffffffffu) && fpucw == (uint16_t)(env >> 32))
+        return;
+    mxcsr = (mxcsr & ~MXCSR_CONTROL) | (uint32_t)(env & 0xffffffffu);
+    fpucw = (uint16_t)(env >> 32);
+    __asm__ volatile("ldmxcsr %0" : : "m"(mxcsr));
+    __asm__ volatile("fldcw %0" : : "m"(fpucw));
+}
+#else
+/* aarch64 and the ucontext backend do not switch FPCR per coroutine: a task's
+ * mode is its thread's, as before coroutines were reused. */
+unsigned long long ax_coro_fpenv_get(void)
+{
+    return 0;
+}
+
+void ax_coro_fpenv_reset(unsigned long long env)
+{
+    (void)env;
+}
+#endif
+
 /* ---- asm backends -------------------------------------------------------- */
 #if !AX_CORO_UCONTEXT
 

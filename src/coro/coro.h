@@ -107,6 +107,14 @@ void ax_coro_switch_final(struct ax_coro *from_dying, struct ax_coro *to);
  * valid on a main coroutine (does nothing). */
 void ax_coro_destroy(struct ax_coro *c);
 
+/* The floating-point control state a new coroutine starts with (x86_64:
+ * the MXCSR control bits and the x87 control word, as ax_coro_init copies
+ * them from the creating thread; 0 elsewhere). A coroutine reused for
+ * another task calls ax_coro_fpenv_reset with the value its thread had, so
+ * a rounding mode or exception mask set by one task does not leak into the
+ * next. Cheap when unchanged (two reads and a compare). */
+unsigned long long ax_coro_fpenv_get(void);
+void ax_coro_fpenv_reset(unsigned long long env);
 /* Which backend was compiled in: "asm-x86_64", "asm-aarch64" or "ucontext". */
 const char *ax_coro_backend(void);
 
