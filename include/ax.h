@@ -631,7 +631,12 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
  *   ax_events_json      one JSON object a line to f (RFC 3339 timestamps, µs),
  *                       always valid UTF-8: a message byte that does not begin
  *                       a valid character (task error texts) is written \ufffd
- *   ax_events_callback  the host's own logger; called on the event thread
+ *   ax_events_callback  the host's own logger; called on the event thread.
+ *                       It may submit, cancel and read stats; it may not
+ *                       wait for the event thread: ax_events_json,
+ *                       ax_events_callback and ax_events_flush from it
+ *                       return AX_ESTATE, ax_shutdown too, and ax_free
+ *                       refuses (as from on_done)
  * A full buffer drops events rather than block a worker; ax_events_dropped
  * counts them. Switching a sink first writes out what was buffered to the
  * old one; once the call returns, the old file and callback are not used
@@ -645,7 +650,10 @@ int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg);
 int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every);
 /* Lossless mode: a producer that finds its buffer full waits for the event
  * thread instead of dropping (default off: observing never stalls the
- * scheduler; the cost when on is in bench/, "full path with every event"). */
+ * scheduler; the cost when on is in bench/, "full path with every event").
+ * Events produced by the event callback itself (its submits, cancels) are
+ * the exception: the event thread cannot wait for itself, so with a full
+ * buffer they are dropped and counted. */
 int ax_events_lossless(ax_sched *s, bool on);
 /* Write out everything buffered so far (returns when it is written). */
 int ax_events_flush(ax_sched *s);

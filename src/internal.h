@@ -677,6 +677,8 @@ extern _Thread_local struct ax_task *ax_current_run;
 extern _Thread_local struct worker *ax_current_worker;
 /* The scheduler whose callback pool this thread serves, or NULL. */
 extern _Thread_local struct ax_sched *ax_current_cb_sched;
+/* Set on the event thread of a scheduler (obs/events.c): its callback. */
+extern _Thread_local const struct ax_sched *ax_current_ev_sched;
 /* The on_done calls in progress on this thread, innermost first: an on_done
  * of one scheduler may end a task of another inline (ax_cancel), and
  * ax_free / ax_shutdown must be refused for every scheduler on the chain,

@@ -235,7 +235,7 @@ static bool own_thread(struct ax_sched *s)
 {
     return (ax_current_run && ax_current_run->s == s) ||
            (ax_current_worker && ax_current_worker->s == s) || ax_current_cb_sched == s ||
-           in_on_done_of(s);
+           ax_current_ev_sched == s || in_on_done_of(s);
 }
 
 /* grace_ns: how long cancelled coroutines get to return at the end. */

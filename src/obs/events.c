@@ -276,6 +276,8 @@ _Thread_local bool ev_under_lock;
 void ev_reserve(struct ax_sched *s)
 {
     struct ev_state *st = s->ev;
+    if (ax_current_ev_sched == s)
+        return; /* the event thread itself: see ev_emit_attempt */
     while (s->ev_lossless && atomic_load_explicit(&s->ev_mask, memory_order_relaxed) &&
            atomic_load_explicit(&st->shared.head, memory_order_relaxed) -
                    atomic_load_explicit(&st->shared.tail, memory_order_acquire) >=
@@ -292,7 +294,11 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
 void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
                      int code, const char *msg, const struct ev_attempt *a)
 {
-    bool may_wait = s->ev_lossless && !ev_under_lock;
+    /* The event thread is the ring's only reader: an event it produces
+     * itself (its callback submitting or cancelling) never waits for room,
+     * it would wait for itself. Such an event is dropped when the ring is
+     * full, even in lossless mode (ax.h: ax_events_lossless). */
+    bool may_wait = s->ev_lossless && !ev_under_lock && ax_current_ev_sched != s;
     if (sampled_out(s, kind, j))
         return;
     struct ev_state *st = s->ev;
@@ -876,9 +882,12 @@ static unsigned drain(struct ax_sched *s)
     return n;
 }
 
+_Thread_local const struct ax_sched *ax_current_ev_sched;
+
 static void *ev_main(void *arg)
 {
     struct ax_sched *s = arg;
+    ax_current_ev_sched = s;
     struct ev_state *st = s->ev;
     bool busy = false;
     pthread_mutex_lock(&st->lock);
@@ -984,10 +993,24 @@ static void apply_mask_locked(struct ax_sched *s)
  * the switch waits for a drain that read the sinks after it, so the ones
  * before have ended: on return the old file or callback argument is the
  * host's again (it may close or free it). */
+/* The event thread of s is the one running the callback: it cannot wait
+ * for its own drain, nor switch the sink the drain it is in goes on using. */
+static int refuse_on_event_thread(const struct ax_sched *s, const char *what)
+{
+    if (ax_current_ev_sched != s)
+        return AX_OK;
+    return ax_fail(AX_ESTATE, "%s: called from the event callback (the event thread would wait for "
+                              "itself); call it from another thread",
+                   what);
+}
+
 int ax_events_json(ax_sched *s, FILE *f)
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_events_json: scheduler is NULL");
+    int rc = refuse_on_event_thread(s, "ax_events_json");
+    if (rc)
+        return rc;
     ax_events_flush(s); /* what was buffered goes to the old sink */
     pthread_mutex_lock(&s->ev->lock);
     s->ev->json = f;
@@ -1001,6 +1024,9 @@ int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg)
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_events_callback: scheduler is NULL");
+    int rc = refuse_on_event_thread(s, "ax_events_callback");
+    if (rc)
+        return rc;
     ax_events_flush(s);
     pthread_mutex_lock(&s->ev->lock);
     s->ev->fn = fn;
@@ -1034,6 +1060,9 @@ int ax_events_flush(ax_sched *s)
         return ax_fail_static(AX_EINVAL, "ax_events_flush: scheduler is NULL");
     if (ax_current_worker && ax_current_worker->s == s)
         return ax_fail_static(AX_ESTATE, "ax_events_flush: called on a worker (would stall it)");
+    int rc = refuse_on_event_thread(s, "ax_events_flush");
+    if (rc)
+        return rc;
     struct ev_state *st = s->ev;
     pthread_mutex_lock(&st->lock);
     uint64_t want = ++st->flush_req;
