@@ -168,9 +168,9 @@ typedef struct ax_config {
     unsigned callback_queue;   /* on_timeout calls waiting at most; more are dropped and
                                   counted in ax_stats.callback_dropped (1024) */
     unsigned max_orphans;      /* coroutines still running after their attempt ended (timed
-                                  out, cancelled) at most; at the bound no new attempt
-                                  starts until one returns (0 = max_concurrency, at
-                                  least 64) */
+                                  out, cancelled): at this many no new attempt starts
+                                  until one returns, so there are at most max_orphans +
+                                  max_concurrency (0 = max_concurrency, at least 64) */
     uint32_t shutdown_timeout_ms; /* ax_free waits this long for tasks to return, then
                                      reports and leaks what never did (5000) */
     bool overflow_fails_task;  /* a stack overflow fails only its task instead of aborting

@@ -86,8 +86,9 @@ static void finish_handed(struct ax_sched *s, struct job *j)
         class_finish_unstarted(s, NULL, j, attempt, JH_HAND);
         return;
     }
+    char dbuf[96];
     if (slot == FIN_NO_SLOT)
-        snprintf(msg, sizeof msg, "deadline passed before it could run");
+        snprintf(msg, sizeof msg, "%s", deadline_text(j, dbuf, sizeof dbuf));
     else
         snprintf(msg, sizeof msg, "timed out after %llu ms (its worker was held)",
                  (unsigned long long)(j->timeout_ns / 1000000u));

@@ -30,6 +30,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+const char *deadline_text(const struct job *j, char *buf, size_t len)
+{
+    if (j->end_why != END_DEADLINE_RETRY)
+        return "deadline passed before it could run";
+    snprintf(buf, len, "deadline passed while its retry waited (attempt %u failed)",
+             (unsigned)j->handoff + 1u);
+    return buf;
+}
+
 void result_fill(const struct job *j, unsigned attempt, unsigned state, int code, const char *err,
                  ax_result *r)
 {

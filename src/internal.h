@@ -131,7 +131,10 @@ struct job_ext {
 
 /* Why a class job ended without running, or was not retried (its text:
  * class_end_text). */
-enum { END_DEADLINE = 0, END_EXPIRED, END_OPEN, END_BUDGET, END_THROTTLED };
+/* END_DEADLINE: its deadline passed before it ever ran; END_DEADLINE_RETRY:
+ * an attempt ran and failed, and the deadline passed in the back-off or
+ * while the retry waited in its bucket (finish.c: deadline_text). */
+enum { END_DEADLINE = 0, END_DEADLINE_RETRY, END_EXPIRED, END_OPEN, END_BUDGET, END_THROTTLED };
 
 #define JOIN_DONE ((struct ax_task *)1) /* j->joiner: the child's result is published */
 
@@ -821,6 +824,9 @@ bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_
  * lost, in the same atomic step as JH_END when it can. */
 void finish_terminal(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                      unsigned state, int code, const char *err, uint64_t give);
+/* The error text of a job its deadline ended outside an attempt (end_why
+ * END_DEADLINE or END_DEADLINE_RETRY), into buf. */
+const char *deadline_text(const struct job *j, char *buf, size_t len);
 void result_fill(const struct job *j, unsigned attempt, unsigned state, int code, const char *err,
                  ax_result *r);
 

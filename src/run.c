@@ -154,6 +154,14 @@ static void run_recycle(struct worker *w, struct ax_task *t)
         w->run_free = t;
     }
     w->live_runs--;
+}
+
+/* The run's coroutine has returned (or never began): it no longer counts
+ * as live, before its attempt's end frees the slot and runs on_done, so
+ * that live - running (ax_stats.orphans, the max_orphans gate) never counts
+ * it as an orphan meanwhile. */
+static void run_live_drop(struct worker *w)
+{
     /* release: ax_shutdown reads 0 here as "every coroutine and its fds are
      * done"; seq_cst against a worker going to sleep at max_orphans, which
      * sets `sleeping` and then reads this count (worker.c: work_available). */
@@ -331,6 +339,7 @@ static void complete_run(struct worker *w, struct ax_task *t)
      * those before the run struct can be reused. */
     if (AX_UNLIKELY(fired))
         run_expire_timers(w);
+    run_live_drop(w);
     if (t->nchildren)
         join_release_children(w, t);
     bool began = t->began;

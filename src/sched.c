@@ -391,7 +391,9 @@ unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ende
                 continue;
             sched_leave_locked(s, j, old);
             j->handoff = js_report_attempt(old);
-            j->end_why = END_DEADLINE;
+            j->end_why = st == JS_RETRYING || (st == JS_QUEUED && js_attempt(old) > 0)
+                             ? END_DEADLINE_RETRY
+                             : END_DEADLINE;
             if (st == JS_QUEUED)
                 j->wait_ns = now > j->enqueue_ns ? now - j->enqueue_ns : 0;
             j->next = *ended;
@@ -690,6 +692,13 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
     if (n == 0 || n > AX_MAX_JOBS / 2)
         return ax_fail(AX_EINVAL, "max_concurrency must be in [1, %u] (got %u)", AX_MAX_JOBS / 2,
                        n);
+    /* The bound ax_new checks (config.c): the buckets' capacities plus the
+     * slots must fit the job table's half. The capacities never change. */
+    uint64_t total = (uint64_t)s->cfg.capacity[0] + s->cfg.capacity[1] + s->cfg.capacity[2];
+    if (total + n > AX_MAX_JOBS / 2)
+        return ax_fail(AX_EINVAL,
+                       "max_concurrency %u plus the buckets' capacities (%llu) exceeds %u tasks", n,
+                       (unsigned long long)total, AX_MAX_JOBS / 2);
     if (s->cfg.adaptive_limit) {
         /* The limiter's bound moves; it may stand below the new bound. */
         pthread_mutex_lock(&s->alim_lk);

@@ -245,9 +245,10 @@ static void dispatch(struct worker *w)
         while (ended) {
             struct job *j = ended;
             ended = j->next;
-            if (AX_LIKELY(j->end_why == END_DEADLINE)) {
+            if (AX_LIKELY(j->end_why <= END_DEADLINE_RETRY)) {
+                char buf[96];
                 finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, AX_ETIMEDOUT,
-                               "deadline passed before it could run", FIN_NO_SLOT, 0, 0);
+                               deadline_text(j, buf, sizeof buf), FIN_NO_SLOT, 0, 0);
             } else { /* its class ended it: queue-time budget, breaker open */
                 class_finish_unstarted(s, w, j, j->handoff, 0);
             }
