@@ -169,11 +169,6 @@ static void dispatch(struct worker *w)
         ev_reserve(s);
     pthread_mutex_lock(&s->lock);
     unsigned running = running_locked(s);
-    /* Submitters fold `unloaded` only near the shed line (submit.c): fold
-     * it here too, so that `load` cannot drift by 2^32 ended tasks (HIGH
-     * traffic never folds it) and wrap under the line. Usually this
-     * worker's own line: it ended those tasks. */
-    load_locked(s);
     while (p->free_list) {
         struct job *j = p->free_list;
         p->free_list = j->next;
