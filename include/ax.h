@@ -264,8 +264,10 @@ typedef struct ax_spec {
 
 /* Validate, assign an id, apply admission, queue. From any thread, including
  * from inside a task. On success *id_out (if not NULL) gets the task id,
- * unique in the process. Errors: AX_EINVAL, AX_ERATE, AX_ESHED, AX_EFULL,
- * AX_ESHUTDOWN, AX_ENOMEM. */
+ * unique in the process; it is written after the task is queued, so the
+ * task and its on_done may run before: there, use ax_task_id / r->id.
+ * Errors: AX_EINVAL, AX_ERATE, AX_ESHED (checked before AX_EFULL when both
+ * apply), AX_EFULL, AX_ESHUTDOWN, AX_ENOMEM. */
 int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out);
 
 /* Cancel a task from any thread: a queued or delayed task ends CANCELLED at
@@ -323,7 +325,8 @@ int ax_accept(ax_task *t, int listen_fd, struct sockaddr *addr, socklen_t *addrl
 int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrlen,
                int64_t timeout_ms);
 
-/* 0 while the task may go on; AX_ETIMEDOUT or AX_ECANCELED once it should stop. */
+/* 0 while the task may go on; AX_ETIMEDOUT or AX_ECANCELED once it should
+ * stop; AX_ESTATE when not called from t's own coroutine. */
 int ax_cancelled(const ax_task *t);
 
 /* Register a cleanup; cleanups run last-in first-out when the task function
