@@ -100,6 +100,21 @@ for scen in overload retry-storm; do
         bad "--print-config --scenario $scen does not round-trip through --config"
     fi
 done
+# A duration finer than a nanosecond (fuzz_demo_config found one: ".0...08"
+# bare seconds printed as 41 characters, which --config then refused).
+# Nor a 40-character number, which came back with a leading "0" as 41, nor a
+# weight too small to print in fixed point (read to 1e-9: refused at once).
+printf 'mix high=0.00000000001 normal=0 low=0\n' >"$TMP/zero.conf"
+expect_exit2 "--config: weights below 1e-9" "mix: the weights add up to 0" --config "$TMP/zero.conf"
+printf 'drain .000000000000000000000000008\ndeadline 1.0000000001s\nmix high=.000000000000000000000010000000000000054 normal=1 low=1\n' >"$TMP/tiny.conf"
+if "$BIN" --config "$TMP/tiny.conf" --print-config >"$TMP/c.conf" &&
+    "$BIN" --config "$TMP/c.conf" --print-config >"$TMP/d.conf" &&
+    diff <(grep -v '^#' "$TMP/c.conf") <(grep -v '^#' "$TMP/d.conf") >/dev/null &&
+    grep -q '^drain 0ms$' "$TMP/c.conf" && grep -q '^deadline 1s$' "$TMP/c.conf"; then
+    ok
+else
+    bad "--print-config does not round-trip durations finer than a nanosecond"
+fi
 # retry-storm is the moderate scenario of before, unchanged.
 if "$BIN" --scenario retry-storm --print-config | grep -q '^phase peak 20s rate=400 ' &&
     "$BIN" --scenario retry-storm --print-config | grep -q '^config seed-before engine=ax cap=500 ' &&

@@ -296,7 +296,7 @@ const struct dm_profile *dm_profile_find(const struct dm_scenario *sc, const cha
 
 /* ---- parsing ------------------------------------------------------------------ */
 
-/* A plain non-negative decimal; returns the end or NULL. */
+/* A plain non-negative decimal, to 1e-9; returns the end or NULL. */
 static const char *decimal(const char *s, double *out)
 {
     const char *p = s;
@@ -309,11 +309,17 @@ static const char *decimal(const char *s, double *out)
         else
             break;
     }
-    if (!digits || p - s > 40) return NULL;
-    char tmp[48];
+    /* 64 characters: more than print_num() ever writes (a value up to 1e11,
+     * a point, 40 decimals and a leading "0"), so what --print-config writes
+     * is always read back. */
+    if (!digits || p - s > 64) return NULL;
+    char tmp[72];
     memcpy(tmp, s, (size_t)(p - s));
     tmp[p - s] = 0;
-    *out = strtod(tmp, NULL);
+    /* Nine decimals at most: print_num() then writes every value back
+     * exactly (in fixed point, so a 1e-41 would print as 0 and a weight
+     * that was accepted would be refused on reading back). */
+    *out = nearbyint(strtod(tmp, NULL) * 1e9) / 1e9;
     return isfinite(*out) ? p : NULL;
 }
 
@@ -333,7 +339,12 @@ static int duration(const char *s, double bare_ms, double *ms)
         mul = 60000;
     else
         return -1;
-    *ms = v * mul;
+    /* ax keeps time in nanoseconds, so a duration is rounded to one: finer
+     * digits mean nothing, and a product such as ".000000000000000000000000008"
+     * bare seconds would otherwise need 41 characters to print exactly, which
+     * decimal() refuses when --print-config's output is read back. Rounded to
+     * 1e-6 ms, every duration prints back exactly with 6 decimals at most. */
+    *ms = nearbyint(v * mul * 1e6) / 1e6;
     /* Longer is a typing mistake (ax refuses timeouts above a year), and
      * dm_scenario_print() writes what it reads back without an exponent. */
     return *ms <= 365 * 86400e3 ? 0 : -1;
@@ -707,7 +718,7 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
         } else if (strcmp(what, "context") == 0) {
             if (number(tok[1], 0, 1 << 20, &x))
                 rc = perr(&ps, "context %s: bytes per task, 0 to 1048576", tok[1]);
-            in->ctx_bytes = x;
+            in->ctx_bytes = nearbyint(x); /* whole bytes */
         } else if (strcmp(what, "upstream") == 0) {
             if (strlen(tok[1]) >= sizeof in->upstream_base) rc = perr(&ps, "upstream: too long");
             /* "none": no keys beyond the classes' (the built-in overload has some). */
