@@ -28,7 +28,10 @@ int ax_cancel(ax_sched *s, uint64_t id)
     struct job *j = job_find_locked(s, id);
     if (!j) {
         pthread_mutex_unlock(&s->lock);
-        return ax_fail(AX_ENOTFOUND, "ax_cancel: no live task %llu", (unsigned long long)id);
+        return ax_fail(AX_ENOTFOUND,
+                       "ax_cancel: no live task %llu on this scheduler (ended, never issued, "
+                       "or another scheduler's: ids are unique in the process)",
+                       (unsigned long long)id);
     }
     uint64_t gen = job_gen(j), old;
     for (;;) {

@@ -78,7 +78,7 @@ const char *ax_breaker_state_name(ax_breaker_state b)
     case AX_BREAKER_CLOSED: return "closed";
     case AX_BREAKER_OPEN: return "open";
     case AX_BREAKER_HALF_OPEN: return "half-open";
-    default: return "?";
+    default: return "invalid"; /* as ax_state_name and the other names */
     }
 }
 

@@ -269,6 +269,10 @@ static void test_control(ax_sched *s)
 {
     ax_stats st;
     EXPECT_ERR(ax_cancel(NULL, 1), AX_EINVAL, "sched");
+    /* An id this scheduler never issued may be another's (ids are unique in
+     * the process): the detail says both. */
+    EXPECT_ERR(ax_cancel(s, UINT64_MAX), AX_ENOTFOUND, "no live task 18446744073709551615 on this");
+    EXPECT_ERR(ax_cancel(s, UINT64_MAX), AX_ENOTFOUND, "another scheduler's");
     EXPECT_ERR(ax_set_max_concurrency(s, 0), AX_EINVAL, "max_concurrency");
     CHECK_EQ(test_stats(s).limit, 500); /* unchanged */
     EXPECT_ERR(ax_set_max_concurrency(NULL, 5), AX_EINVAL, "sched");
@@ -420,8 +424,14 @@ static void test_names(void)
         CHECK(u != NULL);
         CHECK(u[0] != 0);
     }
-    CHECK(ax_priority_name((ax_priority)3) != NULL);
-    CHECK(ax_state_name((ax_state)99) != NULL);
+    /* Every name function says "invalid" for a value outside its enum. */
+    CHECK_STR(ax_priority_name((ax_priority)3), "invalid");
+    CHECK_STR(ax_priority_name((ax_priority)-1), "invalid");
+    CHECK_STR(ax_state_name((ax_state)99), "invalid");
+    CHECK_STR(ax_event_name((ax_event_kind)AX_EV_COUNT), "invalid");
+    CHECK_STR(ax_breaker_state_name((ax_breaker_state)3), "invalid");
+    CHECK_STR(ax_breaker_state_name((ax_breaker_state)-1), "invalid");
+    CHECK_STR(ax_breaker_state_name(AX_BREAKER_HALF_OPEN), "half-open");
 
     /* ax_error_detail is per thread and "" before any failure. */
     pthread_t th;
