@@ -11,8 +11,11 @@
  *  - one window at 2x the baseline: 500 -> 480 (the formula, by hand);
  *  - a 10x step (100 ms -> 1 s) from 500: below 250 at window 8 (0.8 s),
  *    not before; at most 10 after 100 windows (10 s);
- *  - the step back to 100 ms: >= 450 (within 10 % of max) after exactly 23
- *    windows = 2.3 s;
+ *  - the step back to 100 ms: slow start 5 -> 9, 18, 37, 74, 147, 250 (the
+ *    mark: half the 500 it fell from), then >= 450 (within 10 % of max)
+ *    after exactly 10 windows = 1 s (23 without slow start);
+ *  - no doubling with a drop, app-limited, or over tolerance; a fall after
+ *    a doubling halves the mark;
  *  - the baseline decays x0.95 per window while it is over 2 x the latency;
  *  - app-limited (in flight < limit/2): not one step up in 300 windows;
  *  - 2 of 10 samples dropped at the baseline latency: 500 -> 480 -> ... ->
@@ -160,8 +163,11 @@ static void test_step_and_recovery(void)
     CHECK_LE(prev, 10);
     CHECK(l.last_gradient > 0.5); /* after 10 s the baseline starts to follow */
 
+    CHECK(fabs(l.mark - 250) < 1e-9); /* half the 500 it first fell from */
+
     /* Back to 100 ms: the baseline (~355 ms) is over 2x, so it decays x0.95
-     * after its average step; the growth term doubles the estimate. */
+     * after its average step; slow start doubles up to the mark, then the
+     * growth term doubles the estimate. */
     double long_before = l.long_rtt;
     window(&l, 100 * MS, 0, 0);
     double expect = (long_before + (100.0 * MS - long_before) * 2 / 601) * 0.95;
@@ -171,10 +177,87 @@ static void test_step_and_recovery(void)
         unsigned v = window(&l, 100 * MS, 0, 0);
         if (v >= 450 && !back) back = w;
     }
-    CHECK_EQ(back, 23); /* 2.3 s at the default 100 ms window */
+    CHECK_EQ(back, 10); /* 1 s at the default 100 ms window (23 without slow start) */
+    CHECK(l.mark == 0);
     CHECK_EQ(ax_limit_get(&l), 500);
     /* The decay stops once the baseline is within 2x. */
     CHECK(l.long_rtt <= 2.0 * 100 * MS);
+}
+
+/* Slow start after a fall: clean windows double the limit up to the mark
+ * (half the limit the fall began from); a drop, an app-limited window or a
+ * latency over tolerance does not double; a fall right after a doubling
+ * lowers the mark to half the limit it fell from. */
+static void collapse(struct ax_limit *l)
+{
+    struct ax_limit_cfg c = cfg(1, 500, 500);
+    now_ns = 0;
+    ax_limit_init(l, &c, now_ns);
+    for (int i = 0; i < 50; i++)
+        window(l, 100 * MS, 0, 0);
+    for (int i = 0; i < 100; i++)
+        window(l, 1000 * MS, 0, 0);
+    CHECK_EQ(ax_limit_get(l), 5);
+    CHECK(fabs(l->mark - 250) < 1e-9);
+}
+
+static void test_slow_start(void)
+{
+    struct ax_limit l;
+    collapse(&l);
+    static const unsigned doubling[] = {9, 18, 37, 74, 147, 250};
+    for (unsigned i = 0; i < 6; i++) {
+        CHECK_EQ(window(&l, 100 * MS, 0, 0), doubling[i]);
+        CHECK(l.slow);
+    }
+    CHECK(l.mark == 0); /* back at the mark: Gradient2's growth from here */
+    CHECK_EQ(window(&l, 100 * MS, 0, 0), 303);
+    CHECK(!l.slow);
+
+    /* One drop in the window: no doubling (and no growth at all). */
+    collapse(&l);
+    unsigned v = window(&l, 100 * MS, 0, 1);
+    CHECK(v <= 5 && !l.slow);
+    CHECK(fabs(l.mark - 250) < 1e-9); /* still to be reached */
+    /* App-limited (2 in flight against 5): no doubling either. */
+    v = window(&l, 100 * MS, 2, 0);
+    CHECK(v <= 5 && !l.slow);
+    /* Latency still 2x the (decayed) baseline: gradient < 1, no doubling. */
+    collapse(&l);
+    v = window(&l, 800 * MS, 0, 0);
+    CHECK(l.last_gradient < 1 && !l.slow && v <= 5);
+
+    /* Overshoot: a fall right after a doubling moves the mark to half the
+     * limit it fell from, so the next slow start stops below it. */
+    collapse(&l);
+    for (unsigned i = 0; i < 5; i++)
+        window(&l, 100 * MS, 0, 0);
+    CHECK_EQ(ax_limit_get(&l), 147);
+    CHECK(l.slow);
+    window(&l, 100 * MS, 0, 5); /* half dropped: falls */
+    CHECK(!l.slow);
+    CHECK(fabs(l.mark - l.limit / 0.9 / 2) < 1e-6); /* 147 x (0.8 + 0.2 x 0.5) = 132.3 */
+    double mark = l.mark;
+    for (int i = 0; i < 20; i++) /* further falls keep that mark */
+        window(&l, 100 * MS, 0, 5);
+    CHECK(l.mark == mark);
+    while (ax_limit_get(&l) < (unsigned)mark) {
+        window(&l, 100 * MS, 0, 0);
+        CHECK(l.limit <= mark || l.mark == 0);
+    }
+    CHECK(l.mark == 0);
+
+    /* A small fall at steady state sets a mark below the limit: cleared by
+     * the next window that does not fall, nothing doubles. */
+    struct ax_limit s;
+    struct ax_limit_cfg c = cfg(1, 500, 500);
+    ax_limit_init(&s, &c, now_ns);
+    for (int i = 0; i < 20; i++)
+        window(&s, 100 * MS, 0, 0);
+    CHECK_EQ(window(&s, 200 * MS, 0, 0), 480);
+    CHECK(fabs(s.mark - 250) < 1e-9);
+    window(&s, 100 * MS, 0, 0);
+    CHECK(s.mark == 0 && !s.slow);
 }
 
 /* App-limited: the latency is at the baseline but few attempts are in flight:
@@ -275,6 +358,7 @@ int main(void)
     test_steady_climb();
     test_gradient_formula();
     test_step_and_recovery();
+    test_slow_start();
     test_app_limited();
     test_drops();
     test_bounds();

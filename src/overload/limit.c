@@ -40,6 +40,24 @@
  * term is noise-sized and the set-point (short = tolerance x long) is
  * Gradient2's; it is only reached faster.
  *
+ * Slow start after a fall (TCP's slow start up to ssthresh). A window that
+ * lowers the limit from outside a slow start sets a mark at half the limit
+ * it fell from; while the limit is below the mark, a clean window - no
+ * drop, gradient 1, not app-limited: the upstream answers at its baseline
+ * and the class has work waiting - doubles the limit, up to the mark. A
+ * fall right after a doubling (it overshot) moves the mark to half the
+ * limit it fell from, so the next slow start stops below the overshoot;
+ * the mark is cleared once the limit is back at it, and the growth above
+ * is Gradient2's again. Why: a long degradation takes the limit to its
+ * floor (drops cap the gradient, and a window with a drop never grows),
+ * and the x1.2 climb above then takes seconds while work waits in the
+ * buckets. In ax-demo's overload (issue 12, T4) the classes' limits fell
+ * to 6-25 and their backlog drained at that climb's pace: wait p99 back
+ * under 100 ms 9.1-10.2 s after the upstream's recovery; with slow start
+ * 4.9 s, requests per task while degraded unchanged (the degraded windows
+ * almost always hold a drop, so they never double). The doubling needs a
+ * clean window, so a timeout storm still holds the limit down.
+ *
  * Known trade-off (Gradient2's too): the x0.95 decay stops once the
  * baseline is within 2x the latency, and the average takes its time from
  * there, so for tens of seconds after a recovery the limit tolerates up to
@@ -126,11 +144,27 @@ static void limit_update(struct ax_limit *l)
         if (ratio > 1)
             est += lim * ((ratio < AX_LIMIT_MAX_GROWTH ? ratio : AX_LIMIT_MAX_GROWTH) - 1);
     }
-    if ((double)l->max_inflight < lim / 2 && est > lim)
+    bool app_limited = (double)l->max_inflight < lim / 2;
+    if (app_limited && est > lim)
         est = lim; /* app-limited: no evidence about a higher limit */
 
     double s = l->cfg.smoothing;
-    l->limit = clampd(lim * (1 - s) + est * s, l->cfg.min, l->cfg.max);
+    double next = lim * (1 - s) + est * s;
+    /* Slow start (see the top of the file): the mark is set by a fall from
+     * outside a slow start, lowered by a fall right after a doubling, and
+     * cleared once the limit is back at it. */
+    bool clean = !l->short_dropped && g >= 1 && !app_limited, slow = false;
+    if (next < lim) {
+        if (l->mark <= 0 || l->slow) l->mark = lim / 2;
+    } else {
+        if (clean && lim < l->mark) {
+            double up = 2 * lim < l->mark ? 2 * lim : l->mark;
+            if (up > next) next = up, slow = true;
+        }
+        if (next >= l->mark) l->mark = 0; /* back at it (or none) */
+    }
+    l->slow = slow;
+    l->limit = clampd(next, l->cfg.min, l->cfg.max);
     l->last_short = shortr;
     l->last_gradient = g;
     l->updates++;

@@ -65,6 +65,8 @@ struct ax_limit {
     uint64_t updates;      /* windows closed */
     double last_short;     /* average latency of the last closed window (ns), for stats */
     double last_gradient;  /* the gradient that window applied, for stats and tests */
+    double mark;           /* slow start doubles the limit up to here; 0: none (limit.c) */
+    bool slow;             /* the last window was a slow-start doubling */
 };
 
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
