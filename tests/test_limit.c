@@ -11,11 +11,12 @@
  *  - one window at 2x the baseline: 500 -> 480 (the formula, by hand);
  *  - a 10x step (100 ms -> 1 s) from 500: below 250 at window 8 (0.8 s),
  *    not before; at most 10 after 100 windows (10 s);
- *  - the step back to 100 ms: slow start 5 -> 9, 18, 37, 74, 147, 250 (the
- *    mark: half the 500 it fell from), then >= 450 (within 10 % of max)
- *    after exactly 10 windows = 1 s (23 without slow start);
- *  - no doubling with a drop, app-limited, or over tolerance; a fall after
- *    a doubling halves the mark;
+ *  - the step back to 100 ms: 5 -> 6, then slow start 12, 24, 48, 95, 191,
+ *    250 (the mark: half the 500 it fell from), then >= 450 (within 10 % of
+ *    max) after exactly 11 windows = 1.1 s (23 without slow start);
+ *  - no doubling with a drop, app-limited, over tolerance, or on a clean
+ *    window that is not the second in a row; a fall after a doubling moves
+ *    the mark to half the limit it fell from;
  *  - the baseline decays x0.95 per window while it is over 2 x the latency;
  *  - app-limited (in flight < limit/2): not one step up in 300 windows;
  *  - 2 of 10 samples dropped at the baseline latency: 500 -> 480 -> ... ->
@@ -177,7 +178,7 @@ static void test_step_and_recovery(void)
         unsigned v = window(&l, 100 * MS, 0, 0);
         if (v >= 450 && !back) back = w;
     }
-    CHECK_EQ(back, 10); /* 1 s at the default 100 ms window (23 without slow start) */
+    CHECK_EQ(back, 11); /* 1.1 s at the default 100 ms window (23 without slow start) */
     CHECK(l.mark == 0);
     CHECK_EQ(ax_limit_get(&l), 500);
     /* The decay stops once the baseline is within 2x. */
@@ -205,7 +206,11 @@ static void test_slow_start(void)
 {
     struct ax_limit l;
     collapse(&l);
-    static const unsigned doubling[] = {9, 18, 37, 74, 147, 250};
+    /* The first clean window grows as Gradient2 (x1.2 + sqrt); from the
+     * second in a row on, each doubles, up to the mark. */
+    CHECK_EQ(window(&l, 100 * MS, 0, 0), 6);
+    CHECK(!l.slow && l.clean_run == 1);
+    static const unsigned doubling[] = {12, 24, 48, 95, 191, 250};
     for (unsigned i = 0; i < 6; i++) {
         CHECK_EQ(window(&l, 100 * MS, 0, 0), doubling[i]);
         CHECK(l.slow);
@@ -214,14 +219,24 @@ static void test_slow_start(void)
     CHECK_EQ(window(&l, 100 * MS, 0, 0), 303);
     CHECK(!l.slow);
 
-    /* One drop in the window: no doubling (and no growth at all). */
+    /* One drop in the window: no doubling (and no growth at all); a clean
+     * window between drops is not two in a row. */
     collapse(&l);
     unsigned v = window(&l, 100 * MS, 0, 1);
     CHECK(v <= 5 && !l.slow);
+    for (int i = 0; i < 10; i++) {
+        window(&l, 100 * MS, 0, 0);
+        CHECK(!l.slow);
+        window(&l, 100 * MS, 0, 1);
+        CHECK(!l.slow);
+    }
     CHECK(fabs(l.mark - 250) < 1e-9); /* still to be reached */
     /* App-limited (2 in flight against 5): no doubling either. */
-    v = window(&l, 100 * MS, 2, 0);
-    CHECK(v <= 5 && !l.slow);
+    collapse(&l);
+    for (int i = 0; i < 3; i++) {
+        v = window(&l, 100 * MS, 2, 0);
+        CHECK(v <= 5 && !l.slow);
+    }
     /* Latency still 2x the (decayed) baseline: gradient < 1, no doubling. */
     collapse(&l);
     v = window(&l, 800 * MS, 0, 0);
@@ -230,13 +245,13 @@ static void test_slow_start(void)
     /* Overshoot: a fall right after a doubling moves the mark to half the
      * limit it fell from, so the next slow start stops below it. */
     collapse(&l);
-    for (unsigned i = 0; i < 5; i++)
+    for (unsigned i = 0; i < 6; i++)
         window(&l, 100 * MS, 0, 0);
-    CHECK_EQ(ax_limit_get(&l), 147);
+    CHECK_EQ(ax_limit_get(&l), 191);
     CHECK(l.slow);
     window(&l, 100 * MS, 0, 5); /* half dropped: falls */
     CHECK(!l.slow);
-    CHECK(fabs(l.mark - l.limit / 0.9 / 2) < 1e-6); /* 147 x (0.8 + 0.2 x 0.5) = 132.3 */
+    CHECK(fabs(l.mark - l.limit / 0.9 / 2) < 1e-6); /* 191 x (0.8 + 0.2 x 0.5) = 171.9 */
     double mark = l.mark;
     for (int i = 0; i < 20; i++) /* further falls keep that mark */
         window(&l, 100 * MS, 0, 5);

@@ -67,6 +67,7 @@ struct ax_limit {
     double last_gradient;  /* the gradient that window applied, for stats and tests */
     double mark;           /* slow start doubles the limit up to here; 0: none (limit.c) */
     bool slow;             /* the last window was a slow-start doubling */
+    unsigned clean_run;    /* clean windows in a row (limit.c) */
 };
 
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
