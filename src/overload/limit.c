@@ -58,9 +58,9 @@
  * and the x1.2 climb above then takes seconds while work waits in the
  * buckets. In ax-demo's overload (issue 12, T4) the classes' limits fell
  * to 6-25 and their backlog drained at that climb's pace: wait p99 back
- * under 100 ms 8.4-10.5 s after the upstream's recovery (6 runs, median
- * 9.6); with slow start 5.95-6.65 s (3 runs, median 6.3), requests per
- * task while degraded unchanged (0.88-0.95 against 0.84-0.96). What is
+ * under 100 ms 8.4-11.2 s after the upstream's recovery (9 runs, median
+ * 9.8); with slow start 5.95-7.7 s (6 runs, median 6.1), requests per task
+ * while degraded 0.88-0.98 (median 0.93) against 0.82-0.96 (0.88). What is
  * left is the class whose timeout is 3 s: its attempts that stalled in
  * the degradation come back as drops until 3 s after it, and every drop
  * holds the doubling back. The doubling needs clean windows, so a timeout
