@@ -275,6 +275,91 @@ static void test_slow_start(void)
     CHECK(s.mark == 0 && !s.slow);
 }
 
+/* A timeout storm (review): 3 in 10 attempts stall and come back dropped at
+ * the 1 s timeout, the rest at the 100 ms baseline. A window that happens to
+ * hold only fast samples (the stalled ones of that window are not due yet)
+ * must not double the limit, nor cost the mark; once the storm is over,
+ * slow start begins one timeout after the last drop. */
+static unsigned mixed(struct ax_limit *l, uint64_t fast_rtt, unsigned fast, uint64_t timeout,
+                      unsigned drops)
+{
+    uint64_t before = l->updates;
+    now_ns += 100 * MS;
+    unsigned in = ax_limit_get(l);
+    for (unsigned i = 0; i < fast; i++)
+        ax_limit_sample(l, now_ns, fast_rtt, in, false);
+    for (unsigned i = 0; i < drops; i++)
+        ax_limit_sample(l, now_ns, timeout, in, true);
+    CHECK_EQ(l->updates, before + 1);
+    return ax_limit_get(l);
+}
+
+static void test_storm_clean_window(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 500);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    for (int i = 0; i < 50; i++)
+        window(&l, 100 * MS, 0, 0);
+    for (int i = 0; i < 40; i++)
+        mixed(&l, 100 * MS, 7, 1000 * MS, 3);
+    unsigned before = ax_limit_get(&l);
+    CHECK(fabs(l.mark - 250) < 1e-9);
+    for (int i = 0; i < 3; i++) { /* drop-free windows, 0.1-0.3 s after a drop */
+        unsigned v = mixed(&l, 100 * MS, 10, 0, 0);
+        CHECK(!l.slow);
+        CHECK(v <= before + before / 4 + 1);
+    }
+    for (int i = 0; i < 10; i++)
+        mixed(&l, 100 * MS, 7, 1000 * MS, 3);
+    CHECK(fabs(l.mark - 250) < 1e-9); /* kept for the end of the storm */
+    /* Over: windows 1-9 after the last drop grow as Gradient2; from 1 s
+     * after it (window 10) each doubles up to the mark. */
+    unsigned w = 0, first_slow = 0;
+    while (ax_limit_get(&l) < 250 && w < 100) {
+        window(&l, 100 * MS, 0, 0);
+        w++;
+        if (l.slow && !first_slow) first_slow = w;
+    }
+    CHECK_EQ(first_slow, 10);
+    CHECK_LE(w, 16);
+    CHECK(l.mark == 0);
+}
+
+/* A mark not reached for a baseline's worth of windows without a clean one
+ * is dropped (review): after a fall from 500 (mark 250) the limit holds near
+ * 100 for a minute at ~1.67x its baseline latency; a later spike then sets a
+ * fresh mark (half the limit it fell from), and the recovery does not double
+ * past the level held for that minute. */
+static void test_stale_mark(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(1, 500, 500);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    for (int i = 0; i < 50; i++)
+        window(&l, 100 * MS, 0, 0);
+    while (ax_limit_get(&l) > 100)
+        window(&l, 1000 * MS, 0, 0);
+    CHECK(fabs(l.mark - 250) < 1e-9);
+    for (int i = 0; i < 600; i++) { /* 60 s settled near 100 */
+        double g = 1 - 1 / sqrt(l.limit);
+        window(&l, (uint64_t)(l.long_rtt * 1.5 / g) + 1, 0, 0);
+    }
+    CHECK(l.mark == 0);
+    unsigned settled = ax_limit_get(&l);
+    for (int i = 0; i < 5; i++) /* a spike: 10x for 0.5 s */
+        window(&l, (uint64_t)(l.long_rtt * 10), 0, 0);
+    CHECK(l.mark > 0 && l.mark <= settled / 2.0 + 1);
+    unsigned peak = 0;
+    for (int i = 0; i < 10; i++) {
+        unsigned v = window(&l, (uint64_t)l.long_rtt, 0, 0);
+        if (v > peak) peak = v;
+    }
+    CHECK_LE(peak, settled + settled / 2);
+}
+
 /* App-limited: the latency is at the baseline but few attempts are in flight:
  * the limit must not grow; it may still fall. */
 static void test_app_limited(void)
@@ -374,6 +459,8 @@ int main(void)
     test_gradient_formula();
     test_step_and_recovery();
     test_slow_start();
+    test_storm_clean_window();
+    test_stale_mark();
     test_app_limited();
     test_drops();
     test_bounds();

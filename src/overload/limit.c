@@ -45,11 +45,18 @@
  * it fell from; while the limit is below the mark, the second clean window
  * in a row and each one after it - no drop, gradient 1, not app-limited:
  * the upstream answers at its baseline and the class has work waiting -
- * doubles the limit, up to the mark. Two in a row, because a degraded
- * upstream's timeouts come back only a timeout after they began, so a
- * lone clean window in the middle of a degradation is noise (with a third
- * of the attempts stalling, one window in ~30 of 10 samples has no drop);
- * a doubling there would end in a fall that lowers the mark. A
+ * doubles the limit, up to the mark, once a whole timeout has passed since
+ * the last dropped sample (its latency is the timeout). A degraded
+ * upstream's stalled attempts come back as drops only a timeout after they
+ * began, so windows without a drop occur in the middle of a timeout storm
+ * (with a third of the attempts stalling, one window in ~30 of 10
+ * samples); only a timeout without any drop says that every attempt begun
+ * in the storm is back. Two in a row for the same reason when the fall was
+ * the latency's (no drops): one fast window is noise. A doubling into a
+ * storm would end in a fall that lowers the mark. A mark not reached
+ * after long_window windows without a clean one (a minute at the
+ * defaults: the baseline's own horizon) is dropped: the lower limit is the
+ * new regime, and the next fall sets a fresh mark. A
  * fall right after a doubling (it overshot) moves the mark to half the
  * limit it fell from, so the next slow start stops below the overshoot;
  * the mark is cleared once the limit is back at it, and the growth above
@@ -59,12 +66,12 @@
  * buckets. In ax-demo's overload (issue 12, T4) the classes' limits fell
  * to 6-25 and their backlog drained at that climb's pace: wait p99 back
  * under 100 ms 8.4-11.2 s after the upstream's recovery (9 runs, median
- * 9.8); with slow start 5.95-7.7 s (6 runs, median 6.1), requests per task
- * while degraded 0.88-0.98 (median 0.93) against 0.82-0.96 (0.88). What is
- * left is the class whose timeout is 3 s: its attempts that stalled in
- * the degradation come back as drops until 3 s after it, and every drop
- * holds the doubling back. The doubling needs clean windows, so a timeout
- * storm still holds the limit down.
+ * 9.8); with slow start 7.0-8.4 s (6 runs, median 8.05), requests per task
+ * while degraded 0.81-0.96 against 0.82-0.96. What is left is the class
+ * whose timeout is 3 s: its attempts that stalled in the degradation come
+ * back as drops until 3 s after it, and its doubling waits 3 s more. (Without
+ * that wait it was 6.1 s, but a timeout storm's drop-free windows doubled
+ * the limit into the storm: test_storm_clean_window.)
  *
  * Known trade-off (Gradient2's too): the x0.95 decay stops once the
  * baseline is within 2x the latency, and the average takes its time from
@@ -126,7 +133,7 @@ void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t 
 }
 
 /* Close the open window: move the baseline, then the limit. */
-static void limit_update(struct ax_limit *l)
+static void limit_update(struct ax_limit *l, uint64_t now)
 {
     double shortr = l->short_sum / l->short_n;
     if (shortr < 1) shortr = 1; /* a 0 ns sample must not divide by zero */
@@ -163,10 +170,16 @@ static void limit_update(struct ax_limit *l)
      * cleared once the limit is back at it. */
     bool clean = !l->short_dropped && g >= 1 && !app_limited, slow = false;
     l->clean_run = clean ? l->clean_run + 1 : 0;
+    l->unclean_run = clean ? 0 : l->unclean_run + 1;
+    if (l->mark > 0 && l->unclean_run >= l->cfg.long_window)
+        l->mark = 0; /* no clean window for a baseline's worth: a new regime */
+    /* Every attempt begun before the last drop is back (or dropped) one
+     * timeout after it: only then is a clean window the upstream's word. */
+    bool quiet = !l->last_drop_ns || now - l->last_drop_ns >= l->drop_rtt_ns;
     if (next < lim) {
         if (l->mark <= 0 || l->slow) l->mark = lim / 2;
     } else {
-        if (l->clean_run >= 2 && lim < l->mark) {
+        if (l->clean_run >= 2 && quiet && lim < l->mark) {
             double up = 2 * lim < l->mark ? 2 * lim : l->mark;
             if (up > next) next = up, slow = true;
         }
@@ -185,12 +198,16 @@ void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned
     l->short_sum += (double)rtt_ns;
     l->short_n++;
     l->short_dropped += dropped;
+    if (dropped) {
+        l->last_drop_ns = now > 1 ? now : 1;
+        l->drop_rtt_ns = rtt_ns;
+    }
     if (inflight > l->max_inflight) l->max_inflight = inflight;
     /* now < window_start: a caller's clock went back; wait for it. */
     if (now < l->window_start || now - l->window_start < l->cfg.window_ns ||
         l->short_n < l->cfg.window_samples)
         return;
-    limit_update(l);
+    limit_update(l, now);
     l->short_sum = 0;
     l->short_n = l->short_dropped = l->max_inflight = 0;
     l->window_start = now;

@@ -68,6 +68,10 @@ struct ax_limit {
     double mark;           /* slow start doubles the limit up to here; 0: none (limit.c) */
     bool slow;             /* the last window was a slow-start doubling */
     unsigned clean_run;    /* clean windows in a row (limit.c) */
+    unsigned unclean_run;  /* windows since the last clean one; a mark this old is dropped */
+    uint64_t last_drop_ns; /* when the last dropped sample came in (0: never) */
+    uint64_t drop_rtt_ns;  /* its latency: the timeout, so the storm's last attempts are back
+                              drop_rtt_ns after it */
 };
 
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
