@@ -189,13 +189,19 @@ static void test_step_and_recovery(void)
  * (half the limit the fall began from); a drop, an app-limited window or a
  * latency over tolerance does not double; a fall right after a doubling
  * lowers the mark to half the limit it fell from. */
-static void collapse(struct ax_limit *l)
+/* Bounds [1, 500] at 500, then 50 windows at a 100 ms baseline. */
+static void at_baseline(struct ax_limit *l)
 {
     struct ax_limit_cfg c = cfg(1, 500, 500);
     now_ns = 0;
     ax_limit_init(l, &c, now_ns);
     for (int i = 0; i < 50; i++)
         window(l, 100 * MS, 0, 0);
+}
+
+static void collapse(struct ax_limit *l)
+{
+    at_baseline(l);
     for (int i = 0; i < 100; i++)
         window(l, 1000 * MS, 0, 0);
     CHECK_EQ(ax_limit_get(l), 5);
@@ -297,11 +303,7 @@ static unsigned mixed(struct ax_limit *l, uint64_t fast_rtt, unsigned fast, uint
 static void test_storm_clean_window(void)
 {
     struct ax_limit l;
-    struct ax_limit_cfg c = cfg(1, 500, 500);
-    now_ns = 0;
-    ax_limit_init(&l, &c, now_ns);
-    for (int i = 0; i < 50; i++)
-        window(&l, 100 * MS, 0, 0);
+    at_baseline(&l);
     for (int i = 0; i < 40; i++)
         mixed(&l, 100 * MS, 7, 1000 * MS, 3);
     unsigned before = ax_limit_get(&l);
@@ -335,11 +337,7 @@ static void test_storm_clean_window(void)
 static void test_stale_mark(void)
 {
     struct ax_limit l;
-    struct ax_limit_cfg c = cfg(1, 500, 500);
-    now_ns = 0;
-    ax_limit_init(&l, &c, now_ns);
-    for (int i = 0; i < 50; i++)
-        window(&l, 100 * MS, 0, 0);
+    at_baseline(&l);
     while (ax_limit_get(&l) > 100)
         window(&l, 1000 * MS, 0, 0);
     CHECK(fabs(l.mark - 250) < 1e-9);
