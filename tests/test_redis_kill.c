@@ -8,6 +8,7 @@
  * killed process, which died before acknowledging) are at most what the
  * killed process held -- its slots -- and at most the entries claimed. */
 #include "redis_server.h"
+#include "redis_kill.h"
 #include "util.h"
 
 #include <ax_redis.h>
@@ -90,58 +91,6 @@ static pid_t consumer(int i)
     _exit(0);
 }
 
-/* Entries delivered to consumer `name` and not yet acknowledged. */
-static long long pending_of(redisContext *rc, const char *name)
-{
-    static const char *streams[] = {"high", "normal", "low"};
-    long long n = 0;
-    for (int k = 0; k < 3; k++) {
-        redisReply *r = redisCommand(rc, "XPENDING ax:{kill}:%s ax - + 1000 %s", streams[k], name);
-        CHECK(r && r->type == REDIS_REPLY_ARRAY);
-        n += (long long)r->elements;
-        freeReplyObject(r);
-    }
-    return n;
-}
-
-/* Of the entries pending for `name`, those whose message it has run (its
- * execution log): each must run again elsewhere once claimed, a duplicate. */
-static long long ran_pending_of(redisContext *rc, const char *name, const char *log_path)
-{
-    static unsigned char ran[N];
-    memset(ran, 0, sizeof ran);
-    FILE *f = fopen(log_path, "r");
-    CHECK(f != NULL);
-    char line[64];
-    while (fgets(line, sizeof line, f)) {
-        int k = atoi(line);
-        if (k >= 0 && k < N)
-            ran[k] = 1;
-    }
-    fclose(f);
-    static const char *streams[] = {"high", "normal", "low"};
-    long long n = 0;
-    for (int k = 0; k < 3; k++) {
-        redisReply *r = redisCommand(rc, "XPENDING ax:{kill}:%s ax - + 1000 %s", streams[k], name);
-        CHECK(r && r->type == REDIS_REPLY_ARRAY);
-        for (size_t i = 0; i < r->elements; i++) {
-            const char *id = r->element[i]->element[0]->str;
-            redisReply *e = redisCommand(rc, "XRANGE ax:{kill}:%s %s %s", streams[k], id, id);
-            CHECK(e && e->type == REDIS_REPLY_ARRAY && e->elements == 1);
-            redisReply *fields = e->element[0]->element[1];
-            for (size_t j = 0; j + 1 < fields->elements; j += 2)
-                if (strcmp(fields->element[j]->str, "p") == 0) {
-                    int m = atoi(fields->element[j + 1]->str);
-                    if (m >= 0 && m < N && ran[m])
-                        n++;
-                }
-            freeReplyObject(e);
-        }
-        freeReplyObject(r);
-    }
-    return n;
-}
-
 int main(void)
 {
     port = rs_start();
@@ -176,8 +125,8 @@ int main(void)
     for (int tries = 0; tries < 10000; tries++) {
         CHECK_EQ(kill(pids[0], SIGSTOP), 0);
         usleep(1000);
-        held0 = pending_of(rc, "c0");
-        if (held0 >= 5 && (ran_held0 = ran_pending_of(rc, "c0", log0)) >= 1)
+        held0 = rk_pending_of(rc, "kill", "c0");
+        if (held0 >= 5 && (ran_held0 = rk_ran_pending_of(rc, "kill", "c0", log0, N)) >= 1)
             break;
         CHECK_EQ(kill(pids[0], SIGCONT), 0);
         usleep(2000);
