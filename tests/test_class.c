@@ -29,16 +29,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-static atomic_int done_n;
+/* on_done may run on two workers at once: each takes its own slot of last[]
+ * first, and counts itself done after writing it (a reader that sees done_n
+ * reach n sees the n results). */
+static atomic_int done_n, slot_n;
 static ax_result last[64];
 
 static void on_done(const ax_result *r, void *arg)
 {
     (void)arg;
-    int i = atomic_load(&done_n);
+    int i = atomic_fetch_add(&slot_n, 1);
     if (i < 64)
         last[i] = *r;
     atomic_fetch_add(&done_n, 1);
+}
+
+static void reset_done(void)
+{
+    atomic_store(&done_n, 0);
+    atomic_store(&slot_n, 0);
 }
 
 static ax_class_config base(const char *name)
@@ -190,7 +199,7 @@ static void test_defaults(void)
 
     struct seen v = {0};
     ax_spec sp = {.fn = look, .arg = &v, .class_id = id};
-    atomic_store(&done_n, 0);
+    reset_done();
     run_one(s, &sp); /* class: HIGH, 5 s, 2 retries -> succeeds on attempt 3 */
     CHECK_EQ(v.prio, AX_PRIO_HIGH);
     CHECK(v.budget_ms > 2500 && v.budget_ms <= 5000);
@@ -254,7 +263,7 @@ static void test_fixed_limit(void)
     c.queue_budget = false;
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
-    atomic_store(&done_n, 0);
+    reset_done();
     atomic_store(&gate_open, 0);
     for (int i = 0; i < 10; i++) {
         ax_spec sp = {.fn = gated, .class_id = id, .on_done = on_done};
@@ -326,7 +335,7 @@ static void test_queue_budget(void)
     c.queue_budget_ms = 1000;
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
-    atomic_store(&done_n, 0);
+    reset_done();
     ax_spec a = {.fn = hold_until_one_done, .class_id = id, .on_done = on_done};
     ax_spec b = {.fn = mark, .class_id = id, .on_done = on_done};
     CHECK_EQ(ax_submit(s, &a, NULL), AX_OK);
@@ -373,7 +382,7 @@ static void test_breaker(void)
     c.breaker_half_open_calls = 2;
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
-    atomic_store(&done_n, 0);
+    reset_done();
     for (int i = 0; i < 4; i++) {
         ax_spec sp = {.fn = fail_fn, .class_id = id};
         run_one(s, &sp);
@@ -416,7 +425,7 @@ static void test_retry_budget(void)
     c.breaker = false;
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
-    atomic_store(&done_n, 0);
+    reset_done();
     for (int i = 0; i < 3; i++) {
         ax_spec sp = {.fn = fail_fn, .class_id = id};
         run_one(s, &sp);
@@ -474,7 +483,7 @@ static void test_deadline_propagates(void)
 {
     ax_sched *s = test_sched(2, 4);
     ax_spec sp = {.fn = parent_fn, .timeout_ms = 2000};
-    atomic_store(&done_n, 0);
+    reset_done();
     atomic_store(&spawn_late_rc, RC_UNSET);
     atomic_store(&spawn_delay_rc, RC_UNSET);
     run_one(s, &sp);
@@ -515,7 +524,7 @@ static void test_events(void)
     CHECK(f != NULL);
     CHECK_EQ(ax_events_callback(s, on_event, NULL), AX_OK);
     CHECK_EQ(ax_events_json(s, f), AX_OK);
-    atomic_store(&done_n, 0);
+    reset_done();
     ax_spec sp = {.fn = noop, .class_id = id};
     run_one(s, &sp);
     ax_spec plain = {.fn = noop, .timeout_ms = 100};
