@@ -457,6 +457,9 @@ typedef struct ax_class_stats {
     uint64_t queued;        /* waiting in a bucket now */
     uint64_t rtt_short_ns;  /* the limiter's recent latency (last window) */
     uint64_t rtt_long_ns;   /* ... and its baseline */
+    unsigned limit_mark;    /* slow start: after a fall the limit doubles back up to
+                               this, half the limit it fell from; 0: none */
+    uint64_t limit_doublings; /* windows in which slow start doubled the limit */
     ax_breaker_state breaker;
     double failure_rate;    /* over the breaker's window ... */
     uint64_t breaker_calls; /* ... of this many calls (it opens from breaker_min_calls) */

@@ -329,6 +329,8 @@ int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
     if (c->cfg.adaptive) {
         out->rtt_short_ns = (uint64_t)c->lim.last_short;
         out->rtt_long_ns = (uint64_t)c->lim.long_rtt;
+        out->limit_mark = (unsigned)c->lim.mark;
+        out->limit_doublings = c->lim.doublings;
     }
     if (c->cfg.breaker) {
         unsigned calls = 0;

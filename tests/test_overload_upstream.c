@@ -506,8 +506,8 @@ static void case_end(void)
 
 struct lsample {
     int phase;
-    unsigned limit, in_flight;
-    uint64_t queued;
+    unsigned limit, in_flight, mark;
+    uint64_t queued, doublings;
 };
 
 static void case_limit(void)
@@ -551,7 +551,8 @@ static void case_limit(void)
         ax_class_stats st = cstats();
         struct upstats u = up_get("/lim");
         CHECK(n < MAX_SAMPLES);
-        sm[n] = (struct lsample){u.phase, st.limit, st.in_flight, st.queued};
+        sm[n] = (struct lsample){u.phase,     st.limit,  st.in_flight, st.limit_mark,
+                                 st.queued, st.limit_doublings};
         if (u.phase == 1 && first_degraded < 0) first_degraded = n;
         if (u.phase >= 2 && first_healthy2 < 0) first_healthy2 = n;
         if (u.phase >= 2 && st.limit >= ceil(RECOVER_FRACTION * LIMIT_MAX)) {
@@ -585,8 +586,11 @@ static void case_limit(void)
     int queued_samples = 0, phase_n[3] = {0};
     for (int i = 0; i < n; i++) {
         if (i % 20 == 0 || (i && sm[i].phase != sm[i - 1].phase) || i == n - 1)
-            fprintf(stderr, "  sample %3d phase %d: limit %2u in_flight %2u queued %3llu\n", i,
-                    sm[i].phase, sm[i].limit, sm[i].in_flight, (unsigned long long)sm[i].queued);
+            fprintf(stderr,
+                    "  sample %3d phase %d: limit %2u in_flight %2u queued %3llu mark %2u "
+                    "doublings %llu\n",
+                    i, sm[i].phase, sm[i].limit, sm[i].in_flight, (unsigned long long)sm[i].queued,
+                    sm[i].mark, (unsigned long long)sm[i].doublings);
         if (sm[i].phase == 1 && sm[i].limit < min_deg) min_deg = sm[i].limit;
         min_all = sm[i].limit < min_all ? sm[i].limit : min_all;
         max_all = sm[i].limit > max_all ? sm[i].limit : max_all;
@@ -627,6 +631,24 @@ static void case_limit(void)
               "120 s; last %u)",
               ceil(RECOVER_FRACTION * LIMIT_MAX), sm[n - 1].limit);
     CHECK(recovered_at >= 0);
+    /* Slow start, as ax_class_stats shows it: the fall set a mark at half
+     * the limit it fell from (never above limit_max / 2), and the climb back
+     * from below the mark doubled the limit at least once. */
+    unsigned max_mark = 0;
+    for (int i = 0; i < n; i++)
+        max_mark = sm[i].mark > max_mark ? sm[i].mark : max_mark;
+    int seen_mark = -1;
+    for (int i = first_degraded; i >= 0 && i < n && seen_mark < 0; i++)
+        if (sm[i].mark > 0) seen_mark = i;
+    const struct lsample *h2 = first_healthy2 >= 0 ? &sm[first_healthy2] : &sm[n - 1];
+    fprintf(stderr,
+            "1: slow start: mark first seen at degraded sample %d, highest %u; at the first "
+            "healthy sample limit %u mark %u; doublings %llu by the recovery\n",
+            seen_mark < 0 ? -1 : seen_mark - first_degraded, max_mark, h2->limit, h2->mark,
+            (unsigned long long)sm[n - 1].doublings);
+    CHECK(seen_mark >= 0);
+    CHECK(max_mark >= 1 && max_mark <= LIMIT_MAX / 2);
+    if (h2->mark > 0 && h2->limit < h2->mark) CHECK(sm[n - 1].doublings >= 1);
 
     check_books("1");
     /* Latency only, no failure: every task succeeded. */

@@ -322,6 +322,8 @@ static void build_snapshot(void)
     snap.cls[0].retry_tokens = 6.5;
     snap.cls[0].rtt_short_ns = 250000000; /* 0.25 s */
     snap.cls[0].retries_denied = 3;
+    snap.cls[0].limit_mark = 250;
+    snap.cls[0].limit_doublings = 4;
     snprintf(snap.cls[1].name, sizeof snap.cls[1].name, "search.v2");
     snap.cls[1].limit = 500;
     snap.cls[1].expired = 41;
@@ -389,9 +391,9 @@ static void check_counters(void)
         CHECK_STR(fams[s->fam].type, "gauge");
         CHECK(s->value == (double)st->queued[prio_ids[i]]);
     }
-    /* 14 counters, 6 gauges, 2 histograms; with classes 7 gauges and 11
+    /* 14 counters, 6 gauges, 2 histograms; with classes 9 gauges and 12
      * counters more, one sample per class each. */
-    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 8 + 11 : 0));
+    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 9 + 12 : 0));
 }
 
 /* Every histogram series: buckets in ascending le, cumulative, ending at
@@ -596,6 +598,10 @@ int main(int argc, char **argv)
     CHECK(strstr(text, "# TYPE ax_class_expired_total counter\n") != NULL);
     CHECK(strstr(text, "ax_class_expired_total{class=\"search.v2\"} 41\n") != NULL);
     CHECK(strstr(text, "ax_class_retries_denied_total{class=\"quote\"} 3\n") != NULL);
+    CHECK(strstr(text, "# TYPE ax_class_limit_mark gauge\nax_class_limit_mark{class=\"quote\"} 250\n"
+                       "ax_class_limit_mark{class=\"search.v2\"} 0\n") != NULL);
+    CHECK(strstr(text, "# TYPE ax_class_limit_doublings_total counter\n"
+                       "ax_class_limit_doublings_total{class=\"quote\"} 4\n") != NULL);
     test_truncation(text, needed);
 
     /* An empty snapshot renders too: zeros everywhere, same shape. */

@@ -339,6 +339,8 @@ CLASS_FIELD(cf_budget, c->retry_budget_left)
 CLASS_FIELD(cf_tokens, c->retry_tokens)
 CLASS_FIELD(cf_rtt, (double)c->rtt_short_ns / 1e9)
 CLASS_FIELD(cf_rtt_long, (double)c->rtt_long_ns / 1e9)
+CLASS_FIELD(cf_mark, c->limit_mark)
+CLASS_FIELD(cf_doublings, c->limit_doublings)
 CLASS_FIELD(cf_submitted, c->submitted)
 CLASS_FIELD(cf_started, c->started)
 CLASS_FIELD(cf_cancelled, c->cancelled)
@@ -373,6 +375,11 @@ static void classes(struct out *o, const struct ax_metrics_snapshot *m)
                  "Recent run time of the class's attempts (moving average).", cf_rtt);
     class_family(o, m, "ax_class_latency_baseline_seconds", "gauge",
                  "The concurrency limiter's baseline run time for the class.", cf_rtt_long);
+    class_family(o, m, "ax_class_limit_mark", "gauge",
+                 "Slow start: after a fall the limit doubles back up to this (0: none).",
+                 cf_mark);
+    class_family(o, m, "ax_class_limit_doublings_total", "counter",
+                 "Limiter windows in which slow start doubled the class's limit.", cf_doublings);
     class_family(o, m, "ax_class_submitted_total", "counter", "Tasks of the class admitted.",
                  cf_submitted);
     class_family(o, m, "ax_class_started_total", "counter",

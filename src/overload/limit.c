@@ -181,7 +181,7 @@ static void limit_update(struct ax_limit *l, uint64_t now)
     } else {
         if (l->clean_run >= 2 && quiet && lim < l->mark) {
             double up = 2 * lim < l->mark ? 2 * lim : l->mark;
-            if (up > next) next = up, slow = true;
+            if (up > next) next = up, slow = true, l->doublings++;
         }
         if (next >= l->mark) l->mark = 0; /* back at it (or none) */
     }

@@ -67,6 +67,7 @@ struct ax_limit {
     double last_gradient;  /* the gradient that window applied, for stats and tests */
     double mark;           /* slow start doubles the limit up to here; 0: none (limit.c) */
     bool slow;             /* the last window was a slow-start doubling */
+    uint64_t doublings;    /* slow-start doublings so far, for stats */
     unsigned clean_run;    /* clean windows in a row (limit.c) */
     unsigned unclean_run;  /* windows since the last clean one; a mark this old is dropped */
     uint64_t last_drop_ns; /* when the last dropped sample came in (0: never) */

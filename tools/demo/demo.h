@@ -215,6 +215,7 @@ enum dm_class_series {
     CS_RETRIES_DENIED,  /* cumulative */
     CS_EXPIRED,         /* cumulative: failed at dispatch past the queue-time budget */
     CS_OPEN_REJECTED,   /* cumulative: refused or failed with AX_EOPEN */
+    CS_MARK,            /* slow start's mark: the limit doubles back up to it; 0 none */
     DM_NCS
 };
 

@@ -309,6 +309,7 @@ static void ax_class_sample(struct dm_result *r, unsigned i)
         cs[CS_RETRIES_DENIED][i] = (float)st.retries_denied;
         cs[CS_EXPIRED][i] = (float)st.expired;
         cs[CS_OPEN_REJECTED][i] = (float)st.breaker_rejected;
+        cs[CS_MARK][i] = (float)st.limit_mark;
     }
     r->nclasses = nclasses;
 }

@@ -109,7 +109,7 @@ struct line {
     int cs;
 };
 
-#define MAXLINES 8
+#define MAXLINES 12 /* 4 classes x 3 lines */
 
 struct chart {
     const char *title;
@@ -774,11 +774,12 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
     for (unsigned i = 0; i < n; i++)
         if (res[i]->ok && res[i]->nclasses) any_classes = true;
     /* Label strings for the class lines: "quote limit", ... */
-    static char cls_label[DM_MAX_CLASSES][3][DM_NAME_MAX + 24];
+    static char cls_label[DM_MAX_CLASSES][4][DM_NAME_MAX + 24];
     for (unsigned k = 0; k < sc->ncls && k < DM_MAX_CLASSES; k++) {
         snprintf(cls_label[k][0], sizeof cls_label[k][0], "%s limit", sc->cls[k].name);
         snprintf(cls_label[k][1], sizeof cls_label[k][1], "%s in flight", sc->cls[k].name);
         snprintf(cls_label[k][2], sizeof cls_label[k][2], "%s denied/s", sc->cls[k].name);
+        snprintf(cls_label[k][3], sizeof cls_label[k][3], "%s slow-start mark", sc->cls[k].name);
     }
     unsigned ncl = sc->ncls < 4 ? sc->ncls : 4; /* lines per chart stay readable */
 
@@ -820,12 +821,15 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
                 add_cls(&c, cls_label[k][0], class_color[k], NULL, (int)k, CS_LIMIT, CD_NONE, true);
                 add_cls(&c, cls_label[k][1], class_color[k], "2 3", (int)k, CS_IN_FLIGHT, CD_NONE,
                         false);
+                add_cls(&c, cls_label[k][3], class_color[k], "8 3", (int)k, CS_MARK, CD_NONE, true);
             }
             note = "ax_class_stats_get at every sample (log scale): the limit each class's "
                    "attempts in flight may not pass (it follows the class's measured latency "
-                   "between its bounds), and the attempts in flight (gaps: none). Above the "
-                   "limit, tasks wait in their bucket, where priority and the queue-time "
-                   "budget act.";
+                   "between its bounds), the attempts in flight (dotted; gaps: none), and "
+                   "after a fall the slow-start mark (dashed: half the limit it fell from; "
+                   "once a whole timeout has passed since the last timed-out attempt, the "
+                   "limit doubles per clean window up to it). Above the limit, tasks wait in "
+                   "their bucket, where priority and the queue-time budget act.";
             break;
         case 3:
             c.title = "Retry budget per task class";

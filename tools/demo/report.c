@@ -82,7 +82,7 @@ static const char *const series_name[DM_NSERIES] = {"t_s",
 
 static const char *const class_series_name[DM_NCS] = {
     "limit",           "in_flight",      "queued",  "breaker",         "retry_budget_left",
-    "retries_allowed", "retries_denied", "expired", "breaker_rejected"};
+    "retries_allowed", "retries_denied", "expired", "breaker_rejected", "limit_mark"};
 
 static const char *const out_name[DM_NOUT] = {"succeeded", "failed", "timed_out",
                                               "cancelled", "shed",   "rejected"};
