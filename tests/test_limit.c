@@ -17,6 +17,9 @@
  *  - no doubling with a drop, app-limited, over tolerance, or on a clean
  *    window that is not the second in a row; a fall after a doubling moves
  *    the mark to half the limit it fell from;
+ *  - after a drop at a 10 s timeout with 4 more in flight: the first
+ *    doubling 0.2 s after it once those 4 are back, exactly 10 s after it
+ *    while one is still out;
  *  - the baseline decays x0.95 per window while it is over 2 x the latency;
  *  - app-limited (in flight < limit/2): not one step up in 300 windows;
  *  - 2 of 10 samples dropped at the baseline latency: 500 -> 480 -> ... ->
@@ -329,6 +332,72 @@ static void test_storm_clean_window(void)
     CHECK(l.mark == 0);
 }
 
+/* The quiet after the last drop is counted, not only timed: a drop with 5
+ * in flight (itself and 4 more, all begun before it) at a 10 s timeout; once
+ * those 4 are back, the second clean window in a row doubles, 0.2 s after the
+ * drop instead of 10 s. One of them still out holds the slow start until the
+ * timeout has passed, as before. */
+static void drop_10s(struct ax_limit *l)
+{
+    collapse(l);
+    now_ns += 100 * MS;
+    for (int i = 0; i < 9; i++)
+        ax_limit_sample(l, now_ns, 100 * MS, 5, false);
+    ax_limit_sample(l, now_ns, 10000 * MS, 5, true);
+    CHECK_EQ(l->drop_pending, 4);
+    CHECK_LE(ax_limit_get(l), 5); /* a window with a drop never grows */
+}
+
+/* One clean window at the baseline in which `back` of the samples began
+ * before the previous window closed (150 ms ago), the rest after. */
+static unsigned back_window(struct ax_limit *l, unsigned back)
+{
+    now_ns += 100 * MS;
+    unsigned in = ax_limit_get(l); /* saturated: never app-limited */
+    for (unsigned i = 0; i < 10; i++)
+        ax_limit_sample(l, now_ns, i < back ? 150 * MS : 100 * MS, in, false);
+    return ax_limit_get(l);
+}
+
+static void test_quiet_counted(void)
+{
+    struct ax_limit l;
+    drop_10s(&l);
+    uint64_t doublings = l.doublings;
+    unsigned v = back_window(&l, 4); /* all 4 back; first clean window: Gradient2 */
+    CHECK_EQ(l.drop_pending, 0);
+    CHECK(!l.slow);
+    double lim = l.limit;
+    back_window(&l, 0); /* second in a row: doubles */
+    CHECK(l.slow);
+    CHECK(fabs(l.limit - 2 * lim) < 1e-9);
+    CHECK_EQ(l.doublings, doublings + 1);
+    CHECK(v >= 5);
+
+    /* Later samples that began after the drop do not count down: with one
+     * still out nothing doubles before the timeout (the climb is
+     * Gradient2's, x1.2 per window, which reaches the mark on its own here). */
+    drop_10s(&l);
+    uint64_t dropped_at = now_ns;
+    doublings = l.doublings;
+    back_window(&l, 3);
+    CHECK_EQ(l.drop_pending, 1);
+    while (now_ns - dropped_at < 10000 * MS - 100 * MS) {
+        back_window(&l, 0);
+        CHECK(!l.slow);
+    }
+    CHECK_EQ(l.doublings, doublings);
+    CHECK_EQ(l.drop_pending, 1);
+
+    /* A drop among them starts a fresh count. */
+    drop_10s(&l);
+    back_window(&l, 2);
+    CHECK_EQ(l.drop_pending, 2);
+    now_ns += 100 * MS;
+    ax_limit_sample(&l, now_ns, 10000 * MS, 7, true);
+    CHECK_EQ(l.drop_pending, 6);
+}
+
 /* A mark not reached for a baseline's worth of windows without a clean one
  * is dropped (review): after a fall from 500 (mark 250) the limit holds near
  * 100 for a minute at ~1.67x its baseline latency; a later spike then sets a
@@ -458,6 +527,7 @@ int main(void)
     test_step_and_recovery();
     test_slow_start();
     test_storm_clean_window();
+    test_quiet_counted();
     test_stale_mark();
     test_app_limited();
     test_drops();

@@ -45,33 +45,42 @@
  * it fell from; while the limit is below the mark, the second clean window
  * in a row and each one after it - no drop, gradient 1, not app-limited:
  * the upstream answers at its baseline and the class has work waiting -
- * doubles the limit, up to the mark, once a whole timeout has passed since
- * the last dropped sample (its latency is the timeout). A degraded
- * upstream's stalled attempts come back as drops only a timeout after they
- * began, so windows without a drop occur in the middle of a timeout storm
- * (with a third of the attempts stalling, one window in ~30 of 10
- * samples); only a timeout without any drop says that every attempt begun
- * in the storm is back. Two in a row for the same reason when the fall was
- * the latency's (no drops): one fast window is noise. A doubling into a
- * storm would end in a fall that lowers the mark. A mark not reached
- * after long_window windows without a clean one (a minute at the
- * defaults: the baseline's own horizon) is dropped: the lower limit is the
- * new regime, and the next fall sets a fresh mark. A
- * fall right after a doubling (it overshot) moves the mark to half the
- * limit it fell from, so the next slow start stops below the overshoot;
- * the mark is cleared once the limit is back at it, and the growth above
- * is Gradient2's again. Why: a long degradation takes the limit to its
- * floor (drops cap the gradient, and a window with a drop never grows),
- * and the x1.2 climb above then takes seconds while work waits in the
- * buckets. In ax-demo's overload (issue 12, T4) the classes' limits fell
- * to 6-25 and their backlog drained at that climb's pace: wait p99 back
- * under 100 ms 8.4-11.2 s after the upstream's recovery (9 runs, median
- * 9.8); with slow start 7.0-8.4 s (6 runs, median 8.05), requests per task
- * while degraded 0.81-0.96 against 0.82-0.96. What is left is the class
- * whose timeout is 3 s: its attempts that stalled in the degradation come
- * back as drops until 3 s after it, and its doubling waits 3 s more. (Without
- * that wait it was 6.1 s, but a timeout storm's drop-free windows doubled
- * the limit into the storm: test_storm_clean_window.)
+ * doubles the limit, up to the mark, once every attempt begun before the
+ * last dropped sample is back. A degraded upstream's stalled attempts come
+ * back as drops only a timeout after they began, so windows without a drop
+ * occur in the middle of a timeout storm (with a third of the attempts
+ * stalling, one window in ~30 of 10 samples); only when none of the
+ * attempts that were in flight beside the last drop is still out (each
+ * stalled one would come back as a drop, and start the count again) is the
+ * storm over. They are counted: the drop notes the attempts in flight
+ * (drop_pending), and each later sample whose attempt began before the drop
+ * (now - rtt) counts one back; in any case the wait ends a timeout (the
+ * drop's latency) after the drop, for attempts that end without a sample
+ * (a cancel). TCP NewReno's recovery point is the same idea: recovery ends
+ * when all that was outstanding at the loss is acknowledged. Two clean
+ * windows in a row for the same reason when the fall was the latency's (no
+ * drops): one fast window is noise. A doubling into a storm would end in a
+ * fall that lowers the mark. A mark not reached after long_window windows
+ * without a clean one (a minute at the defaults: the baseline's own
+ * horizon) is dropped: the lower limit is the new regime, and the next
+ * fall sets a fresh mark. A fall right after a doubling (it overshot) moves
+ * the mark to half the limit it fell from, so the next slow start stops
+ * below the overshoot; the mark is cleared once the limit is back at it,
+ * and the growth above is Gradient2's again. Why: a long degradation takes
+ * the limit to its floor (drops cap the gradient, and a window with a drop
+ * never grows), and the x1.2 climb above then takes seconds while work
+ * waits in the buckets. In ax-demo's overload (issue 12, T4) the classes'
+ * limits fell to 6-25 and their backlog drained at that climb's pace: wait
+ * p99 back under 100 ms 8.4-11.2 s after the upstream's recovery (9 runs,
+ * median 9.8); with slow start after a whole timeout without a drop
+ * 7.0-8.4 s (6 runs, median 8.05); with the attempts counted back 5.95-8.05 s
+ * (8 runs, median 6.8, against 7.0-8.4, median 8.05, alternating with the
+ * timed wait), requests per task while degraded 0.84-1.0 (median 0.95)
+ * against 0.86-0.96 (0.91). What is left is the class whose timeout is 3 s:
+ * its attempts that stalled in the degradation come back as drops until
+ * 3 s after it, and a window with a drop never grows. (Without any wait it
+ * was 6.1 s, but a timeout storm's drop-free windows doubled the limit into
+ * the storm: test_storm_clean_window.)
  *
  * Known trade-off (Gradient2's too): the x0.95 decay stops once the
  * baseline is within 2x the latency, and the average takes its time from
@@ -173,9 +182,11 @@ static void limit_update(struct ax_limit *l, uint64_t now)
     l->unclean_run = clean ? 0 : l->unclean_run + 1;
     if (l->mark > 0 && l->unclean_run >= l->cfg.long_window)
         l->mark = 0; /* no clean window for a baseline's worth: a new regime */
-    /* Every attempt begun before the last drop is back (or dropped) one
-     * timeout after it: only then is a clean window the upstream's word. */
-    bool quiet = !l->last_drop_ns || now - l->last_drop_ns >= l->drop_rtt_ns;
+    /* Only once every attempt begun before the last drop is back is a clean
+     * window the upstream's word: counted (drop_pending), and in any case
+     * one timeout after the drop (an attempt that ends without a sample,
+     * a cancel, never counts down). */
+    bool quiet = !l->last_drop_ns || !l->drop_pending || now - l->last_drop_ns >= l->drop_rtt_ns;
     if (next < lim) {
         if (l->mark <= 0 || l->slow) l->mark = lim / 2;
     } else {
@@ -201,6 +212,11 @@ void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned
     if (dropped) {
         l->last_drop_ns = now > 1 ? now : 1;
         l->drop_rtt_ns = rtt_ns;
+        /* Every attempt in flight now began before this drop: the slow
+         * start waits for them (inflight counts this one too). */
+        l->drop_pending = inflight ? inflight - 1 : 0;
+    } else if (l->drop_pending && rtt_ns < now && now - rtt_ns < l->last_drop_ns) {
+        l->drop_pending--; /* one of them is back */
     }
     if (inflight > l->max_inflight) l->max_inflight = inflight;
     /* now < window_start: a caller's clock went back; wait for it. */

@@ -827,7 +827,7 @@ int dm_write_html(const char *path, const struct dm_scenario *sc, const char *ur
                    "attempts in flight may not pass (it follows the class's measured latency "
                    "between its bounds), the attempts in flight (dotted; gaps: none), and "
                    "after a fall the slow-start mark (dashed: half the limit it fell from; "
-                   "once a whole timeout has passed since the last timed-out attempt, the "
+                   "once every attempt begun before the last timed-out one is back, the "
                    "limit doubles per clean window up to it). Above the limit, tasks wait in "
                    "their bucket, where priority and the queue-time budget act.";
             break;
