@@ -271,6 +271,8 @@ struct dm_result {
     uint64_t max_task_requests;    /* the most requests one task made */
     double recovery_ms;            /* after the upstream recovered; -1: never, NAN: n/a */
     double recovery_limit_ms;      /* the wait p99 it had to get back under */
+    double recovery_window_ms;     /* the starts that first good p99 covered: the last
+                                      recovery_window_ms of incident time (NAN: n/a) */
     uint64_t good;                 /* succeeded within the scenario's deadline */
     uint64_t good_degraded;        /* ... of those submitted while degraded */
     uint64_t open_refused;         /* AX_EOPEN at submit (in OUT_REJECTED) */

@@ -244,6 +244,8 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
             : r->recovery_ms >= 0     ? "true"
                                       : "false");
     jnum(f, r->recovery_limit_ms);
+    fputs(",\"recovery_window_s\":", f);
+    jnum(f, r->recovery_window_ms / 1000);
     fprintf(f, ",\"deadline_ms\":%g,\"good\":%llu,\"good_degraded\":%llu,\"goodput_per_s\":",
             sc->deadline_ms, (unsigned long long)r->good, (unsigned long long)r->good_degraded);
     jnum(f, dm_goodput(sc, r));

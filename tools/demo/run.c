@@ -358,18 +358,22 @@ static struct dm_dist dist_of(const struct dm_hist *h, double speed)
  * machine's scheduling hiccups, not a backlog) until the traffic ends. A
  * window in which nothing started counts as recovered only with every
  * bucket empty. -1: never recovered; NAN: no degradation, or no steady
- * value to compare with. */
+ * value to compare with. A sample's p99 is over the starts of the last
+ * WAIT_WINDOW samples (1.75 s of incident time at the defaults), so the
+ * late starts it reports ended up to that long before it: recovery_window_ms
+ * says how long, for the reader; the measure itself is the sample's time. */
 #define RECOVERY_FLOOR_MS 100.0
 static void recovery(const struct dm_run *rn, struct dm_result *r)
 {
     r->recovery_ms = NAN;
     r->recovery_limit_ms = NAN;
+    r->recovery_window_ms = NAN;
     if (!rn->degraded || r->wait_steady.count == 0) return;
     double limit = fmax(2 * r->wait_steady.p99, RECOVERY_FLOOR_MS);
     r->recovery_limit_ms = limit;
     double end = dm_scenario_length_ms(rn->sc);
     const float(*S)[DM_MAX_SAMPLES] = r->series;
-    double since = -1;
+    double since = -1, window = NAN;
     for (unsigned i = 0; i < r->nsamples; i++) {
         double t = S[S_T][i];
         if (t < rn->degraded_to_ms) continue;
@@ -377,12 +381,16 @@ static void recovery(const struct dm_run *rn, struct dm_result *r)
         double w = S[S_WAIT_ALL][i];
         double q = S[S_Q_HIGH][i] + S[S_Q_NORMAL][i] + S[S_Q_LOW][i];
         bool good = isfinite(w) ? w <= limit : q == 0;
-        if (!good)
+        if (!good) {
             since = -1;
-        else if (since < 0)
+        } else if (since < 0) {
             since = t;
+            /* Sample i's p99 is over the starts since sample i - WAIT_WINDOW. */
+            window = t - S[S_T][i >= WAIT_WINDOW ? i - WAIT_WINDOW : 0];
+        }
     }
     r->recovery_ms = since < 0 ? -1 : since - rn->degraded_to_ms;
+    r->recovery_window_ms = since < 0 ? NAN : window;
 }
 
 void dm_run(const struct dm_run_opts *o, struct dm_result *r)

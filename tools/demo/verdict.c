@@ -425,9 +425,11 @@ void dm_targets(const struct dm_scenario *sc, const struct dm_result *a, const s
                a->recovery_limit_ms);
     else
         target(&v[3], "T4 recovery", true, a->recovery_ms <= TARGET_RECOVERY_MS,
-               "wait p99 back under %.0f ms %.1f s after the upstream recovered %s %.0f s",
+               "wait p99 back under %.0f ms %.1f s after the upstream recovered %s %.0f s "
+               "(that p99 is over the starts of the last %.2f s)",
                a->recovery_limit_ms, a->recovery_ms / 1000,
-               a->recovery_ms <= TARGET_RECOVERY_MS ? "<=" : ">", TARGET_RECOVERY_MS / 1000);
+               a->recovery_ms <= TARGET_RECOVERY_MS ? "<=" : ">", TARGET_RECOVERY_MS / 1000,
+               a->recovery_window_ms / 1000);
 
     if (vs) {
         double ga = dm_goodput(sc, a), gt = dm_goodput(sc, t);
