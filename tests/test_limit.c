@@ -29,6 +29,7 @@
 #include "check.h"
 #include "overload/overload.h"
 
+#include <limits.h>
 #include <math.h>
 
 #define MS 1000000ull
@@ -388,6 +389,24 @@ static void test_quiet_counted(void)
     }
     CHECK_EQ(l.doublings, doublings);
     CHECK_EQ(l.drop_pending, 1);
+
+    /* A drop with nothing else in flight (a storm at the floor, limit 1):
+     * nothing to count, the timeout decides; every later sample began
+     * after it. */
+    collapse(&l);
+    now_ns += 100 * MS;
+    for (int i = 0; i < 9; i++)
+        ax_limit_sample(&l, now_ns, 100 * MS, 1, false);
+    ax_limit_sample(&l, now_ns, 10000 * MS, 1, true);
+    CHECK_EQ(l.drop_pending, UINT_MAX);
+    dropped_at = now_ns;
+    doublings = l.doublings;
+    while (now_ns - dropped_at < 10000 * MS - 100 * MS) {
+        back_window(&l, 10); /* even samples that began before it do not count */
+        CHECK(!l.slow);
+        CHECK_EQ(l.drop_pending, UINT_MAX);
+    }
+    CHECK_EQ(l.doublings, doublings);
 
     /* A drop among them starts a fresh count. */
     drop_10s(&l);

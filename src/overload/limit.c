@@ -56,7 +56,9 @@
  * (drop_pending), and each later sample whose attempt began before the drop
  * (now - rtt) counts one back; in any case the wait ends a timeout (the
  * drop's latency) after the drop, for attempts that end without a sample
- * (a cancel). TCP NewReno's recovery point is the same idea: recovery ends
+ * (a cancel). A drop with nothing else in flight leaves nothing to count:
+ * then only the timeout ends the wait (a storm at a limit of 1 would
+ * otherwise look quiet after every drop). TCP NewReno's recovery point is the same idea: recovery ends
  * when all that was outstanding at the loss is acknowledged. Two clean
  * windows in a row for the same reason when the fall was the latency's (no
  * drops): one fast window is noise. A doubling into a storm would end in a
@@ -120,6 +122,7 @@
  */
 #include "overload/overload.h"
 
+#include <limits.h>
 #include <math.h>
 
 static double clampd(double v, double lo, double hi)
@@ -213,9 +216,12 @@ void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned
         l->last_drop_ns = now > 1 ? now : 1;
         l->drop_rtt_ns = rtt_ns;
         /* Every attempt in flight now began before this drop: the slow
-         * start waits for them (inflight counts this one too). */
-        l->drop_pending = inflight ? inflight - 1 : 0;
-    } else if (l->drop_pending && rtt_ns < now && now - rtt_ns < l->last_drop_ns) {
+         * start waits for them (inflight counts this one too). With none
+         * beside it there is nothing to count (a storm at a limit of 1 would
+         * look quiet at once): the timeout alone decides. */
+        l->drop_pending = inflight > 1 ? inflight - 1 : UINT_MAX;
+    } else if (l->drop_pending && l->drop_pending != UINT_MAX && rtt_ns < now &&
+               now - rtt_ns < l->last_drop_ns) {
         l->drop_pending--; /* one of them is back */
     }
     if (inflight > l->max_inflight) l->max_inflight = inflight;

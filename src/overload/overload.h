@@ -73,7 +73,8 @@ struct ax_limit {
     uint64_t last_drop_ns; /* when the last dropped sample came in (0: never) */
     uint64_t drop_rtt_ns;  /* its latency: the timeout, so the storm's last attempts are back
                               drop_rtt_ns after it */
-    unsigned drop_pending; /* attempts in flight beside it then, not yet back (limit.c) */
+    unsigned drop_pending; /* attempts in flight beside it then, not yet back; UINT_MAX:
+                              none was, the timeout decides (limit.c) */
 };
 
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
