@@ -27,6 +27,11 @@
  *                      latency is 3 s: the 2 admitted first run, the other
  *                      N - 2 end FAILED AX_EEXPIRED and never reach the
  *                      upstream (its request count = attempts started).
+ *   7 slow start       30 % of requests stall past a 3 s timeout for 7 s: no
+ *                      doubling while the drops come in; once healthy, the
+ *                      first doubling comes before the timeout after the
+ *                      last drop (every attempt in flight beside it is back:
+ *                      the wait is counted, not timed).
  *
  * Typical figures (2 CPUs, load 5-11, gcc/TSan/ASan alike): 1: limit 64
  * healthy, lowest 9-11 while degraded (below 32 about 24-34 samples into
@@ -35,7 +40,9 @@
  * reached the upstream, breaker_rejected = refused + failed at dispatch
  * exactly; 3: 270 requests for 200 tasks (1.35, the bound) with the
  * budget, 800 (4.00) without; 4: 2 started, 18 expired (after 3-4.6 s: dispatch ends them when
- * a slot frees), 2 requests. 35-41 s in all.
+ * a slot frees), 2 requests; 7: 127-133 timeouts, limit 64 -> 22-25, first
+ * doubling 259 ms after the last timeout (never with the timed wait alone:
+ * Gradient2 reached the mark first). 35-41 s in all, and 19 s for 7.
  *
  * Every count of the upstream comes from its own GET /stats, read over a
  * plain socket from the test thread. No assertion is on wall-clock speed:
@@ -312,6 +319,7 @@ static struct {
     char want_phase[32];         /* case 4: the phase the started attempts must see */
     const char *_Atomic url_now; /* case 5: the URL the next attempt calls (else url) */
     _Atomic uint64_t ids[64];    /* case 5: ids of the attempts that entered the function */
+    _Atomic uint64_t last_timeout_ms; /* case 7: when the last timed-out task's on_done ran */
 } C;
 
 static void reset_case(void)
@@ -367,6 +375,7 @@ static void on_done(const ax_result *r, void *arg)
         break;
     case AX_STATE_TIMED_OUT:
         atomic_fetch_add(&C.timed_out, 1);
+        atomic_store(&C.last_timeout_ms, test_now_ms());
         break;
     case AX_STATE_CANCELLED:
         atomic_fetch_add(&C.cancelled, 1);
@@ -1215,6 +1224,119 @@ static bool want_case(const char *cases, int k)
     return strstr(cases, d) != NULL;
 }
 
+/* ---- 7: slow start after a timeout storm ----------------------------------------------- */
+
+#define SS_TIMEOUT_MS 3000
+
+/* 30 % of the requests stall 8-9 s in a 7 s phase, against a 3 s timeout:
+ * drops from 3 s into the phase until 3 s after it, and the limit falls.
+ * Once healthy again, the slow start's doubling waits until every attempt
+ * that was in flight beside the last drop is back (limit.c): for healthy
+ * 30-70 ms answers that is well within the timeout after that drop, when
+ * the timed rule alone would have allowed the first one. No doubling while
+ * the storm's drops come in. */
+static void case_slow_start(void)
+{
+    fprintf(stderr, "\n== 7: slow start after a timeout storm (timeout %d ms) ==\n", SS_TIMEOUT_MS);
+    /* clang-format off */
+    static const char *const args[] = {
+        "--endpoint", "/ss latency=uniform:30ms:70ms",
+        "--phase", "3s:healthy",
+        "--phase", "7s:storm,stall=0.3,stall_latency=uniform:8s:9s",
+        "--phase", "1s:healthy", /* the last phase stays */
+        NULL};
+    /* clang-format on */
+    ax_class_config cc;
+    ax_class_config_default(&cc);
+    cc.name = "ss";
+    cc.timeout_ms = SS_TIMEOUT_MS;
+    cc.limit_min = LIMIT_MIN;
+    cc.limit_max = LIMIT_MAX;
+    cc.queue_budget = false; /* waits of seconds are the point */
+    cc.breaker = false;      /* 30 % timeouts: not this case's mechanism */
+    cc.adaptive = !off("limit");
+    case_begin("/ss", args, &cc);
+    C.resubmit = true;
+    for (int i = 0; i < OUTSTANDING; i++)
+        CHECK_EQ(submit_one(), 0);
+
+    /* Sample until the limit is back near its max in the last phase. */
+    static struct {
+        uint64_t t_ms, doublings;
+        int phase;
+        unsigned limit, mark;
+    } sm[MAX_SAMPLES];
+    int n = 0;
+    uint64_t end = test_now_ms() + 120000;
+    for (;;) {
+        usleep(50000);
+        ax_class_stats st = cstats();
+        struct upstats u = up_get("/ss");
+        CHECK(n < MAX_SAMPLES);
+        sm[n].t_ms = test_now_ms();
+        sm[n].doublings = st.limit_doublings;
+        sm[n].phase = u.phase;
+        sm[n].limit = st.limit;
+        sm[n].mark = st.limit_mark;
+        n++;
+        uint64_t lt = atomic_load(&C.last_timeout_ms);
+        if (u.phase >= 2 && lt && sm[n - 1].t_ms > lt + 2 * SS_TIMEOUT_MS &&
+            st.limit >= ceil(RECOVER_FRACTION * LIMIT_MAX))
+            break;
+        if (test_now_ms() > end) break; /* liveness: judged below */
+    }
+    atomic_store(&C.stop, true);
+    wait_all_done("7");
+    uint64_t last_to = atomic_load(&C.last_timeout_ms);
+
+    /* The first doubling after the storm's last timeout, and the doublings
+     * seen before it (sampled: up to 50 ms late, never early). */
+    int first = -1, before_last = -1;
+    unsigned lowest = UINT32_MAX;
+    for (int i = 0; i < n; i++) {
+        if (sm[i].t_ms <= last_to) before_last = i;
+        if (sm[i].phase == 1 && sm[i].limit < lowest) lowest = sm[i].limit;
+        if (sm[i].t_ms > last_to && i > 0 && sm[i].doublings > sm[i - 1].doublings && first < 0)
+            first = i;
+        if (i % 20 == 0 || (i && sm[i].phase != sm[i - 1].phase) || i == first)
+            fprintf(stderr, "  sample %3d +%5llu ms phase %d: limit %2u mark %2u doublings %llu\n",
+                    i, (unsigned long long)(sm[i].t_ms - sm[0].t_ms), sm[i].phase, sm[i].limit,
+                    sm[i].mark, (unsigned long long)sm[i].doublings);
+    }
+    fprintf(stderr,
+            "7: timed out %ld of %ld; lowest limit in the storm %u; last timeout at +%llu ms; "
+            "first doubling after it %s%lld ms later (the timed rule: not before %d ms)\n",
+            atomic_load(&C.timed_out), atomic_load(&C.admitted), lowest,
+            (unsigned long long)(last_to - sm[0].t_ms), first < 0 ? "never, " : "",
+            first < 0 ? -1LL : (long long)(sm[first].t_ms - last_to), SS_TIMEOUT_MS);
+    CHECK(atomic_load(&C.timed_out) > 0);
+    CHECK(lowest < DROP_FRACTION * LIMIT_MAX); /* the storm lowered it */
+    if (first < 0)
+        FAILF("7: no doubling after the storm's last timeout: the slow start waited until "
+              "Gradient2's growth had reached the mark, or never ended (liveness bound 120 s)");
+    CHECK(first >= 0);
+    /* Counted back, not timed out: before the timeout after the last drop
+     * (which is at most the last timed-out on_done). */
+    if (sm[first].t_ms >= last_to + SS_TIMEOUT_MS)
+        FAILF("7: the first doubling came %llu ms after the last timeout: the slow start waited "
+              "for the timeout, not for the attempts in flight to come back",
+              (unsigned long long)(sm[first].t_ms - last_to));
+    CHECK(sm[first].t_ms < last_to + SS_TIMEOUT_MS);
+    /* None while the storm's drops came in. */
+    if (before_last >= 0) {
+        int storm0 = -1;
+        for (int i = 0; i < n && storm0 < 0; i++)
+            if (sm[i].phase == 1) storm0 = i;
+        CHECK(storm0 >= 0);
+        if (sm[before_last].doublings != sm[storm0].doublings)
+            FAILF("7: %llu doublings between the storm's start and its last timeout",
+                  (unsigned long long)(sm[before_last].doublings - sm[storm0].doublings));
+        CHECK_EQ(sm[before_last].doublings, sm[storm0].doublings);
+    }
+    check_books("7");
+    case_end();
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -1241,6 +1363,7 @@ int main(int argc, char **argv)
     if (want_case(cases, 4)) case_queue();
     if (want_case(cases, 5)) case_probe_cancel();
     if (want_case(cases, 6)) case_handback();
+    if (want_case(cases, 7)) case_slow_start();
     fprintf(stderr, "\ntest_overload_upstream: all cases passed in %llu ms\n",
             (unsigned long long)(test_now_ms() - t0));
     return 0;
