@@ -1,0 +1,83 @@
+/* test_class_limit_held_pending.c - the slow start's count of attempts out
+ * beside a drop (8ab9812) when the watchdog ends the timed-out attempt.
+ *
+ * The defect (review of 8ab9812): ax_limit_sample takes "the attempts in
+ * flight when it ended", this one included, and the drop records
+ * drop_pending = inflight - 1. class_attempt_done reads the class's
+ * in_flight, which counts the attempt while its slot is held: on the
+ * worker's own paths (deadline_fired, complete_run) the sample comes
+ * before job_slot_free. On the watchdog's path (a held worker, watchdog.c
+ * expire_held) the slot is freed at the deadline and the sample is taken
+ * later on the callback pool (FIN_SLOT_FREED): in_flight no longer counts
+ * the dropped attempt, and drop_pending is one short. One attempt that was
+ * out beside the drop is then not waited for: with two in flight the drop
+ * records 0, the quiet holds at once, and two clean windows double the
+ * limit while the other attempt (stalled on the same held worker) is out.
+ *
+ * Here: one worker; an adaptive class. B parks in ax_sleep (in flight,
+ * began before the drop); A spins 400 ms without yielding with a 50 ms
+ * timeout, so the watchdog ends it. Expected: the drop's sample notes B
+ * (drop_pending 1) while B is still out.
+ */
+#include "class_common.h"
+
+#include "internal.h"
+
+static atomic_int b_parked;
+
+static int sleeper(ax_task *t, void *arg)
+{
+    (void)arg;
+    atomic_store(&b_parked, 1);
+    return ax_sleep(t, 300);
+}
+
+static int hog(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    uint64_t end = ax_now_ns() + 400 * 1000000ull;
+    while (ax_now_ns() < end) {
+    }
+    return 0;
+}
+
+int main(void)
+{
+    ax_sched *s = test_sched(1, 4);
+    ax_class_config c = rc_plain("held");
+    c.adaptive = true;
+    c.limit_min = 1;
+    c.limit_max = 4;
+    unsigned id;
+    CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
+    struct ax_class_rt *cr = s->classes[id];
+
+    ax_spec b = {.fn = sleeper, .class_id = id, .timeout_ms = 5000, .on_done = rc_on_done};
+    CHECK_EQ(ax_submit(s, &b, NULL), AX_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&b_parked) && rc_cstats(s, id).in_flight == 1, 10000));
+    ax_spec a = {.fn = hog, .class_id = id, .timeout_ms = 50, .on_done = rc_on_done};
+    CHECK_EQ(ax_submit(s, &a, NULL), AX_OK);
+
+    /* The drop's sample is in (the watchdog ended A; the worker is held). */
+    uint64_t last_drop = 0;
+    unsigned pending = 0, done = 0;
+    for (int i = 0; i < 2000 && !last_drop; i++) {
+        pthread_mutex_lock(&cr->lk);
+        last_drop = cr->lim.last_drop_ns;
+        pending = cr->lim.drop_pending;
+        pthread_mutex_unlock(&cr->lk);
+        done = (unsigned)atomic_load(&rc_done_n);
+        if (!last_drop) usleep(1000);
+    }
+    fprintf(stderr, "drop sampled: %d, drop_pending %u, done %u (B still out: %d)\n",
+            last_drop != 0, pending, done, done == 0 || rc_last[0].state != AX_STATE_SUCCEEDED);
+    CHECK(last_drop != 0);
+    CHECK_EQ(done, 1u); /* A only: B is still asleep on the held worker */
+    CHECK_EQ(pending, 1u); /* B was in flight beside the drop */
+
+    CHECK(WAIT_UNTIL(atomic_load(&rc_done_n) == 2, 20000));
+    CHECK_EQ(ax_shutdown(s, 5000), 0);
+    ax_free(s);
+    return 0;
+}
