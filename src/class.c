@@ -517,7 +517,7 @@ void class_started(struct ax_sched *s, struct job *j)
 }
 
 void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool ran,
-                        uint64_t run_ns, uint64_t now)
+                        uint64_t run_ns, uint64_t now, bool slot_freed)
 {
     struct ax_class_rt *c = s->classes[j->cls];
     if (!ran || state == JS_CANCELLED) {
@@ -532,7 +532,10 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
      * about 10 attempts. */
     c->rtt_short_ns = c->rtt_short_ns ? (c->rtt_short_ns * 9 + run_ns) / 10 : run_ns;
     if (c->cfg.adaptive) {
-        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
+        /* The limiter counts this attempt among those in flight (a drop
+         * waits for the others: drop_pending); the watchdog freed its slot
+         * already. */
+        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed) + slot_freed;
         ax_limit_sample(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT);
         atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_seq_cst);
     }

@@ -103,9 +103,11 @@ void class_unstart(struct ax_sched *s, struct job *j);
 void class_started(struct ax_sched *s, struct job *j);
 /* An attempt that held a slot ended. If it ran (ran: its function was
  * entered) and was not cancelled, its latency feeds the limiter and its
- * outcome the breaker; otherwise only a probe permit it held returns. */
+ * outcome the breaker; otherwise only a probe permit it held returns.
+ * slot_freed: its slot was freed before this (the watchdog's path), so
+ * in_flight no longer counts it. */
 void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool ran,
-                        uint64_t run_ns, uint64_t now);
+                        uint64_t run_ns, uint64_t now, bool slot_freed);
 /* The retry budget has room for j's retry now (peek: nothing is spent). */
 bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now);
 /* The winner of the CAS that ended an attempt: a retry (to == RETRYING)

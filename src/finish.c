@@ -208,7 +208,8 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
         else
             metrics_record_run(s, NULL, j->prio, run_ns);
         if (AX_UNLIKELY(j->cls))
-            class_attempt_done(s, j, state, run_ns != 0, run_ns, w ? w->now_ns : now_ns());
+            class_attempt_done(s, j, state, run_ns != 0, run_ns, w ? w->now_ns : now_ns(),
+                               slot == FIN_SLOT_FREED);
         if (AX_UNLIKELY(s->cfg.adaptive_limit) && run_ns && state != JS_CANCELLED)
             sched_adaptive_sample(s, run_ns, state == JS_TIMED_OUT, w ? w->now_ns : now_ns());
         /* After a timeout or cancel the worker may be about to run a long
