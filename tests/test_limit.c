@@ -333,6 +333,44 @@ static void test_storm_clean_window(void)
     CHECK(l.mark == 0);
 }
 
+/* Review of 8ab9812: the count covers only the attempts in flight beside
+ * the drop. At a trough of a timeout storm - few in flight (the limit near
+ * its floor), all of them healthy - it reaches 0 one window after the drop,
+ * while attempts begun after it stall and come back as drops a timeout
+ * later. Here the storm never stops: at 5 in flight a drop at the 1 s
+ * timeout every 0.5 s (1 attempt in ~50 stalls; the 4 beside each drop come
+ * back healthy in the next window). Drops every 0.5 s at a 1 s timeout:
+ * no 1 s without one, and the timed quiet never doubled; the counted one
+ * doubles 0.2 s after every drop, into the storm. */
+static void test_storm_trough(void)
+{
+    struct ax_limit l;
+    collapse(&l); /* 5, mark 250 */
+    uint64_t doublings = l.doublings;
+    for (int cycle = 0; cycle < 20; cycle++) { /* 10 s */
+        now_ns += 100 * MS;
+        unsigned in = ax_limit_get(&l);
+        for (int i = 0; i < 9; i++)
+            ax_limit_sample(&l, now_ns, 100 * MS, in, false);
+        ax_limit_sample(&l, now_ns, 1000 * MS, in, true);
+        /* Those beside it come back (began before it: 150 ms ago), then
+         * drop-free windows until the next stall's drop. */
+        unsigned back = in - 1;
+        for (int w = 0; w < 4; w++) {
+            now_ns += 100 * MS;
+            unsigned n = ax_limit_get(&l);
+            for (unsigned i = 0; i < 10; i++) {
+                bool before = back > 0;
+                back -= before;
+                ax_limit_sample(&l, now_ns, before ? 150 * MS : 100 * MS, n, false);
+            }
+        }
+    }
+    fprintf(stderr, "storm trough: %llu doublings in 10 s of drops every 0.5 s (1 s timeout), "
+                    "limit %u\n", (unsigned long long)(l.doublings - doublings), ax_limit_get(&l));
+    CHECK_EQ(l.doublings, doublings);
+}
+
 /* The quiet after the last drop is counted, not only timed: a drop with 5
  * in flight (itself and 4 more, all begun before it) at a 10 s timeout; once
  * those 4 are back, the second clean window in a row doubles, 0.2 s after the
@@ -547,6 +585,7 @@ int main(void)
     test_slow_start();
     test_storm_clean_window();
     test_quiet_counted();
+    test_storm_trough();
     test_stale_mark();
     test_app_limited();
     test_drops();
