@@ -17,9 +17,9 @@
  *  - no doubling with a drop, app-limited, over tolerance, or on a clean
  *    window that is not the second in a row; a fall after a doubling moves
  *    the mark to half the limit it fell from;
- *  - after a drop at a 10 s timeout with 4 more in flight: the first
- *    doubling 0.2 s after it once those 4 are back, exactly 10 s after it
- *    while one is still out;
+ *  - after a drop at a 10 s timeout with 10 more in flight: the first
+ *    doubling 0.2 s after it once those 10 are back; none before the
+ *    timeout while one is still out, or with fewer than 10 beside it;
  *  - the baseline decays x0.95 per window while it is over 2 x the latency;
  *  - app-limited (in flight < limit/2): not one step up in 300 windows;
  *  - 2 of 10 samples dropped at the baseline latency: 500 -> 480 -> ... ->
@@ -371,20 +371,28 @@ static void test_storm_trough(void)
     CHECK_EQ(l.doublings, doublings);
 }
 
-/* The quiet after the last drop is counted, not only timed: a drop with 5
- * in flight (itself and 4 more, all begun before it) at a 10 s timeout; once
- * those 4 are back, the second clean window in a row doubles, 0.2 s after the
- * drop instead of 10 s. One of them still out holds the slow start until the
- * timeout has passed, as before. */
-static void drop_10s(struct ax_limit *l)
+/* The quiet after the last drop is counted, not only timed: a drop with 11
+ * in flight (itself and 10 more, all begun before it) at a 10 s timeout; once
+ * those 10 are back, the second clean window in a row doubles, 0.2 s after
+ * the drop instead of 10 s. One of them still out holds the slow start until
+ * the timeout has passed, as before; so does a drop with fewer than a
+ * window's samples (10) beside it: too few to say a storm is over. */
+static void drop_10s_with(struct ax_limit *l, unsigned inflight)
 {
-    collapse(l);
+    at_baseline(l);
+    while (ax_limit_get(l) > 20) /* a fall from 500: mark 250 */
+        window(l, 1000 * MS, 0, 0);
     now_ns += 100 * MS;
     for (int i = 0; i < 9; i++)
-        ax_limit_sample(l, now_ns, 100 * MS, 5, false);
-    ax_limit_sample(l, now_ns, 10000 * MS, 5, true);
-    CHECK_EQ(l->drop_pending, 4);
-    CHECK_LE(ax_limit_get(l), 5); /* a window with a drop never grows */
+        ax_limit_sample(l, now_ns, 100 * MS, inflight, false);
+    ax_limit_sample(l, now_ns, 10000 * MS, inflight, true);
+    CHECK_LE(ax_limit_get(l), 20); /* a window with a drop never grows */
+}
+
+static void drop_10s(struct ax_limit *l)
+{
+    drop_10s_with(l, 11);
+    CHECK_EQ(l->drop_pending, 10);
 }
 
 /* One clean window at the baseline in which `back` of the samples began
@@ -403,7 +411,7 @@ static void test_quiet_counted(void)
     struct ax_limit l;
     drop_10s(&l);
     uint64_t doublings = l.doublings;
-    unsigned v = back_window(&l, 4); /* all 4 back; first clean window: Gradient2 */
+    unsigned v = back_window(&l, 10); /* all 10 back; first clean window: Gradient2 */
     CHECK_EQ(l.drop_pending, 0);
     CHECK(!l.slow);
     double lim = l.limit;
@@ -411,7 +419,7 @@ static void test_quiet_counted(void)
     CHECK(l.slow);
     CHECK(fabs(l.limit - 2 * lim) < 1e-9);
     CHECK_EQ(l.doublings, doublings + 1);
-    CHECK(v >= 5);
+    CHECK(v >= 10);
 
     /* Later samples that began after the drop do not count down: with one
      * still out nothing doubles before the timeout (the climb is
@@ -419,7 +427,7 @@ static void test_quiet_counted(void)
     drop_10s(&l);
     uint64_t dropped_at = now_ns;
     doublings = l.doublings;
-    back_window(&l, 3);
+    back_window(&l, 9);
     CHECK_EQ(l.drop_pending, 1);
     while (now_ns - dropped_at < 10000 * MS - 100 * MS) {
         back_window(&l, 0);
@@ -427,6 +435,14 @@ static void test_quiet_counted(void)
     }
     CHECK_EQ(l.doublings, doublings);
     CHECK_EQ(l.drop_pending, 1);
+
+    /* 9 beside the drop: fewer than a window's samples, nothing counted. */
+    drop_10s_with(&l, 10);
+    CHECK_EQ(l.drop_pending, UINT_MAX);
+    back_window(&l, 10);
+    back_window(&l, 0);
+    CHECK(!l.slow);
+    CHECK_EQ(l.drop_pending, UINT_MAX);
 
     /* A drop with nothing else in flight (a storm at the floor, limit 1):
      * nothing to count, the timeout decides; every later sample began
@@ -449,10 +465,10 @@ static void test_quiet_counted(void)
     /* A drop among them starts a fresh count. */
     drop_10s(&l);
     back_window(&l, 2);
-    CHECK_EQ(l.drop_pending, 2);
+    CHECK_EQ(l.drop_pending, 8);
     now_ns += 100 * MS;
-    ax_limit_sample(&l, now_ns, 10000 * MS, 7, true);
-    CHECK_EQ(l.drop_pending, 6);
+    ax_limit_sample(&l, now_ns, 10000 * MS, 17, true);
+    CHECK_EQ(l.drop_pending, 16);
 }
 
 /* A mark not reached for a baseline's worth of windows without a clean one

@@ -56,9 +56,12 @@
  * (drop_pending), and each later sample whose attempt began before the drop
  * (now - rtt) counts one back; in any case the wait ends a timeout (the
  * drop's latency) after the drop, for attempts that end without a sample
- * (a cancel). A drop with nothing else in flight leaves nothing to count:
- * then only the timeout ends the wait (a storm at a limit of 1 would
- * otherwise look quiet after every drop). TCP NewReno's recovery point is the same idea: recovery ends
+ * (a cancel). A drop with fewer than window_samples attempts beside it
+ * leaves too few to count: then only the timeout ends the wait. At a
+ * storm's trough the few in flight are often all healthy, and each drop
+ * would look quiet as soon as they are back (review: test_storm_trough; at
+ * a limit of 1 every drop would); window_samples is the fewest samples the
+ * limiter judges a window by. TCP NewReno's recovery point is the same idea: recovery ends
  * when all that was outstanding at the loss is acknowledged. Two clean
  * windows in a row for the same reason when the fall was the latency's (no
  * drops): one fast window is noise. A doubling into a storm would end in a
@@ -216,10 +219,11 @@ void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned
         l->last_drop_ns = now > 1 ? now : 1;
         l->drop_rtt_ns = rtt_ns;
         /* Every attempt in flight now began before this drop: the slow
-         * start waits for them (inflight counts this one too). With none
-         * beside it there is nothing to count (a storm at a limit of 1 would
-         * look quiet at once): the timeout alone decides. */
-        l->drop_pending = inflight > 1 ? inflight - 1 : UINT_MAX;
+         * start waits for them (inflight counts this one too). Fewer than a
+         * window's samples beside it are too few to say a storm is over (at
+         * a storm's trough they are often all healthy: review of the count)
+         * and the timeout alone decides. */
+        l->drop_pending = inflight > l->cfg.window_samples ? inflight - 1 : UINT_MAX;
     } else if (l->drop_pending && l->drop_pending != UINT_MAX && rtt_ns < now &&
                now - rtt_ns < l->last_drop_ns) {
         l->drop_pending--; /* one of them is back */
