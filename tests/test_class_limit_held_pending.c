@@ -16,9 +16,11 @@
  *
  * Here: one worker; an adaptive class. Ten tasks B park in ax_sleep (in
  * flight, begun before the drop: a window's samples, the fewest the count
- * is trusted with, limit.c); A spins 400 ms without yielding with a 50 ms
- * timeout, so the watchdog ends it. Expected: the drop's sample notes the
- * ten (drop_pending 10) while they are still out.
+ * is trusted with, limit.c); A spins without yielding, past its 50 ms
+ * timeout, until the test has looked (so the B stay out however slow the
+ * machine), and the watchdog ends it. Expected: the drop's sample notes the
+ * ten (drop_pending 10) while they are still out, and A's on_done (which
+ * the callback pool runs after the sample) is the only one in.
  */
 #define NB 10
 #include "class_common.h"
@@ -26,6 +28,7 @@
 #include "internal.h"
 
 static atomic_int b_parked;
+static atomic_bool release_hog;
 
 static int sleeper(ax_task *t, void *arg)
 {
@@ -38,8 +41,8 @@ static int hog(ax_task *t, void *arg)
 {
     (void)t;
     (void)arg;
-    uint64_t end = ax_now_ns() + 400 * 1000000ull;
-    while (ax_now_ns() < end) {
+    uint64_t end = ax_now_ns() + 60ull * 1000000000ull; /* liveness only */
+    while (!atomic_load(&release_hog) && ax_now_ns() < end) {
     }
     return 0;
 }
@@ -65,18 +68,22 @@ int main(void)
     /* The drop's sample is in (the watchdog ended A; the worker is held). */
     uint64_t last_drop = 0;
     unsigned pending = 0, done = 0;
-    for (int i = 0; i < 2000 && !last_drop; i++) {
+    for (int i = 0; i < 20000 && !last_drop; i++) {
         pthread_mutex_lock(&cr->lk);
         last_drop = cr->lim.last_drop_ns;
         pending = cr->lim.drop_pending;
         pthread_mutex_unlock(&cr->lk);
-        done = (unsigned)atomic_load(&rc_done_n);
         if (!last_drop) usleep(1000);
     }
+    /* A's on_done follows its sample on the callback pool (CI under TSan
+     * once read 0 here when it looked at once). */
+    CHECK(WAIT_UNTIL(atomic_load(&rc_done_n) >= 1, 20000));
+    done = (unsigned)atomic_load(&rc_done_n);
     fprintf(stderr, "drop sampled: %d, drop_pending %u, done %u\n", last_drop != 0, pending, done);
     CHECK(last_drop != 0);
     CHECK_EQ(done, 1u);     /* A only: the B are still asleep on the held worker */
     CHECK_EQ(pending, NB); /* they were in flight beside the drop */
+    atomic_store(&release_hog, true);
 
     CHECK(WAIT_UNTIL(atomic_load(&rc_done_n) == NB + 1, 20000));
     CHECK_EQ(ax_shutdown(s, 5000), 0);
