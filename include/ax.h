@@ -406,7 +406,8 @@ typedef struct ax_class_config {
     ax_retry_policy retry;     /* default: exponential 1 s .. 30 s, jitter 1 s */
     bool queue_budget;         /* default true */
     uint64_t queue_budget_ms;  /* 0 = the task's timeout (default 0) */
-    bool adaptive;             /* default true; false: limit_max is a fixed limit */
+    bool adaptive;             /* default true; false: limit_max is a fixed limit
+                                  (limit_min and limit_initial are then ignored) */
     unsigned limit_min;        /* default 1 */
     unsigned limit_max;        /* 0 = max_concurrency (default 0) */
     unsigned limit_initial;    /* 0 = limit_max (default 0) */
@@ -436,8 +437,9 @@ typedef struct ax_class_config {
 } ax_class_config;
 
 void ax_class_config_default(ax_class_config *c);
-/* Register a class; *id_out gets its id. AX_EINVAL naming the bad field,
- * AX_EBUSY if the name is taken, AX_ENOMEM past AX_CLASS_MAX. */
+/* Register a class; *id_out gets its id (id_out may be NULL: ax_class_find
+ * gets it by name). AX_EINVAL naming the bad field, AX_EBUSY if the name is
+ * taken, AX_ENOMEM past AX_CLASS_MAX. */
 int ax_class_register(ax_sched *s, const ax_class_config *c, unsigned *id_out);
 /* The id of a class by name; AX_ENOTFOUND if none. */
 int ax_class_find(ax_sched *s, const char *name, unsigned *id_out);
