@@ -35,6 +35,16 @@ static inline ax_class_config rc_plain(const char *name)
     return c;
 }
 
+/* rc_plain with an adaptive limit in [1, limit_max]. */
+static inline ax_class_config rc_adaptive(const char *name, unsigned limit_max)
+{
+    ax_class_config c = rc_plain(name);
+    c.adaptive = true;
+    c.limit_min = 1;
+    c.limit_max = limit_max;
+    return c;
+}
+
 /* rc_plain with a breaker that one failure opens, open for open_ms, then
  * half-open with `probes` permits. */
 static inline ax_class_config rc_breaker(const char *name, uint32_t open_ms, unsigned probes)

@@ -50,10 +50,7 @@ static int hog(ax_task *t, void *arg)
 int main(void)
 {
     ax_sched *s = test_sched(1, 16);
-    ax_class_config c = rc_plain("held");
-    c.adaptive = true;
-    c.limit_min = 1;
-    c.limit_max = 16;
+    ax_class_config c = rc_adaptive("held", 16);
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
     struct ax_class_rt *cr = s->classes[id];

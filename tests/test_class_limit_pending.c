@@ -64,10 +64,7 @@ static void run(unsigned nb, unsigned want_pending)
     atomic_store(&b_done, 0);
     atomic_store(&release_b, false);
     ax_sched *s = test_sched(1, 16);
-    ax_class_config c = rc_plain("pend");
-    c.adaptive = true;
-    c.limit_min = 1;
-    c.limit_max = 16;
+    ax_class_config c = rc_adaptive("pend", 16);
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
     struct ax_class_rt *cr = s->classes[id];

@@ -49,10 +49,7 @@ int main(void)
     c.max_retry = 2;
     c.retry = (ax_retry_policy){AX_BACKOFF_EXPONENTIAL, 1, 4, 1};
     CHECK_EQ(ax_class_register(s, &c, &cls[0]), AX_OK);
-    c = rc_plain("adapt");
-    c.adaptive = true;
-    c.limit_min = 1;
-    c.limit_max = 8;
+    c = rc_adaptive("adapt", 8);
     c.timeout_ms = 20;
     c.max_retry = 1;
     c.retry = (ax_retry_policy){AX_BACKOFF_EXPONENTIAL, 1, 4, 1};
