@@ -100,7 +100,8 @@ struct ev_state {
     unsigned want_mask; /* mask asked for; effective only while a sink is set */
     struct ev_ring shared;
     ax_event long_ev[LONG_CAP]; /* events with long messages (lock) */
-    unsigned long_head, long_tail;
+    /* Written under lock; ev_reserve reads them without it. */
+    _Atomic unsigned long_head, long_tail;
     struct ev_item *batch; /* the event thread's */
     unsigned batch_cap;
     struct ev_item *scratch; /* order_batch's second array */
@@ -240,21 +241,32 @@ static void rec_to_event(const struct ev_rec *r, ax_event *e)
  * tasks, ~10 % of the run, most of it after the writer had made room. The
  * waiter count and the ring's tail are both seq_cst, so either the writer
  * sees the waiter, or the waiter sees the room before it sleeps. */
+static void room_wait_locked(struct ev_state *st)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(&st->room, &st->lock, &ts);
+}
+
+static unsigned long_used(struct ev_state *st)
+{
+    return atomic_load(&st->long_head) - atomic_load(&st->long_tail);
+}
+
+/* r NULL: the long ring. */
 static void wait_for_room(struct ev_state *st, struct ev_ring *r, unsigned limit)
 {
     pthread_mutex_lock(&st->lock);
     kick_locked(st);
     atomic_fetch_add(&st->room_waiters, 1);
-    if (atomic_load_explicit(&r->head, memory_order_relaxed) - atomic_load(&r->tail) >= limit) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&st->room, &st->lock, &ts);
-    }
+    if ((r ? atomic_load_explicit(&r->head, memory_order_relaxed) - atomic_load(&r->tail)
+           : long_used(st)) >= limit)
+        room_wait_locked(st);
     atomic_fetch_sub(&st->room_waiters, 1);
     pthread_mutex_unlock(&st->lock);
 }
@@ -278,11 +290,16 @@ void ev_reserve(struct ax_sched *s)
     struct ev_state *st = s->ev;
     if (ax_current_ev_sched == s)
         return; /* the event thread itself: see ev_emit_attempt */
-    while (s->ev_lossless && atomic_load_explicit(&s->ev_mask, memory_order_relaxed) &&
-           atomic_load_explicit(&st->shared.head, memory_order_relaxed) -
-                   atomic_load_explicit(&st->shared.tail, memory_order_acquire) >=
-               RING_CAP * 3 / 4)
-        wait_for_room(st, &st->shared, RING_CAP * 3 / 4);
+    while (s->ev_lossless && atomic_load_explicit(&s->ev_mask, memory_order_relaxed)) {
+        if (atomic_load_explicit(&st->shared.head, memory_order_relaxed) -
+                atomic_load_explicit(&st->shared.tail, memory_order_acquire) >=
+            RING_CAP * 3 / 4)
+            wait_for_room(st, &st->shared, RING_CAP * 3 / 4);
+        else if (long_used(st) >= LONG_CAP * 3 / 4) /* a refusal's detail and ref can be long */
+            wait_for_room(st, NULL, LONG_CAP * 3 / 4);
+        else
+            break;
+    }
 }
 
 void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind, int code,
@@ -308,16 +325,22 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         /* Rare (backtraces, a long message with a ref): a full event in the
          * long ring, under the lock. */
         pthread_mutex_lock(&st->lock);
-        if (st->long_head - st->long_tail < LONG_CAP) {
+        while (may_wait && long_used(st) >= LONG_CAP) { /* lossless: wait, as below */
+            kick_locked(st);
+            atomic_fetch_add(&st->room_waiters, 1);
+            room_wait_locked(st);
+            atomic_fetch_sub(&st->room_waiters, 1);
+        }
+        if (long_used(st) < LONG_CAP) {
             struct ev_rec tmp;
             fill(s, &tmp, kind, j, a, code, NULL, 0, 0);
-            ax_event *e = &st->long_ev[st->long_head % LONG_CAP];
+            ax_event *e = &st->long_ev[atomic_load(&st->long_head) % LONG_CAP];
             rec_to_event(&tmp, e);
             memcpy(e->message, msg, msglen);
             e->message[msglen] = 0;
             if (reflen)
                 memcpy(e->ref, j->ext->ref, reflen + 1);
-            st->long_head++;
+            atomic_fetch_add(&st->long_head, 1);
             kick_locked(st);
         } else {
             atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
@@ -782,9 +805,9 @@ static void release(struct ax_sched *s, const unsigned *upto, unsigned lh)
     for (unsigned i = 0; i < nw; i++)
         atomic_store(&s->workers[i].ev_ring->tail, upto[i]);
     atomic_store(&st->shared.tail, upto[nw]);
-    if (st->long_tail != lh || atomic_load(&st->room_waiters)) {
+    if (atomic_load(&st->long_tail) != lh || atomic_load(&st->room_waiters)) {
         pthread_mutex_lock(&st->lock);
-        st->long_tail = lh;
+        atomic_store(&st->long_tail, lh);
         pthread_cond_broadcast(&st->room);
         pthread_mutex_unlock(&st->lock);
     }
@@ -829,7 +852,7 @@ static unsigned drain(struct ax_sched *s)
     }
     pthread_mutex_lock(&st->lock);
     unsigned sh = atomic_load_explicit(&st->shared.head, memory_order_acquire);
-    unsigned lh = st->long_head, lt = st->long_tail;
+    unsigned lh = atomic_load(&st->long_head), lt = atomic_load(&st->long_tail);
     FILE *f = st->json;
     ax_event_fn fn = st->fn;
     void *arg = st->fn_arg;
