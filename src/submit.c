@@ -190,17 +190,22 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
 {
     if (!rc)
         rc = validate(s, sp, now);
-    if (AX_UNLIKELY(!rc && cls &&
-                    !(cls->cfg.protect_high && sp->priority == AX_PRIO_HIGH) &&
-                    class_open_now(cls, now)))
-        rc = class_refuse_open(cls, now);
-    if (AX_UNLIKELY(rc)) {
+    bool open = AX_UNLIKELY(!rc && cls &&
+                            !(cls->cfg.protect_high && sp->priority == AX_PRIO_HIGH) &&
+                            class_open_now(cls, now));
+    if (AX_UNLIKELY(rc || open)) {
         /* The event is emitted under the lock, where it may not wait: room
          * first (lossless mode), as for every other refusal (user trial:
          * 4 threads of refused specs dropped ~half their events). */
         if (AX_UNLIKELY(s->ev_lossless))
             ev_reserve(s);
         pthread_mutex_lock(&s->lock);
+        /* Shutdown before the breaker: a stopped scheduler says so, and its
+         * breakers count no refusal (user trial: AX_EOPEN after shutdown). */
+        if (open && s->closing)
+            return reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
+        if (open)
+            rc = class_refuse_open(cls, now);
         s->st.rejected++;
         if (AX_UNLIKELY(ev_on(s, AX_EV_REJECTED))) {
             ev_under_lock = true;
