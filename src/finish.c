@@ -179,6 +179,12 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
          * a task ended in its bucket (queued deadline, shutdown) has no
          * coroutine that would make it wait instead. */
         atomic_fetch_sub_explicit(&s->in_on_done, 1, memory_order_release);
+        /* User code ran on this worker: the next dispatch reads the clock
+         * again (review: an 800 ms on_done made the next attempt's start
+         * 800 ms early, its run_ns 800 ms long, and the limiter count it
+         * among the attempts begun before a drop it followed). */
+        if (w && w == ax_current_worker)
+            w->clock_stale = true;
     } else {
         atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
     }

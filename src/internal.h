@@ -312,6 +312,7 @@ struct worker {
     struct ax_task *ready_head, *ready_tail;
     unsigned nready;
     uint64_t now_ns;
+    bool clock_stale;         /* an on_done ran on this worker since now_ns was read */
     struct ax_wheel wheel;    /* this worker's run timers, wheel_lk */
     _Atomic int wheel_lk;
     struct ax_wheel_node *fired; /* timers the watchdog expired for us, wheel_lk */

@@ -161,6 +161,11 @@ static void dispatch(struct worker *w)
     struct worker_pending *p = &w->pend;
     struct job *ended = NULL;
 
+    if (AX_UNLIKELY(w->clock_stale)) { /* once per batch, not per task */
+        w->now_ns = now_ns();
+        w->clock_stale = false;
+    }
+
     /* Fast path: nothing to apply, nothing due, nothing we could take. */
     if (!p->free_list && !jwheel_due(s, w->now_ns) && !queued_takeable(s))
         return;
