@@ -463,6 +463,9 @@ void class_take_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
         pthread_mutex_unlock(&c->lk);
     }
     atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_seq_cst);
+    uint64_t end = now + j->timeout_ns;
+    if (end > atomic_load_explicit(&c->runs_end_by, memory_order_relaxed))
+        atomic_store_explicit(&c->runs_end_by, end, memory_order_relaxed);
 }
 
 void class_room_made(struct ax_sched *s, struct ax_class_rt *c)
@@ -536,7 +539,14 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
          * waits for the others: drop_pending); the watchdog freed its slot
          * already. */
         unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed) + slot_freed;
-        ax_limit_sample(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT);
+        /* A drop's wait lasts until the attempts beside it are past their
+         * timeouts at the latest: not its own latency, which a deadline or
+         * a lowered timeout may have cut short (review). */
+        uint64_t by = atomic_load_explicit(&c->runs_end_by, memory_order_relaxed);
+        uint64_t to = j->timeout_ns;
+        if (by > now && by - now > to)
+            to = by - now;
+        ax_limit_sample_timeout(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT, to);
         atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_seq_cst);
     }
     if (c->cfg.retry_budget)
@@ -650,9 +660,7 @@ void class_cap_changed(struct ax_sched *s, unsigned cap)
             continue; /* fixed limits, and none at all (the cap bounds it) */
         pthread_mutex_lock(&c->lk);
         unsigned old = ax_limit_get(&c->lim);
-        c->lim.cfg.max = cap > c->lim.cfg.min ? cap : c->lim.cfg.min;
-        if (c->lim.limit > c->lim.cfg.max)
-            c->lim.limit = c->lim.cfg.max;
+        ax_limit_set_max(&c->lim, cap);
         unsigned now_limit = ax_limit_get(&c->lim);
         atomic_store_explicit(&c->limit, now_limit, memory_order_seq_cst);
         pthread_mutex_unlock(&c->lk);

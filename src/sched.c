@@ -707,9 +707,7 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
     if (s->cfg.adaptive_limit) {
         /* The limiter's bound moves; it may stand below the new bound. */
         pthread_mutex_lock(&s->alim_lk);
-        s->alim.cfg.max = n > s->alim.cfg.min ? n : s->alim.cfg.min;
-        if (s->alim.limit > s->alim.cfg.max)
-            s->alim.limit = s->alim.cfg.max;
+        ax_limit_set_max(&s->alim, n);
         atomic_store_explicit(&s->alim_value, ax_limit_get(&s->alim), memory_order_relaxed);
         pthread_mutex_unlock(&s->alim_lk);
     }

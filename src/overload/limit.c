@@ -54,9 +54,13 @@
  * stalled one would come back as a drop, and start the count again) is the
  * storm over. They are counted: the drop notes the attempts in flight
  * (drop_pending), and each later sample whose attempt began before the drop
- * (now - rtt) counts one back; in any case the wait ends a timeout (the
- * drop's latency) after the drop, for attempts that end without a sample
- * (a cancel). A drop with fewer than window_samples attempts beside it
+ * (now - rtt) counts one back; in any case the wait ends once every
+ * attempt begun before the drop is past its timeout (quiet_until: the
+ * caller passes the longest any of them may still run, class.c's
+ * runs_end_by; not the drop's own latency, which a deadline or a lowered
+ * timeout may have cut short: review), for attempts that end without a
+ * sample (a cancel). The bound only grows, so a later short drop never
+ * ends an earlier long one's wait. A drop with fewer than window_samples attempts beside it
  * leaves too few to count: then only the timeout ends the wait. At a
  * storm's trough the few in flight are often all healthy, and each drop
  * would look quiet as soon as they are back (review: test_storm_trough; at
@@ -192,13 +196,17 @@ static void limit_update(struct ax_limit *l, uint64_t now)
      * window the upstream's word: counted (drop_pending), and in any case
      * one timeout after the drop (an attempt that ends without a sample,
      * a cancel, never counts down). */
-    bool quiet = !l->last_drop_ns || !l->drop_pending || now - l->last_drop_ns >= l->drop_rtt_ns;
+    bool quiet = !l->last_drop_ns || !l->drop_pending || now >= l->quiet_until;
     if (next < lim) {
         if (l->mark <= 0 || l->slow) l->mark = lim / 2;
     } else {
         if (l->clean_run >= 2 && quiet && lim < l->mark) {
             double up = 2 * lim < l->mark ? 2 * lim : l->mark;
-            if (up > next) next = up, slow = true, l->doublings++;
+            if (up > next) {
+                next = up, slow = true;
+                if (clampd(up, l->cfg.min, l->cfg.max) > lim)
+                    l->doublings++; /* counted only when the limit moves */
+            }
         }
         if (next >= l->mark) l->mark = 0; /* back at it (or none) */
     }
@@ -209,8 +217,23 @@ static void limit_update(struct ax_limit *l, uint64_t now)
     l->updates++;
 }
 
+void ax_limit_set_max(struct ax_limit *l, unsigned max)
+{
+    l->cfg.max = max > l->cfg.min ? max : l->cfg.min;
+    if (l->limit > l->cfg.max)
+        l->limit = l->cfg.max;
+    if (l->mark > l->cfg.max)
+        l->mark = l->cfg.max; /* a slow start aims no higher than it may go */
+}
+
 void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                      bool dropped)
+{
+    ax_limit_sample_timeout(l, now, rtt_ns, inflight, dropped, rtt_ns);
+}
+
+void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
+                             bool dropped, uint64_t timeout_ns)
 {
     l->short_sum += (double)rtt_ns;
     l->short_n++;
@@ -218,6 +241,12 @@ void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned
     if (dropped) {
         l->last_drop_ns = now > 1 ? now : 1;
         l->drop_rtt_ns = rtt_ns;
+        /* The wait's bound only grows: a later drop cut short (a deadline)
+         * does not end an earlier one's; a clock behind it cannot wrap. */
+        uint64_t w = timeout_ns > rtt_ns ? timeout_ns : rtt_ns;
+        uint64_t until = UINT64_MAX - l->last_drop_ns < w ? UINT64_MAX : l->last_drop_ns + w;
+        if (until > l->quiet_until)
+            l->quiet_until = until;
         /* Every attempt in flight now began before this drop: the slow
          * start waits for them (inflight counts this one too). Fewer than a
          * window's samples beside it are too few to say a storm is over (at

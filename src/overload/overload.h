@@ -73,6 +73,8 @@ struct ax_limit {
     uint64_t last_drop_ns; /* when the last dropped sample came in (0: never) */
     uint64_t drop_rtt_ns;  /* its latency: the timeout, so the storm's last attempts are back
                               drop_rtt_ns after it */
+    uint64_t quiet_until;  /* the attempts beside the drops are past their timeouts by
+                              then: the wait's upper bound, whatever the count */
     unsigned drop_pending; /* attempts in flight beside it then, not yet back; UINT_MAX:
                               none was, the timeout decides (limit.c) */
 };
@@ -86,6 +88,13 @@ void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t 
 void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                      bool dropped);
 unsigned ax_limit_get(const struct ax_limit *l);
+/* As ax_limit_sample; a drop's wait lasts up to timeout_ns after it (the
+ * longest the attempts beside it may still run), not just its latency. */
+void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
+                             bool dropped, uint64_t timeout_ns);
+/* Move max (at least min); the limit and the slow start's mark follow it
+ * down. */
+void ax_limit_set_max(struct ax_limit *l, unsigned max);
 
 /* ---- retry budget (budget.c) --------------------------------------------- */
 
