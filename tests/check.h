@@ -62,4 +62,29 @@
         }                                                                      \
     } while (0)
 
+/* CHECK_SOFT: report a failed check, with a printf-style note, and count
+ * it instead of aborting, so that one run shows every case that fails; the
+ * test then returns check_soft_result(name). */
+static int check_soft_failed __attribute__((unused));
+#define CHECK_SOFT(cond, ...)                                                  \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s -- ", __FILE__, __LINE__, \
+                    #cond);                                                    \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fprintf(stderr, "\n");                                             \
+            check_soft_failed++;                                               \
+        }                                                                      \
+    } while (0)
+
+static inline int check_soft_result(const char *name)
+{
+    if (check_soft_failed) {
+        fprintf(stderr, "%s: %d check(s) failed\n", name, check_soft_failed);
+        return 1;
+    }
+    printf("%s: ok\n", name);
+    return 0;
+}
+
 #endif

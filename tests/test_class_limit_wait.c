@@ -26,16 +26,6 @@
 
 #include <limits.h>
 
-static int failures;
-#define SOFT(cond, ...)                                                        \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "  DEFECT (%s:%d): %s -- ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
 
 struct limsnap {
     uint64_t last_drop, drop_rtt, doublings;
@@ -101,7 +91,7 @@ static void short_case(int how)
     fprintf(stderr, "short/%s: drop_rtt %llu ms (the 12 beside: %u ms timeouts), drop_pending %u; "
                     "100 ms later quiet=%d with %u of them still in flight\n",
             names[how], (unsigned long long)(v.drop_rtt / 1000000u), 10000u, v.pending, quiet, out);
-    SOFT(!quiet, "the wait after the drop is over with %u attempts beside it still out", out);
+    CHECK_SOFT(!quiet, "the wait after the drop is over with %u attempts beside it still out", out);
     atomic_store(&release_b, 1);
     CHECK_EQ(ax_shutdown(s, 5000), 0);
     ax_free(s);
@@ -176,8 +166,8 @@ static void stale_case(void)
             (unsigned long long)(atomic_load(&j_run_ns) / 1000000u),
             (unsigned long long)(atomic_load(&j_wait_ns) / 1000000u),
             (unsigned long long)((j_end - j_submit) / 1000000u), snap(cr).pending);
-    SOFT(atomic_load(&j_run_ns) < 400 * 1000000ull, "J's run_ns includes the on_done before it");
-    SOFT(snap(cr).pending == 11, "J began after the drop but counted one back");
+    CHECK_SOFT(atomic_load(&j_run_ns) < 400 * 1000000ull, "J's run_ns includes the on_done before it");
+    CHECK_SOFT(snap(cr).pending == 11, "J began after the drop but counted one back");
     /* The ten 3 s sleepers come back. */
     CHECK(WAIT_UNTIL(rc_cstats(s, id).in_flight == 1, 20000));
     usleep(50 * 1000);
@@ -185,7 +175,7 @@ static void stale_case(void)
     unsigned out = rc_cstats(s, id).in_flight;
     fprintf(stderr, "stale: ten back: drop_pending %u, still in flight beside the drop: %u\n",
             v.pending, out);
-    SOFT(!(v.pending == 0 && out > 0), "count reached 0 with %u attempt(s) beside the drop out",
+    CHECK_SOFT(!(v.pending == 0 && out > 0), "count reached 0 with %u attempt(s) beside the drop out",
          out);
     CHECK_EQ(ax_shutdown(s, 10000), 0);
     ax_free(s);
@@ -236,10 +226,10 @@ static void cap_case(void)
             st.limit, st.limit_mark, (unsigned long long)(st.limit_doublings - d0));
     if (m) fprintf(stderr, "cap: /metrics %.*s\n", (int)strcspn(m, "\n"), m);
     if (dd) fprintf(stderr, "cap: /metrics %.*s\n", (int)strcspn(dd, "\n"), dd);
-    SOFT(st.limit_mark == 0 || st.limit_mark > st.limit, "mark %u not above limit %u",
+    CHECK_SOFT(st.limit_mark == 0 || st.limit_mark > st.limit, "mark %u not above limit %u",
          st.limit_mark, st.limit);
-    SOFT(st.limit_mark <= 4, "limit_mark %u above the cap 4", st.limit_mark);
-    SOFT(st.limit_doublings - d0 <= 2, "%llu doublings with the limit at %u throughout",
+    CHECK_SOFT(st.limit_mark <= 4, "limit_mark %u above the cap 4", st.limit_mark);
+    CHECK_SOFT(st.limit_doublings - d0 <= 2, "%llu doublings with the limit at %u throughout",
          (unsigned long long)(st.limit_doublings - d0), st.limit);
     CHECK_EQ(ax_shutdown(s, 5000), 0);
     ax_free(s);
@@ -255,10 +245,5 @@ int main(int argc, char **argv)
         stale_case();
     if (!*only || !strcmp(only, "cap"))
         cap_case();
-    if (failures) {
-        fprintf(stderr, "test_class_limit_wait: %d defect(s)\n", failures);
-        return 1;
-    }
-    printf("test_class_limit_wait: ok\n");
-    return 0;
+    return check_soft_result("test_class_limit_wait");
 }

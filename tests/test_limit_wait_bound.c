@@ -27,18 +27,6 @@
 #define MS 1000000ull
 
 static uint64_t now_ns;
-static int failures;
-
-#define SOFT(cond, ...)                                                        \
-    do {                                                                       \
-        if (!(cond)) {                                                         \
-            fprintf(stderr, "  DEFECT (%s:%d): %s -- ", __FILE__, __LINE__, #cond); \
-            fprintf(stderr, __VA_ARGS__);                                      \
-            fprintf(stderr, "\n");                                             \
-            failures++;                                                        \
-        }                                                                      \
-    } while (0)
-
 static struct ax_limit_cfg cfg(unsigned min, unsigned max, unsigned initial)
 {
     return (struct ax_limit_cfg){
@@ -108,7 +96,7 @@ static void case_a(void)
     uint64_t t = first_doubling(&l, drop, 2000 * MS);
     fprintf(stderr, "A: first doubling %llu ms after the drop, drop_pending still %u\n",
             (unsigned long long)(t / MS), l.drop_pending);
-    SOFT(t == 0, "doubled %llu ms after a drop with %u of its 20 beside still out",
+    CHECK_SOFT(t == 0, "doubled %llu ms after a drop with %u of its 20 beside still out",
          (unsigned long long)(t / MS), l.drop_pending);
 }
 
@@ -130,7 +118,7 @@ static void case_a2(void)
     uint64_t t = first_doubling(&l, drop1, 5000 * MS);
     fprintf(stderr, "A2: 10 s-timeout drop, then a 60 ms drop: first doubling %llu ms after "
                     "the 10 s one\n", (unsigned long long)(t / MS));
-    SOFT(t == 0 || t >= 10000 * MS, "the 60 ms drop cut the 10 s drop's wait to %llu ms",
+    CHECK_SOFT(t == 0 || t >= 10000 * MS, "the 60 ms drop cut the 10 s drop's wait to %llu ms",
          (unsigned long long)(t / MS));
 }
 
@@ -154,7 +142,7 @@ static void case_b(void)
     fprintf(stderr, "B: samples stamped %llu ms before a 10 s drop: doublings +%llu\n",
             (unsigned long long)((base + 1000 * MS - now_ns) / MS),
             (unsigned long long)(l.doublings - d0));
-    SOFT(l.doublings == d0, "now < last_drop_ns wrapped: doubled before the drop's timeout");
+    CHECK_SOFT(l.doublings == d0, "now < last_drop_ns wrapped: doubled before the drop's timeout");
 }
 
 static void case_c(void)
@@ -168,8 +156,8 @@ static void case_c(void)
         window(&l, 100 * MS);
     fprintf(stderr, "C: cap 40: limit %u, mark %.0f, doublings +%llu in 50 windows\n",
             ax_limit_get(&l), l.mark, (unsigned long long)(l.doublings - d0));
-    SOFT(l.mark <= l.cfg.max, "mark %.0f above max %u", l.mark, l.cfg.max);
-    SOFT(l.doublings - d0 <= 3, "%llu doublings counted, limit pinned at %u",
+    CHECK_SOFT(l.mark <= l.cfg.max, "mark %.0f above max %u", l.mark, l.cfg.max);
+    CHECK_SOFT(l.doublings - d0 <= 3, "%llu doublings counted, limit pinned at %u",
          (unsigned long long)(l.doublings - d0), ax_limit_get(&l));
 }
 
@@ -179,10 +167,5 @@ int main(void)
     case_a2();
     case_b();
     case_c();
-    if (failures) {
-        fprintf(stderr, "test_limit_wait_bound: %d defect(s)\n", failures);
-        return 1;
-    }
-    printf("test_limit_wait_bound: ok\n");
-    return 0;
+    return check_soft_result("test_limit_wait_bound");
 }
