@@ -188,7 +188,8 @@ typedef struct ax_config {
                                   between adaptive_min and max_concurrency, which becomes its
                                   bound; ax_stats.limit shows it. Default false: the cap is
                                   max_concurrency. Task classes have their own (ax_class_config) */
-    unsigned adaptive_min;     /* lowest adaptive cap (0 = 1; <= max_concurrency) */
+    unsigned adaptive_min;     /* lowest adaptive cap (0 = 1; <= max_concurrency, checked
+                                  only with adaptive_limit: ignored without it) */
 } ax_config;
 
 /* Defined since the core v2 fields above (callback_queue, max_orphans,
@@ -573,8 +574,10 @@ int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg);
 /* Write every queued, delayed and running task to f, one line each: id,
  * trace id, priority, state, attempt, age, time to deadline, worker — the
  * counterpart of the goroutine dump the seed used in its incident (§4.2).
- * Safe from any thread but a task's; holds the scheduler lock only while it
- * copies (at most `max_tasks` lines; 0 = all). */
+ * Safe from any thread. From a task it works, but the task's worker runs
+ * nothing else while it writes f: prefer another thread or
+ * ax_dump_on_signal. Holds the scheduler lock only while it copies (at
+ * most `max_tasks` lines; 0 = all). */
 int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
 /* Dump to f whenever the process receives signo (e.g. SIGUSR1). The handler
  * only writes a byte to a pipe; a background thread does the dump. signo 0
