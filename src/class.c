@@ -329,7 +329,9 @@ int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
     if (c->cfg.adaptive) {
         out->rtt_short_ns = (uint64_t)c->lim.last_short;
         out->rtt_long_ns = (uint64_t)c->lim.long_rtt;
-        out->limit_mark = (unsigned)c->lim.mark;
+        /* The limit again, under the lock, with its mark: one moment. */
+        out->limit = ax_limit_get(&c->lim);
+        out->limit_mark = c->lim.mark > 0 ? (unsigned)ceil(c->lim.mark) : 0; /* 0.5 is a mark */
         out->limit_doublings = c->lim.doublings;
     }
     if (c->cfg.breaker) {
