@@ -465,9 +465,6 @@ void class_take_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
         pthread_mutex_unlock(&c->lk);
     }
     atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_seq_cst);
-    uint64_t end = now + j->timeout_ns;
-    if (end > atomic_load_explicit(&c->runs_end_by, memory_order_relaxed))
-        atomic_store_explicit(&c->runs_end_by, end, memory_order_relaxed);
 }
 
 void class_room_made(struct ax_sched *s, struct ax_class_rt *c)
@@ -541,13 +538,14 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
          * waits for the others: drop_pending); the watchdog freed its slot
          * already. */
         unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed) + slot_freed;
-        /* A drop's wait lasts until the attempts beside it are past their
-         * timeouts at the latest: not its own latency, which a deadline or
-         * a lowered timeout may have cut short (review). */
-        uint64_t by = atomic_load_explicit(&c->runs_end_by, memory_order_relaxed);
-        uint64_t to = j->timeout_ns;
-        if (by > now && by - now > to)
-            to = by - now;
+        /* A drop's wait lasts the class's timeout at the latest, not the
+         * drop's latency, which a deadline or a per-spec timeout may have
+         * made shorter (review) or longer. Attempts beside it with a longer timeout of their own
+         * (per-spec, or taken before ax_class_set_timeout lowered the
+         * class's) may still be out then: the bound is the class's, not
+         * the longest in flight (a running maximum of start + timeout
+         * outlived the attempts that set it: second review). */
+        uint64_t to = atomic_load_explicit(&c->timeout_ms, memory_order_relaxed) * 1000000u;
         ax_limit_sample_timeout(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT, to);
         atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_seq_cst);
     }

@@ -26,11 +26,6 @@ struct ax_class_rt {
     unsigned id;
     _Atomic uint64_t timeout_ms;   /* ax_class_set_timeout changes it */
     _Atomic unsigned in_flight;    /* attempts holding a slot, HIGH ones included */
-    /* No attempt started so far runs past this: the latest start + timeout
-     * (written under s->lock at the take, read by finishers). A drop's
-     * wait for the attempts beside it ends by then at the latest, whatever
-     * their timeouts (per-spec, before an ax_class_set_timeout). */
-    _Atomic uint64_t runs_end_by;
     _Atomic unsigned limit;
     _Atomic int brk_state;         /* AX_BRK_* as last seen under lk */
     uint64_t queued;               /* s->lock: in a bucket, parked included */

@@ -56,11 +56,10 @@
  * (drop_pending), and each later sample whose attempt began before the drop
  * (now - rtt) counts one back; in any case the wait ends once every
  * attempt begun before the drop is past its timeout (quiet_until: the
- * caller passes the longest any of them may still run, class.c's
- * runs_end_by; not the drop's own latency, which a deadline or a lowered
- * timeout may have cut short: review), for attempts that end without a
- * sample (a cancel). The bound only grows, so a later short drop never
- * ends an earlier long one's wait. A drop with fewer than window_samples attempts beside it
+ * caller passes the timeout, class.c the class's; not the drop's own latency, which a deadline may have cut short:
+ * review), for attempts that end without a sample (a cancel). The bound
+ * only grows, so a later short drop never ends an earlier long one's
+ * wait. A drop with fewer than window_samples attempts beside it
  * leaves too few to count: then only the timeout ends the wait. At a
  * storm's trough the few in flight are often all healthy, and each drop
  * would look quiet as soon as they are back (review: test_storm_trough; at
@@ -243,7 +242,7 @@ void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, 
         l->drop_rtt_ns = rtt_ns;
         /* The wait's bound only grows: a later drop cut short (a deadline)
          * does not end an earlier one's; a clock behind it cannot wrap. */
-        uint64_t w = timeout_ns > rtt_ns ? timeout_ns : rtt_ns;
+        uint64_t w = timeout_ns;
         uint64_t until = UINT64_MAX - l->last_drop_ns < w ? UINT64_MAX : l->last_drop_ns + w;
         if (until > l->quiet_until)
             l->quiet_until = until;

@@ -88,8 +88,9 @@ void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t 
 void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                      bool dropped);
 unsigned ax_limit_get(const struct ax_limit *l);
-/* As ax_limit_sample; a drop's wait lasts up to timeout_ns after it (the
- * longest the attempts beside it may still run), not just its latency. */
+/* As ax_limit_sample (whose drop waits its own latency); a drop's wait
+ * lasts up to timeout_ns after it (how long the attempts beside it may
+ * still run), whatever its own latency. */
 void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                              bool dropped, uint64_t timeout_ns);
 /* Move max (at least min); the limit and the slow start's mark follow it
