@@ -26,6 +26,23 @@ static const struct want table[] = {
     {"\r\n\nGET /metrics HTTP/1.1\r\n\r\n", 200, false, 0},
     {"GET /metrics HTTP/1.1\r\nA:\r\nB: \t x \x80\xff\r\n\r\n", 200, false, 0},
     {"GET /metrics HTTP/1.1\r\n\r\nGET /nope", 200, false, 25}, /* the rest is not read */
+    /* absolute-form (RFC 9112 §3.2.2: a server MUST accept it): the path
+     * after the authority decides; the scheme is http or https, any case;
+     * the host is not ours to check (one endpoint, no virtual hosts). */
+    {"GET http://127.0.0.1:9464/metrics HTTP/1.1\r\n\r\n", 200, false, 0},
+    {"HEAD HTTPS://a.example/metrics?x=1 HTTP/1.1\r\n\r\n", 200, true, 0},
+    {"GET http://[::1]:9/metrics HTTP/1.0\r\n\r\n", 200, false, 0},
+    {"POST http://h/metrics HTTP/1.1\r\n\r\n", 405, false, 0},
+    {"GET http://h HTTP/1.1\r\n\r\n", 404, false, 0},  /* empty path: "/" */
+    {"GET http://h?metrics HTTP/1.1\r\n\r\n", 404, false, 0},
+    {"GET http://h/nope HTTP/1.1\r\n\r\n", 404, false, 0},
+    {"GET http://h/metrics/ HTTP/1.1\r\n\r\n", 404, false, 0},
+    {"GET ftp://h/metrics HTTP/1.1\r\n\r\n", 400, false, 8},   /* at the ':' */
+    {"GET http:/h/metrics HTTP/1.1\r\n\r\n", 400, false, 11},  /* "//" wanted */
+    {"GET http:///metrics HTTP/1.1\r\n\r\n", 400, false, 12},  /* no host */
+    {"GET http:// HTTP/1.1\r\n\r\n", 400, false, 12},
+    {"GET http://h/metrics\r\n\r\n", 400, false, 21},
+    {"GET * HTTP/1.1\r\n\r\n", 400, false, 5},               /* asterisk-form: not served */
     {"GET / HTTP/1.1\r\n\r\n", 404, false, 0},
     {"HEAD /nope HTTP/1.1\r\n\r\n", 404, true, 0},
     {"GET /metrics/ HTTP/1.1\r\n\r\n", 404, false, 0},
@@ -38,7 +55,8 @@ static const struct want table[] = {
     {"GET /metrics HTTP/1.10\r\n\r\n", 400, false, 22},
     {"GET /metrics HTTX/1.1\r\n\r\n", 400, false, 17},
     {"GET /metrics\r\n\r\n", 400, false, 13},
-    {"GET metrics HTTP/1.1\r\n\r\n", 400, false, 5},
+    {"GET metrics HTTP/1.1\r\n\r\n", 400, false, 12}, /* a scheme until the space */
+    {"GET 1metrics HTTP/1.1\r\n\r\n", 400, false, 5},
     {"GET  /metrics HTTP/1.1\r\n\r\n", 400, false, 5},
     {" GET /metrics HTTP/1.1\r\n\r\n", 400, false, 1},
     {"\x16\x03\x01\x02\x00", 400, false, 1},

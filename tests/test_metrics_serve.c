@@ -558,6 +558,10 @@ static void test_protocol(void)
     CHECK_EQ(a->status, 200);
     get(port, "\r\nGET /metrics HTTP/1.1\nHost: x\n\n", a);
     CHECK_EQ(a->status, 200);
+    /* The absolute-form a client sends through a proxy (RFC 9112 §3.2.2). */
+    get(port, "GET http://localhost/metrics HTTP/1.1\r\nHost: localhost\r\n\r\n", a);
+    CHECK_EQ(a->status, 200);
+    CHECK(strstr(a->text, "ax_tasks_running") != NULL);
 
     struct {
         const char *req;
@@ -572,6 +576,7 @@ static void test_protocol(void)
         {"GET /metrics HTTP/1.1\r\nBad Header: x\r\n\r\n", 400},
         {"GET /metrics HTTP/1.1\r\n folded\r\n\r\n", 400},
         {"GET metrics HTTP/1.1\r\n\r\n", 400},
+        {"GET gopher://h/metrics HTTP/1.1\r\n\r\n", 400},
         {"GET  /metrics HTTP/1.1\r\n\r\n", 400},
         {"GET /metrics\r\n\r\n", 400},
         {"GARBAGE\r\n\r\n", 400},

@@ -8,7 +8,11 @@
  *   head         = *( [CR] LF ) request-line *( header-line ) [CR] LF
  *   request-line = method SP target SP "HTTP/" DIGIT "." DIGIT [CR] LF
  *   method       = 1*tchar
- *   target       = "/" *( %x21-7E )        origin-form only
+ *   target       = origin-form / absolute-form
+ *   origin-form  = "/" *( %x21-7E )
+ *   absolute-form = scheme "://" host-port [ ( "/" / "?" ) *( %x21-7E ) ]
+ *   scheme       = "http" / "https"        (any case)
+ *   host-port    = 1*( %x21-7E except "/" and "?" )
  *   header-line  = 1*tchar ":" *( %x09 / %x20-7E / %x80-FF ) [CR] LF
  *
  * Bare LF ends a line as CRLF does (§2.2 allows it); a CR not followed by LF,
@@ -19,8 +23,14 @@
  * Connection nor a body's length changes what it does (an unread body is
  * drained and discarded before close, see metrics_serve.c).
  *
+ * The absolute-form is what a client sends through a proxy, and a server
+ * MUST accept it (RFC 9112 §3.2.2): its path decides as the origin-form's
+ * does (no path reads "/"); the host is not checked (one endpoint, no
+ * virtual hosts). A scheme other than http(s), a missing "//" or an empty
+ * host is 400 at that byte. The asterisk-form ("*", OPTIONS only) is 400.
+ *
  * Status: a well-formed head with major version other than 1 is 505;
- * target "/metrics" or "/metrics?..." with GET or HEAD is 200 and with any
+ * a path "/metrics" or "/metrics?..." with GET or HEAD is 200 and with any
  * other method 405; any other target is 404; no end of head within
  * METRICS_REQ_MAX bytes is 431.
  *
@@ -37,7 +47,10 @@ enum st {
     S_LEAD,    /* empty lines before the request line */
     S_LEAD_CR, /* CR of such a line */
     S_METHOD,
-    S_TARGET,
+    S_TARGET,  /* origin-form, or the path of an absolute-form */
+    S_SCHEME,  /* absolute-form: the scheme */
+    S_SLASHES, /* "//" after it */
+    S_HOST,    /* the authority, up to "/", "?" or the end of the target */
     S_VERSION, /* "HTTP/d.d" */
     S_RL_CR,   /* CR ending the request line */
     S_LINE,    /* start of a header line, or of the empty line */
@@ -46,6 +59,21 @@ enum st {
     S_VALUE_CR,
     S_END_CR,  /* CR of the empty line */
 };
+
+#define ALPHA(c) (((c) >= 'a' && (c) <= 'z') || ((c) >= 'A' && (c) <= 'Z'))
+
+/* Do the n bytes at p spell the first n of lower-case `word`, in any case? */
+static int lower_is(const char *p, const char *word, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c >= 'A' && c <= 'Z')
+            c = (char)(c - 'A' + 'a');
+        if (c != word[i])
+            return 0;
+    }
+    return 1;
+}
 
 /* RFC 9110 §5.6.2 tchar */
 static int tchar(unsigned char c)
@@ -66,7 +94,7 @@ static int decide(struct metrics_req *out, int status, size_t len, int head)
 /* What the request line said, as offsets into the buffer. */
 struct rline {
     const char *buf;
-    size_t mstart, mlen, tstart, tlen;
+    size_t mstart, mlen, tstart, tlen; /* tstart, tlen: the path */
     int major;
 };
 
@@ -90,6 +118,7 @@ int metrics_req_parse(const char *buf, size_t len, struct metrics_req *out)
     enum st st = S_LEAD;
     struct rline rl = {.buf = buf};
     size_t vpos = 0;
+    size_t afrm = 0, hostlen = 0; /* absolute-form: where its scheme began (0: none) */
 
     for (size_t i = 0; i < n; i++) {
         unsigned char c = b[i];
@@ -123,13 +152,56 @@ int metrics_req_parse(const char *buf, size_t len, struct metrics_req *out)
             }
             break;
         case S_TARGET:
-            if (i == rl.tstart && c != '/')
-                return decide(out, 400, i + 1, 0);
+            if (i == rl.tstart && rl.tlen == 0 && !afrm && c != '/') {
+                if (!ALPHA(c))
+                    return decide(out, 400, i + 1, 0);
+                st = S_SCHEME; /* absolute-form */
+                afrm = i;
+                break;
+            }
             if (c == ' ') {
                 st = S_VERSION;
                 vpos = 0;
             } else if (c > 0x20 && c < 0x7f) {
                 rl.tlen++;
+            } else {
+                return decide(out, 400, i + 1, 0);
+            }
+            break;
+        case S_SCHEME:
+            if (c == ':') {
+                size_t sl = i - afrm;
+                if (!((sl == 4 || sl == 5) && lower_is(buf + afrm, "https", sl)))
+                    return decide(out, 400, i + 1, 0); /* not http(s) */
+                st = S_SLASHES;
+                vpos = 0;
+            } else if (!(ALPHA(c) || (c >= '0' && c <= '9') || c == '+' || c == '-' ||
+                         c == '.')) {
+                return decide(out, 400, i + 1, 0);
+            }
+            break;
+        case S_SLASHES:
+            if (c != '/')
+                return decide(out, 400, i + 1, 0);
+            if (++vpos == 2) {
+                st = S_HOST;
+                hostlen = 0;
+            }
+            break;
+        case S_HOST:
+            if (c == '/' || c == '?' || c == ' ') {
+                if (hostlen == 0)
+                    return decide(out, 400, i + 1, 0); /* http URIs have a host */
+                st = S_TARGET;
+                rl.tstart = i; /* the path, possibly empty */
+                if (c == ' ') {
+                    st = S_VERSION;
+                    vpos = 0;
+                } else {
+                    rl.tlen = 1;
+                }
+            } else if (c > 0x20 && c < 0x7f) {
+                hostlen++;
             } else {
                 return decide(out, 400, i + 1, 0);
             }
