@@ -463,8 +463,6 @@ typedef struct ax_class_stats {
     unsigned limit_mark;    /* slow start: after a fall the limit doubles back up to
                                this, half the limit it fell from; 0: none */
     uint64_t limit_doublings; /* windows in which slow start doubled the limit */
-    uint64_t limit_holds;   /* windows whose timeouts the limit held through: stalls
-                               beside answers at the usual speed, not congestion */
     ax_breaker_state breaker;
     double failure_rate;    /* over the breaker's window ... */
     uint64_t breaker_calls; /* ... of this many calls (it opens from breaker_min_calls) */

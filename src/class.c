@@ -333,7 +333,6 @@ int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
         out->limit = ax_limit_get(&c->lim);
         out->limit_mark = c->lim.mark > 0 ? (unsigned)ceil(c->lim.mark) : 0; /* 0.5 is a mark */
         out->limit_doublings = c->lim.doublings;
-        out->limit_holds = c->lim.holds;
     }
     if (c->cfg.breaker) {
         unsigned calls = 0;

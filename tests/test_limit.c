@@ -24,10 +24,6 @@
  *  - app-limited (in flight < limit/2): not one step up in 300 windows;
  *  - 2 of 10 samples dropped at the baseline latency: 500 -> 480 -> ... ->
  *    332 after 10 windows; 1 of 10 from 50: 49 (never grows);
- *  - 3 of 10 stalled to a 1 s timeout beside answers at the baseline: 500
- *    for 100 windows, each held; the same beside answers at 2x: <= 250
- *    after 20; drops at 1.5x the answers: the drop rule; 7 of 10 dropped:
- *    never held; 6 of 10: held 8 windows, then 141 after 20 (test_hold);
  *  - a random walk of 20 000 windows never leaves [min, max].
  */
 #include "check.h"
@@ -313,16 +309,16 @@ static void test_storm_clean_window(void)
     struct ax_limit l;
     at_baseline(&l);
     for (int i = 0; i < 40; i++)
-        mixed(&l, 200 * MS, 7, 1000 * MS, 3);
+        mixed(&l, 100 * MS, 7, 1000 * MS, 3);
     unsigned before = ax_limit_get(&l);
     CHECK(fabs(l.mark - 250) < 1e-9);
     for (int i = 0; i < 3; i++) { /* drop-free windows, 0.1-0.3 s after a drop */
-        unsigned v = mixed(&l, 200 * MS, 10, 0, 0);
+        unsigned v = mixed(&l, 100 * MS, 10, 0, 0);
         CHECK(!l.slow);
         CHECK(v <= before + before / 4 + 1);
     }
     for (int i = 0; i < 10; i++)
-        mixed(&l, 200 * MS, 7, 1000 * MS, 3);
+        mixed(&l, 100 * MS, 7, 1000 * MS, 3);
     CHECK(fabs(l.mark - 250) < 1e-9); /* kept for the end of the storm */
     /* Over: windows 1-9 after the last drop grow as Gradient2; from 1 s
      * after it (window 10) each doubles up to the mark. */
@@ -522,97 +518,6 @@ static void test_app_limited(void)
     CHECK(ax_limit_get(&l) < v);
 }
 
-/* Stalls at a healthy upstream (issue 12's retry-storm scenario: a third of
- * the attempts hang past the timeout while the rest answer at the usual
- * speed) are not the upstream's congestion: fewer attempts would not stall
- * fewer. The limit holds through them; before, each such window cut it by
- * its dropped share, the class queued what a healthy upstream would have
- * served, and its backlog expired. The same drops beside answers slowed
- * past tolerance (a queue at the upstream), at about the answers' own
- * latency (a timeout at the baseline's tail), or with most of the window
- * dropped, still lower it. */
-static unsigned stall_window(struct ax_limit *l, uint64_t answer_rtt, unsigned answers,
-                             uint64_t drop_rtt, unsigned drops)
-{
-    uint64_t before = l->updates;
-    now_ns += 100 * MS;
-    unsigned in = ax_limit_get(l);
-    unsigned n = answers + drops;
-    for (unsigned i = 0; i < n; i++) { /* the drops spread through it */
-        bool drop = i * drops / n != (i + 1) * drops / n;
-        ax_limit_sample(l, now_ns, drop ? drop_rtt : answer_rtt, in, drop);
-    }
-    CHECK_EQ(l->updates, before + 1);
-    return ax_limit_get(l);
-}
-
-static void baseline_500(struct ax_limit *l)
-{
-    struct ax_limit_cfg c = cfg(1, 500, 500);
-    now_ns = 0;
-    ax_limit_init(l, &c, now_ns);
-    for (int i = 0; i < 20; i++)
-        window(l, 100 * MS, 0, 0);
-}
-
-static void test_hold(void)
-{
-    struct ax_limit l;
-    baseline_500(&l);
-    /* 3 of 10 stall to the 1 s timeout, 7 answer at the 100 ms baseline:
-     * 100 windows (10 s), the limit never moves and every window holds. */
-    for (int i = 0; i < 100; i++)
-        CHECK_EQ(stall_window(&l, 100 * MS, 7, 1000 * MS, 3), 500);
-    CHECK_EQ(l.holds, 100);
-    CHECK(l.mark == 0);
-    /* A heavy tail among the answers (2 of 7 at 3x the baseline: stalls
-     * that came back before the timeout) is still the upstream's tail. */
-    for (int i = 0; i < 20; i++) {
-        now_ns += 100 * MS;
-        for (unsigned k = 0; k < 10; k++)
-            ax_limit_sample(&l, now_ns, k < 3 ? 1000 * MS : k < 5 ? 300 * MS : 100 * MS, 500,
-                            k < 3);
-    }
-    CHECK_EQ(ax_limit_get(&l), 500);
-    CHECK_EQ(l.holds, 120);
-    fprintf(stderr, "hold: 120 windows of 3 in 10 stalled at a healthy upstream: limit %u\n",
-            ax_limit_get(&l));
-
-    /* Congestion: the same stalls with every answer at 2x the baseline
-     * (past tolerance): it falls, as without stalls. */
-    struct ax_limit q;
-    baseline_500(&q);
-    for (int i = 0; i < 20; i++)
-        stall_window(&q, 200 * MS, 7, 1000 * MS, 3);
-    CHECK_LE(ax_limit_get(&q), 250);
-    CHECK_EQ(q.holds, 0);
-
-    /* Timeouts at 1.5x the answers (a timeout at the baseline's tail: a
-     * queue could hide behind them): the drop rule of test_drops. */
-    struct ax_limit t;
-    baseline_500(&t);
-    for (int i = 0; i < 10; i++)
-        stall_window(&t, 100 * MS, 7, 150 * MS, 3);
-    CHECK_LE(ax_limit_get(&t), 475);
-    CHECK_EQ(t.holds, 0);
-
-    /* Most of each window dropped (an outage, not stalls): 7 of 10 (over
-     * two thirds) is never held; 6 of 10 only until the dropped share's
-     * average (0.2 a window) passes half; the breaker is the guard there. */
-    struct ax_limit o;
-    baseline_500(&o);
-    for (int i = 0; i < 20; i++)
-        stall_window(&o, 100 * MS, 3, 1000 * MS, 7);
-    CHECK_EQ(o.holds, 0);
-    CHECK_LE(ax_limit_get(&o), 250);
-    struct ax_limit o2;
-    baseline_500(&o2);
-    for (int i = 0; i < 20; i++)
-        stall_window(&o2, 100 * MS, 4, 1000 * MS, 6);
-    CHECK_EQ(o2.holds, 8); /* the average of 0.6 a window passes half in the 9th */
-    CHECK_EQ(ax_limit_get(&o2), 141); /* then 12 of the drop rule, x 0.9 each: 500 x 0.9^12 */
-}
-
 /* Timed-out samples: at the baseline latency (the mean says nothing), the
  * dropped share still caps the gradient and forbids growth. */
 static void test_drops(void)
@@ -700,7 +605,6 @@ int main(void)
     test_stale_mark();
     test_app_limited();
     test_drops();
-    test_hold();
     test_bounds();
     printf("test_limit: ok\n");
     return 0;

@@ -324,7 +324,6 @@ static void build_snapshot(void)
     snap.cls[0].retries_denied = 3;
     snap.cls[0].limit_mark = 250;
     snap.cls[0].limit_doublings = 4;
-    snap.cls[1].limit_holds = 77;
     snprintf(snap.cls[1].name, sizeof snap.cls[1].name, "search.v2");
     snap.cls[1].limit = 500;
     snap.cls[1].expired = 41;
@@ -392,9 +391,9 @@ static void check_counters(void)
         CHECK_STR(fams[s->fam].type, "gauge");
         CHECK(s->value == (double)st->queued[prio_ids[i]]);
     }
-    /* 14 counters, 6 gauges, 2 histograms; with classes 9 gauges and 13
+    /* 14 counters, 6 gauges, 2 histograms; with classes 9 gauges and 12
      * counters more, one sample per class each. */
-    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 9 + 13 : 0));
+    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 9 + 12 : 0));
 }
 
 /* Every histogram series: buckets in ascending le, cumulative, ending at
@@ -603,9 +602,6 @@ int main(int argc, char **argv)
                        "ax_class_limit_mark{class=\"search.v2\"} 0\n") != NULL);
     CHECK(strstr(text, "# TYPE ax_class_limit_doublings_total counter\n"
                        "ax_class_limit_doublings_total{class=\"quote\"} 4\n") != NULL);
-    CHECK(strstr(text, "# TYPE ax_class_limit_holds_total counter\n"
-                       "ax_class_limit_holds_total{class=\"quote\"} 0\n"
-                       "ax_class_limit_holds_total{class=\"search.v2\"} 77\n") != NULL);
     test_truncation(text, needed);
 
     /* An empty snapshot renders too: zeros everywhere, same shape. */

@@ -341,7 +341,6 @@ CLASS_FIELD(cf_rtt, (double)c->rtt_short_ns / 1e9)
 CLASS_FIELD(cf_rtt_long, (double)c->rtt_long_ns / 1e9)
 CLASS_FIELD(cf_mark, c->limit_mark)
 CLASS_FIELD(cf_doublings, c->limit_doublings)
-CLASS_FIELD(cf_holds, c->limit_holds)
 CLASS_FIELD(cf_submitted, c->submitted)
 CLASS_FIELD(cf_started, c->started)
 CLASS_FIELD(cf_cancelled, c->cancelled)
@@ -381,10 +380,6 @@ static void classes(struct out *o, const struct ax_metrics_snapshot *m)
                  cf_mark);
     class_family(o, m, "ax_class_limit_doublings_total", "counter",
                  "Limiter windows in which slow start doubled the class's limit.", cf_doublings);
-    class_family(o, m, "ax_class_limit_holds_total", "counter",
-                 "Limiter windows whose timeouts the class's limit held through (stalls "
-                 "beside answers at the usual speed).",
-                 cf_holds);
     class_family(o, m, "ax_class_submitted_total", "counter", "Tasks of the class admitted.",
                  cf_submitted);
     class_family(o, m, "ax_class_started_total", "counter",

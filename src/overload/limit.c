@@ -111,39 +111,6 @@
  * stall (one in hundreds) costs almost nothing while a timeout storm brings
  * the limit down at up to 10 % per window.
  *
- * Stalls are not congestion (the hold). A queue at the upstream slows every
- * answer; a stall (a call stuck behind something slow: a lock, a dead
- * dependency, a lost packet) slows only itself, and fewer attempts in
- * flight would not stall fewer. A window whose drops look like stalls
- * therefore neither lowers nor raises the limit (est = L; `holds` counts
- * it), and its latency for the baseline is its answers' mean. It looks like
- * stalls when all of these hold:
- *   - the drops took at least AX_LIMIT_STALL_RATIO (2) x the baseline: the
- *     timeout is well past the upstream's usual latency, so the drops are
- *     not answers of the usual distribution cut off by a tight timeout (a
- *     queue could hide behind those: the drop rule above keeps them);
- *   - most answers were within tolerance of the baseline: fewer than half
- *     on average over the last windows (AX_LIMIT_SHARE_WEIGHT 0.2, about 5
- *     windows: a 10-sample window's share is noisy) and under 3/4 in this
- *     window (a queue slows them all at once: no lag there);
- *   - the dropped share is at most half on average, and at most 2/3 of this
- *     window: with most attempts timing out, the upstream is down or
- *     drowning, not stalling (the breaker, at 50 % failures, acts too).
- * Why: in ax-demo's retry-storm scenario (a third of the calls stall for
- * 4-20 s while the rest answer as usual, no capacity limit) every class
- * limit fell to its floor, the classes queued what the upstream could serve,
- * ~2 000 tasks expired at dispatch and the wait p99 took 7 s to recover
- * after the upstream did; with the hold, none expired and it recovered at
- * once, goodput +15 % (test_limit.c test_hold has the synthetic series). In
- * the overload scenario (capacity 100 per endpoint) the stalled calls fill
- * the upstream, every answer slows, and the limit falls as before.
- * Known gap: a failed answer (a fast 503) counts as an answer at the
- * baseline, as in Gradient2; an upstream that sheds with fast errors while
- * the rest time out looks like stalls -- its breaker opens at 50 %.
- * Likewise a drop-free window whose answers are mostly within tolerance of
- * the baseline never lowers the limit (gradient 1), however slow its
- * minority: a heavy tail raises the mean without any queue.
- *
  * Defaults (AX_LIMIT_DEFAULT_* in overload.h) and why:
  *   window 100 ms and >= 10 samples: Envoy's update interval; ten samples
  *     so one outlier is a tenth of the mean (Gradient2's windowSize 10).
@@ -188,25 +155,6 @@ static void limit_update(struct ax_limit *l, uint64_t now)
 {
     double shortr = l->short_sum / l->short_n;
     if (shortr < 1) shortr = 1; /* a 0 ns sample must not divide by zero */
-    /* Drops beside answers at the baseline: load-independent (top of the
-     * file). The window's latency is its answers'; the limit holds. */
-    unsigned answered = l->short_n - l->short_dropped;
-    double dshare = (double)l->short_dropped / l->short_n;
-    double sshare = answered ? (double)l->short_slow / answered : 1.0;
-    if (!l->has_long) {
-        l->drop_share = dshare, l->slow_share = sshare;
-    } else {
-        l->drop_share += AX_LIMIT_SHARE_WEIGHT * (dshare - l->drop_share);
-        l->slow_share += AX_LIMIT_SHARE_WEIGHT * (sshare - l->slow_share);
-    }
-    bool hold = false;
-    if (l->short_dropped && l->has_long && 3 * answered >= l->short_n &&
-        4 * l->short_slow < 3 * answered && l->drop_share <= 0.5 && l->slow_share < 0.5 &&
-        l->short_drop_sum / l->short_dropped >= AX_LIMIT_STALL_RATIO * l->long_rtt) {
-        double ans = (l->short_sum - l->short_drop_sum) / answered;
-        hold = true;
-        shortr = ans < 1 ? 1 : ans;
-    }
 
     if (!l->has_long) {
         l->long_rtt = shortr;
@@ -219,16 +167,8 @@ static void limit_update(struct ax_limit *l, uint64_t now)
 
     double lim = l->limit, ratio = l->long_rtt / shortr;
     double g = clampd(l->cfg.tolerance * ratio, AX_LIMIT_MIN_GRADIENT, 1.0);
-    /* Most answers within tolerance of the baseline: a slow minority is the
-     * upstream's tail (stalls), not a queue, which slows every answer. */
-    if (g < 1 && !l->short_dropped && 2 * l->short_slow < answered)
-        g = 1;
     double est;
-    if (hold) {
-        g = 1;
-        est = lim; /* neither lower (the drops are not ours) nor higher (stalls are out) */
-        l->holds++;
-    } else if (l->short_dropped) {
+    if (l->short_dropped) {
         double cap = 1.0 - (double)l->short_dropped / l->short_n;
         g = clampd(cap < g ? cap : g, AX_LIMIT_MIN_GRADIENT, 1.0);
         est = lim * g;
@@ -297,10 +237,7 @@ void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, 
     l->short_sum += (double)rtt_ns;
     l->short_n++;
     l->short_dropped += dropped;
-    if (!dropped && l->has_long && (double)rtt_ns > l->cfg.tolerance * l->long_rtt)
-        l->short_slow++; /* an answer past the baseline's tolerance */
     if (dropped) {
-        l->short_drop_sum += (double)rtt_ns;
         l->last_drop_ns = now > 1 ? now : 1;
         l->drop_rtt_ns = rtt_ns;
         /* The wait's bound only grows: a later drop cut short (a deadline)
@@ -325,8 +262,8 @@ void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, 
         l->short_n < l->cfg.window_samples)
         return;
     limit_update(l, now);
-    l->short_sum = l->short_drop_sum = 0;
-    l->short_n = l->short_dropped = l->short_slow = l->max_inflight = 0;
+    l->short_sum = 0;
+    l->short_n = l->short_dropped = l->max_inflight = 0;
     l->window_start = now;
 }
 

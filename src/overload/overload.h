@@ -38,14 +38,6 @@
 /* Growth beyond the queue headroom while the window's latency is below its
  * baseline: the gradient may reach long/short, at most this (Envoy's 2). */
 #define AX_LIMIT_MAX_GROWTH 2.0
-/* A window's drops are stalls, not the upstream's congestion, when at least
- * half its samples were answered, most answers came within tolerance of the
- * baseline, and the drops took at least this many times the baseline: the
- * limit holds (limit.c). */
-#define AX_LIMIT_STALL_RATIO 2.0
-/* Weight of a window in the averages of the dropped share and of the slow
- * answers' share that judge it (about the last 5 windows, 50 samples). */
-#define AX_LIMIT_SHARE_WEIGHT 0.2
 
 struct ax_limit_cfg {
     unsigned min;       /* >= 1 */
@@ -67,10 +59,6 @@ struct ax_limit {
     double short_sum;      /* latency sum of the open window (ns) */
     unsigned short_n;      /* samples in the open window */
     unsigned short_dropped; /* ... of which dropped */
-    double short_drop_sum; /* latency sum of the dropped ones (ns) */
-    unsigned short_slow;   /* answered ones slower than tolerance x the baseline */
-    double drop_share;     /* exponential averages over windows of the dropped share of */
-    double slow_share;     /* the samples and of the slow share of the answers (limit.c) */
     unsigned max_inflight; /* most in flight seen in the open window */
     uint64_t window_start; /* ns */
     bool has_long;
@@ -80,7 +68,6 @@ struct ax_limit {
     double mark;           /* slow start doubles the limit up to here; 0: none (limit.c) */
     bool slow;             /* the last window was a slow-start doubling */
     uint64_t doublings;    /* slow-start doublings so far, for stats */
-    uint64_t holds;        /* windows whose drops were judged load-independent (limit.c) */
     unsigned clean_run;    /* clean windows in a row (limit.c) */
     unsigned unclean_run;  /* windows since the last clean one; a mark this old is dropped */
     uint64_t last_drop_ns; /* when the last dropped sample came in (0: never) */
