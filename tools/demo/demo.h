@@ -273,6 +273,12 @@ struct dm_result {
     double recovery_limit_ms;      /* the wait p99 it had to get back under */
     double recovery_window_ms;     /* the starts that first good p99 covered: the last
                                       recovery_window_ms of incident time (NAN: n/a) */
+    /* The upstream's own recovery, as its answers show it (NAN: n/a): their
+     * p50 in the steady phase (mean of the samples), at the end of the
+     * degradation, and from when after that end it stayed within
+     * ANSWERS_BACK (1.5) x the steady figure until the traffic ended. Abandoned calls the upstream still
+     * works on (ax-upstream's capacity= counts them) keep it slow. */
+    double ans_p50_steady_ms, ans_p50_at_recovery_ms, ans_back_ms;
     uint64_t good;                 /* succeeded within the scenario's deadline */
     uint64_t good_degraded;        /* ... of those submitted while degraded */
     uint64_t open_refused;         /* AX_EOPEN at submit (in OUT_REJECTED) */

@@ -246,6 +246,12 @@ static void write_config(FILE *f, const struct dm_scenario *sc, const struct dm_
     jnum(f, r->recovery_limit_ms);
     fputs(",\"recovery_window_s\":", f);
     jnum(f, r->recovery_window_ms / 1000);
+    fputs(",\"answer_p50_steady_ms\":", f);
+    jnum(f, r->ans_p50_steady_ms);
+    fputs(",\"answer_p50_at_recovery_ms\":", f);
+    jnum(f, r->ans_p50_at_recovery_ms);
+    fputs(",\"answers_back_s\":", f);
+    jnum(f, r->ans_back_ms / 1000);
     fprintf(f, ",\"deadline_ms\":%g,\"good\":%llu,\"good_degraded\":%llu,\"goodput_per_s\":",
             sc->deadline_ms, (unsigned long long)r->good, (unsigned long long)r->good_degraded);
     jnum(f, dm_goodput(sc, r));

@@ -363,11 +363,40 @@ static struct dm_dist dist_of(const struct dm_hist *h, double speed)
  * late starts it reports ended up to that long before it: recovery_window_ms
  * says how long, for the reader; the measure itself is the sample's time. */
 #define RECOVERY_FLOOR_MS 100.0
+/* The upstream's own recovery, from the answers' p50 (S_LAT_P50): back
+ * within the limiter's tolerance of its steady value. */
+#define ANSWERS_BACK 1.5
+static void upstream_recovery(const struct dm_run *rn, struct dm_result *r)
+{
+    r->ans_p50_steady_ms = r->ans_p50_at_recovery_ms = r->ans_back_ms = NAN;
+    if (!rn->degraded) return;
+    const float(*S)[DM_MAX_SAMPLES] = r->series;
+    double sum = 0;
+    unsigned n = 0;
+    for (unsigned i = 0; i < r->nsamples && S[S_T][i] < rn->degraded_from_ms; i++)
+        if (isfinite(S[S_LAT_P50][i])) sum += S[S_LAT_P50][i], n++;
+    if (!n) return;
+    r->ans_p50_steady_ms = sum / n;
+    double end = dm_scenario_length_ms(rn->sc), since = -1;
+    for (unsigned i = 0; i < r->nsamples; i++) {
+        double t = S[S_T][i], v = S[S_LAT_P50][i];
+        if (t < rn->degraded_to_ms || !isfinite(v)) continue;
+        if (t > end) break;
+        if (!isfinite(r->ans_p50_at_recovery_ms)) r->ans_p50_at_recovery_ms = v;
+        if (v > ANSWERS_BACK * r->ans_p50_steady_ms)
+            since = -1;
+        else if (since < 0)
+            since = t; /* and stays there until the traffic ends, as recovery_ms */
+    }
+    if (since >= 0) r->ans_back_ms = since - rn->degraded_to_ms;
+}
+
 static void recovery(const struct dm_run *rn, struct dm_result *r)
 {
     r->recovery_ms = NAN;
     r->recovery_limit_ms = NAN;
     r->recovery_window_ms = NAN;
+    upstream_recovery(rn, r);
     if (!rn->degraded || r->wait_steady.count == 0) return;
     double limit = fmax(2 * r->wait_steady.p99, RECOVERY_FLOOR_MS);
     r->recovery_limit_ms = limit;
