@@ -18,38 +18,39 @@ struct want {
 };
 
 static const struct want table[] = {
-    {"GET /metrics HTTP/1.1\r\n\r\n", 200, false, 0},
+    {"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", 200, false, 0},
     {"GET /metrics HTTP/1.0\r\n\r\n", 200, false, 0},
     {"HEAD /metrics HTTP/1.1\r\nHost: a\r\n\r\n", 200, true, 0},
-    {"GET /metrics?x=1&y=%20 HTTP/1.1\r\n\r\n", 200, false, 0},
+    {"GET /metrics?x=1&y=%20 HTTP/1.1\r\nHost: a\r\n\r\n", 200, false, 0},
     {"GET /metrics HTTP/1.1\nHost: a\n\n", 200, false, 0},
-    {"\r\n\nGET /metrics HTTP/1.1\r\n\r\n", 200, false, 0},
-    {"GET /metrics HTTP/1.1\r\nA:\r\nB: \t x \x80\xff\r\n\r\n", 200, false, 0},
-    {"GET /metrics HTTP/1.1\r\n\r\nGET /nope", 200, false, 25}, /* the rest is not read */
+    {"\r\n\nGET /metrics HTTP/1.1\r\nHost: a\r\n\r\n", 200, false, 0},
+    {"GET /metrics HTTP/1.1\r\nA:\r\nB: \t x \x80\xff\r\nHost: a\r\n\r\n", 200, false, 0},
+    {"GET /metrics HTTP/1.1\r\nHost: a\r\n\r\nGET /nope", 200, false, 34}, /* the rest is not read */
     /* absolute-form (RFC 9112 §3.2.2: a server MUST accept it): the path
      * after the authority decides; the scheme is http or https, any case;
-     * the host is not ours to check (one endpoint, no virtual hosts). */
-    {"GET http://127.0.0.1:9464/metrics HTTP/1.1\r\n\r\n", 200, false, 0},
-    {"HEAD HTTPS://a.example/metrics?x=1 HTTP/1.1\r\n\r\n", 200, true, 0},
+     * the authority is checked, not compared (one endpoint, no virtual
+     * hosts), and ends at the byte that ends it. */
+    {"GET http://127.0.0.1:9464/metrics HTTP/1.1\r\nHost: a\r\n\r\n", 200, false, 0},
+    {"HEAD HTTPS://a.example/metrics?x=1 HTTP/1.1\r\nHost: a\r\n\r\n", 200, true, 0},
     {"GET http://[::1]:9/metrics HTTP/1.0\r\n\r\n", 200, false, 0},
-    {"POST http://h/metrics HTTP/1.1\r\n\r\n", 405, false, 0},
-    {"GET http://h HTTP/1.1\r\n\r\n", 404, false, 0},  /* empty path: "/" */
-    {"GET http://h?metrics HTTP/1.1\r\n\r\n", 404, false, 0},
-    {"GET http://h/nope HTTP/1.1\r\n\r\n", 404, false, 0},
-    {"GET http://h/metrics/ HTTP/1.1\r\n\r\n", 404, false, 0},
+    {"POST http://h/metrics HTTP/1.1\r\nHost: a\r\n\r\n", 405, false, 0},
+    {"GET http://h HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},  /* empty path: "/" */
+    {"GET http://h?metrics HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},
+    {"GET http://h/nope HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},
+    {"GET http://h/metrics/ HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},
     {"GET ftp://h/metrics HTTP/1.1\r\n\r\n", 400, false, 8},   /* at the ':' */
     {"GET http:/h/metrics HTTP/1.1\r\n\r\n", 400, false, 11},  /* "//" wanted */
     {"GET http:///metrics HTTP/1.1\r\n\r\n", 400, false, 12},  /* no host */
     {"GET http:// HTTP/1.1\r\n\r\n", 400, false, 12},
     {"GET http://h/metrics\r\n\r\n", 400, false, 21},
     {"GET * HTTP/1.1\r\n\r\n", 400, false, 5},               /* asterisk-form: not served */
-    {"GET / HTTP/1.1\r\n\r\n", 404, false, 0},
-    {"HEAD /nope HTTP/1.1\r\n\r\n", 404, true, 0},
-    {"GET /metrics/ HTTP/1.1\r\n\r\n", 404, false, 0},
-    {"GET /metric HTTP/1.1\r\n\r\n", 404, false, 0},
-    {"GET /METRICS HTTP/1.1\r\n\r\n", 404, false, 0},
-    {"get /metrics HTTP/1.1\r\n\r\n", 405, false, 0}, /* methods are case-sensitive */
-    {"POST /metrics HTTP/1.1\r\n\r\n", 405, false, 0},
+    {"GET / HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},
+    {"HEAD /nope HTTP/1.1\r\nHost: a\r\n\r\n", 404, true, 0},
+    {"GET /metrics/ HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},
+    {"GET /metric HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},
+    {"GET /METRICS HTTP/1.1\r\nHost: a\r\n\r\n", 404, false, 0},
+    {"get /metrics HTTP/1.1\r\nHost: a\r\n\r\n", 405, false, 0}, /* methods are case-sensitive */
+    {"POST /metrics HTTP/1.1\r\nHost: a\r\n\r\n", 405, false, 0},
     {"GET /metrics HTTP/2.0\r\n\r\n", 505, false, 0},
     {"GET /metrics HTTP/0.9\r\n\r\n", 505, false, 0},
     {"GET /metrics HTTP/1.10\r\n\r\n", 400, false, 22},
@@ -70,6 +71,41 @@ static const struct want table[] = {
     {"GET /metrics HTTP/1.1\r\nA: b\rc\r\n\r\n", 400, false, 29},
     {"GET /metrics HTTP/1.1\r\n\rx", 400, false, 25},
     {"\rx", 400, false, 2},
+    /* Host (RFC 9112 §3.2): HTTP/1.1 needs one, two are 400 at the second
+     * colon, an invalid value is 400 at the end of its line; HTTP/1.0 may
+     * go without. The value is OWS, host [":" port], OWS. */
+    {"GET /metrics HTTP/1.1\r\n\r\n", 400, false, 0},
+    {"HEAD /metrics HTTP/1.1\r\nA: b\r\n\r\n", 400, false, 0},
+    {"GET /nope HTTP/1.1\r\n\r\n", 400, false, 0},
+    {"GET /metrics HTTP/2.0\r\n\r\n", 505, false, 0},
+    {"GET /metrics HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n", 400, false, 37},
+    {"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, false, 37},
+    {"GET /metrics HTTP/1.1\r\nHost: a b\r\n\r\n", 400, false, 33},
+    {"GET /metrics HTTP/1.1\r\nHost: a b\n\n", 400, false, 33},
+    {"GET /metrics HTTP/1.1\r\nHost: u@h\r\n\r\n", 400, false, 33},
+    {"GET /metrics HTTP/1.1\r\nHost: h:65536\r\n\r\n", 400, false, 37},
+    {"GET /metrics HTTP/1.1\r\nHost: h:080x\r\n\r\n", 400, false, 36},
+    {"GET /metrics HTTP/1.1\r\nHost: h:123456\r\n\r\n", 400, false, 38},
+    {"GET /metrics HTTP/1.1\r\nHost: [::1\r\n\r\n", 400, false, 34},
+    {"GET /metrics HTTP/1.1\r\nHost: [::g]\r\n\r\n", 400, false, 35},
+    {"GET /metrics HTTP/1.1\r\nHost: [::1]x\r\n\r\n", 400, false, 36},
+    {"GET /metrics HTTP/1.1\r\nHost: a%2\r\n\r\n", 400, false, 33},
+    {"GET /metrics HTTP/1.1\r\nHost: h\x80\r\n\r\n", 400, false, 32},
+    {"GET /metrics HTTP/1.1\r\nHost: [::1]:9464\r\n\r\n", 200, false, 0},
+    {"GET /metrics HTTP/1.1\r\nHOST:\t 127.0.0.1:9464 \t\r\n\r\n", 200, false, 0},
+    {"GET /metrics HTTP/1.1\r\nHost: a%2Eb.example:\r\n\r\n", 200, false, 0},
+    {"GET /metrics HTTP/1.1\r\nHost:\r\n\r\n", 200, false, 0}, /* empty: allowed */
+    {"GET /metrics HTTP/1.1\r\nHosts: a\r\nXHost: b\r\nHost: c\r\n\r\n", 200, false, 0},
+    {"GET /metrics HTTP/1.0\r\nHost: a b\r\n\r\n", 400, false, 33},
+    /* The absolute-form's authority, checked at the byte that ends it. */
+    {"GET http://h:99999999999999999999/metrics HTTP/1.1\r\nHost: h\r\n\r\n", 400, false, 34},
+    {"GET http://[::1/metrics HTTP/1.1\r\nHost: h\r\n\r\n", 400, false, 16},
+    {"GET http://u@h/metrics HTTP/1.1\r\nHost: h\r\n\r\n", 400, false, 15},
+    {"GET http://h:/metrics HTTP/1.1\r\nHost: h\r\n\r\n", 200, false, 0},
+    {"GET http://[::1]x/metrics HTTP/1.1\r\nHost: h\r\n\r\n", 400, false, 18},
+    {"GET http://a%zz HTTP/1.1\r\nHost: h\r\n\r\n", 400, false, 16},
+    /* CONNECT's authority-form: no scheme, 400 at the colon. */
+    {"CONNECT h:80 HTTP/1.1\r\nHost: h:80\r\n\r\n", 400, false, 10},
 };
 
 static void check_one(const struct want *w)
@@ -123,8 +159,8 @@ int main(void)
     CHECK_EQ(metrics_req_parse(big, sizeof big, &r), METRICS_REQ_DONE);
     CHECK_EQ(r.status, 431);
     /* A head that ends exactly at the bound is read. */
-    memcpy(big, "GET /metrics HTTP/1.1\r\nX: ", 26);
-    memset(big + 26, 'a', METRICS_REQ_MAX - 26 - 4);
+    memcpy(big, "GET /metrics HTTP/1.1\r\nHost: a\r\nX: ", 35);
+    memset(big + 35, 'a', METRICS_REQ_MAX - 35 - 4);
     memcpy(big + METRICS_REQ_MAX - 4, "\r\n\r\n", 4);
     CHECK_EQ(metrics_req_parse(big, sizeof big, &r), METRICS_REQ_DONE);
     CHECK_EQ(r.status, 200);

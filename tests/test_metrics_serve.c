@@ -314,7 +314,7 @@ static void test_idle(void)
      * evicts the next oldest). */
     struct answer *a = malloc(sizeof *a);
     double ms;
-    request(port, "GET /metrics HTTP/1.1\r\n\r\n", 25, a, &ms);
+    request(port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34, a, &ms);
     CHECK_EQ(a->status, 200);
     CHECK_EQ(sample(a->text + a->head_len, "ax_tasks_succeeded_total"), 3 * N + 8);
     CHECK(closed_within(fds[EXTRA], LIVENESS_MS));
@@ -396,7 +396,7 @@ static void *scrape_loop(void *arg)
     struct scraper *sc = arg;
     struct answer *a = malloc(sizeof *a);
     while (!atomic_load(&sc->stop)) {
-        request(sc->port, "GET /metrics HTTP/1.1\r\n\r\n", 25, a, NULL);
+        request(sc->port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 34, a, NULL);
         CHECK_EQ(a->status, 200);
         atomic_fetch_add(&sc->done, 1);
     }
@@ -548,13 +548,13 @@ static void test_protocol(void)
     CHECK_EQ(h->status, 200);
     CHECK_EQ(h->content_length, a->content_length); /* nothing ran in between */
     CHECK_EQ(h->body_len, 0);
-    get(port, "HEAD /nope HTTP/1.1\r\n\r\n", h);
+    get(port, "HEAD /nope HTTP/1.1\r\nHost: x\r\n\r\n", h);
     CHECK_EQ(h->status, 404);
     CHECK(h->content_length > 0);
     CHECK_EQ(h->body_len, 0);
 
     /* A query string, bare LF line ends, leading empty lines. */
-    get(port, "GET /metrics?name[]=ax_tasks_running HTTP/1.1\r\n\r\n", a);
+    get(port, "GET /metrics?name[]=ax_tasks_running HTTP/1.1\r\nHost: x\r\n\r\n", a);
     CHECK_EQ(a->status, 200);
     get(port, "\r\nGET /metrics HTTP/1.1\nHost: x\n\n", a);
     CHECK_EQ(a->status, 200);
@@ -567,11 +567,11 @@ static void test_protocol(void)
         const char *req;
         int status;
     } bad[] = {
-        {"GET /nope HTTP/1.1\r\n\r\n", 404},
-        {"GET /metrics/x HTTP/1.1\r\n\r\n", 404},
-        {"GET /metricsx HTTP/1.1\r\n\r\n", 404},
-        {"POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n", 405},
-        {"DELETE /metrics HTTP/1.1\r\n\r\n", 405},
+        {"GET /nope HTTP/1.1\r\nHost: x\r\n\r\n", 404},
+        {"GET /metrics/x HTTP/1.1\r\nHost: x\r\n\r\n", 404},
+        {"GET /metricsx HTTP/1.1\r\nHost: x\r\n\r\n", 404},
+        {"POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 405},
+        {"DELETE /metrics HTTP/1.1\r\nHost: x\r\n\r\n", 405},
         {"GET /metrics HTTP/2.0\r\n\r\n", 505},
         {"GET /metrics HTTP/1.1\r\nBad Header: x\r\n\r\n", 400},
         {"GET /metrics HTTP/1.1\r\n folded\r\n\r\n", 400},
@@ -583,6 +583,12 @@ static void test_protocol(void)
         {"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", 400}, /* a TLS hello: at once */
         {"GET /metrics HTTP/1.1\r\nX: a\rb\r\n\r\n", 400},
         {"GET /metrics HTTP/1.1\r\nX: \x01\r\n\r\n", 400},
+        /* Host (RFC 9112 §3.2): missing in HTTP/1.1, twice, invalid; the
+         * authority of an absolute-form that is not one. */
+        {"GET /metrics HTTP/1.1\r\n\r\n", 400},
+        {"GET /metrics HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400},
+        {"GET /metrics HTTP/1.1\r\nHost: a b\r\n\r\n", 400},
+        {"GET http://h:99999999999/metrics HTTP/1.1\r\nHost: h\r\n\r\n", 400},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         get(port, bad[i].req, a);
@@ -614,7 +620,7 @@ static void test_protocol(void)
     long n = read_to_eof(fd, a->text, sizeof a->text, LIVENESS_MS);
     CHECK(n > 0 && strncmp(a->text, "HTTP/1.1 200 OK\r\n", 17) == 0);
     close(fd);
-    get(port, "GET /metrics HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello", a);
+    get(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", a);
     CHECK_EQ(a->status, 200);
     CHECK_EQ(a->content_length, (long)a->body_len);
 

@@ -10,24 +10,36 @@
  *   method       = 1*tchar
  *   target       = origin-form / absolute-form
  *   origin-form  = "/" *( %x21-7E )
- *   absolute-form = scheme "://" host-port [ ( "/" / "?" ) *( %x21-7E ) ]
+ *   absolute-form = scheme "://" authority [ ( "/" / "?" ) *( %x21-7E ) ]
  *   scheme       = "http" / "https"        (any case)
- *   host-port    = 1*( %x21-7E except "/" and "?" )
+ *   authority    = host [ ":" port ]       (RFC 3986 §3.2, no userinfo)
+ *   host         = "[" IPv6address "]" / 1*( unreserved / pct-encoded / sub-delims )
+ *   port         = 0*5DIGIT, at most 65535
  *   header-line  = 1*tchar ":" *( %x09 / %x20-7E / %x80-FF ) [CR] LF
+ *   Host value   = OWS [ authority ] OWS   (its host may be empty)
  *
  * Bare LF ends a line as CRLF does (§2.2 allows it); a CR not followed by LF,
  * a control byte, white space before a colon or at the start of a header
  * line (obsolete folding) are 400 at that byte, without reading the rest.
- * Empty lines before the request line are skipped (§2.2). Header values are
- * not interpreted: the endpoint answers one request and closes, so neither
- * Connection nor a body's length changes what it does (an unread body is
- * drained and discarded before close, see metrics_serve.c).
+ * Empty lines before the request line are skipped (§2.2). Header values
+ * other than Host's are not interpreted: the endpoint answers one request
+ * and closes, so neither Connection nor a body's length changes what it
+ * does (an unread body is drained and discarded before close, see
+ * metrics_serve.c).
+ *
+ * Host (RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request
+ * without it, and to any request with two Host lines or an invalid Host
+ * value): a second Host line is 400 at its colon, an invalid value at the
+ * end of its line, a missing one in HTTP/1.1 at the end of the head. Its
+ * value is checked, not compared: one endpoint, no virtual hosts.
  *
  * The absolute-form is what a client sends through a proxy, and a server
  * MUST accept it (RFC 9112 §3.2.2): its path decides as the origin-form's
- * does (no path reads "/"); the host is not checked (one endpoint, no
- * virtual hosts). A scheme other than http(s), a missing "//" or an empty
- * host is 400 at that byte. The asterisk-form ("*", OPTIONS only) is 400.
+ * does (no path reads "/"). A scheme other than http(s), a missing "//" or
+ * an empty host is 400 at that byte, an authority that is not one (junk,
+ * a userinfo "@", a port past 65535, an unclosed "[") at the byte that
+ * ends it. The asterisk-form ("*", OPTIONS only) and the authority-form
+ * (CONNECT's "host:port") are 400.
  *
  * Status: a well-formed head with major version other than 1 is 505;
  * a path "/metrics" or "/metrics?..." with GET or HEAD is 200 and with any
@@ -41,6 +53,7 @@
  */
 #include "obs/metrics_req.h"
 
+#include <arpa/inet.h>
 #include <string.h>
 
 enum st {
@@ -91,11 +104,73 @@ static int decide(struct metrics_req *out, int status, size_t len, int head)
     return METRICS_REQ_DONE;
 }
 
-/* What the request line said, as offsets into the buffer. */
+/* RFC 3986 §2.3 unreserved and §2.2 sub-delims: what a reg-name holds
+ * besides pct-encoded octets. */
+static int host_char(unsigned char c)
+{
+    if ((c >= '0' && c <= '9') || ALPHA(c))
+        return 1;
+    return c != 0 && strchr("-._~!$&'()*+,;=", c) != NULL;
+}
+
+static int hexdig(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+/* Is p[0..n) an authority, host [":" port] (RFC 3986 §3.2.2-3, without
+ * userinfo, which an http URI must not carry: RFC 9110 §4.2.4)? An empty
+ * host is allowed only when `empty_host` (a Host value may have one). */
+static int authority_ok(const char *p, size_t n, int empty_host)
+{
+    size_t i = 0;
+    if (n > 0 && p[0] == '[') {
+        const char *close = memchr(p, ']', n);
+        char a[INET6_ADDRSTRLEN];
+        struct in6_addr addr;
+        size_t al = close ? (size_t)(close - p) - 1 : 0;
+        if (!close || al == 0 || al >= sizeof a)
+            return 0;
+        memcpy(a, p + 1, al);
+        a[al] = 0;
+        if (inet_pton(AF_INET6, a, &addr) != 1)
+            return 0;
+        i = al + 2;
+    } else {
+        for (; i < n && p[i] != ':'; i++) {
+            unsigned char c = (unsigned char)p[i];
+            if (c == '%') {
+                if (i + 2 >= n || !hexdig((unsigned char)p[i + 1]) ||
+                    !hexdig((unsigned char)p[i + 2]))
+                    return 0;
+                i += 2;
+            } else if (!host_char(c)) {
+                return 0;
+            }
+        }
+        if (i == 0 && !empty_host)
+            return 0;
+    }
+    if (i == n)
+        return 1;
+    if (p[i] != ':' || n - i - 1 > 5)
+        return 0;
+    unsigned port = 0;
+    for (size_t k = i + 1; k < n; k++) {
+        if (p[k] < '0' || p[k] > '9')
+            return 0;
+        port = port * 10 + (unsigned)(p[k] - '0');
+    }
+    return port <= 65535;
+}
+
+/* What the request line said, as offsets into the buffer, and whether a
+ * Host line came. */
 struct rline {
     const char *buf;
     size_t mstart, mlen, tstart, tlen; /* tstart, tlen: the path */
-    int major;
+    int major, minor;
+    int hosts;
 };
 
 /* The head ended well at byte len: choose the status. */
@@ -106,6 +181,8 @@ static int answer(const struct rline *rl, size_t len, struct metrics_req *out)
     int get = rl->mlen == 3 && memcmp(m, "GET", 3) == 0;
     if (rl->major != 1)
         return decide(out, 505, len, head);
+    if (rl->minor >= 1 && !rl->hosts)
+        return decide(out, 400, len, 0); /* RFC 9112 §3.2: HTTP/1.1 needs Host */
     if (!(rl->tlen >= 8 && memcmp(t, "/metrics", 8) == 0 && (rl->tlen == 8 || t[8] == '?')))
         return decide(out, 404, len, head);
     return decide(out, get || head ? 200 : 405, len, head);
@@ -119,6 +196,9 @@ int metrics_req_parse(const char *buf, size_t len, struct metrics_req *out)
     struct rline rl = {.buf = buf};
     size_t vpos = 0;
     size_t afrm = 0, hostlen = 0; /* absolute-form: where its scheme began (0: none) */
+    size_t nstart = 0;            /* the header name being read */
+    int in_host = 0;              /* the value being read is Host's */
+    size_t hv = 0, hvend = 0;     /* Host value without its OWS: [hv, hvend) */
 
     for (size_t i = 0; i < n; i++) {
         unsigned char c = b[i];
@@ -192,6 +272,8 @@ int metrics_req_parse(const char *buf, size_t len, struct metrics_req *out)
             if (c == '/' || c == '?' || c == ' ') {
                 if (hostlen == 0)
                     return decide(out, 400, i + 1, 0); /* http URIs have a host */
+                if (!authority_ok(buf + i - hostlen, hostlen, 0))
+                    return decide(out, 400, i + 1, 0);
                 st = S_TARGET;
                 rl.tstart = i; /* the path, possibly empty */
                 if (c == ' ') {
@@ -216,6 +298,8 @@ int metrics_req_parse(const char *buf, size_t len, struct metrics_req *out)
                     return decide(out, 400, i + 1, 0);
                 if (vpos == 5)
                     rl.major = c - '0';
+                else
+                    rl.minor = c - '0';
             } else if (vpos == 6) {
                 if (c != '.')
                     return decide(out, 400, i + 1, 0);
@@ -241,23 +325,35 @@ int metrics_req_parse(const char *buf, size_t len, struct metrics_req *out)
                 return answer(&rl, i + 1, out);
             } else if (tchar(c)) {
                 st = S_NAME;
+                nstart = i;
             } else {
                 return decide(out, 400, i + 1, 0); /* folding, or junk */
             }
             break;
         case S_NAME:
-            if (c == ':')
+            if (c == ':') {
                 st = S_VALUE;
-            else if (!tchar(c))
+                in_host = i - nstart == 4 && lower_is(buf + nstart, "host", 4);
+                if (in_host && rl.hosts++)
+                    return decide(out, 400, i + 1, 0); /* a second Host line */
+                hv = hvend = i + 1;
+            } else if (!tchar(c)) {
                 return decide(out, 400, i + 1, 0);
+            }
             break;
         case S_VALUE:
-            if (c == '\r')
-                st = S_VALUE_CR;
-            else if (c == '\n')
-                st = S_LINE;
-            else if ((c < 0x20 && c != '\t') || c == 0x7f)
+            if (c == '\r' || c == '\n') {
+                if (in_host && !authority_ok(buf + hv, hvend - hv, 1))
+                    return decide(out, 400, i + 1, 0);
+                in_host = 0;
+                st = c == '\r' ? S_VALUE_CR : S_LINE;
+            } else if ((c < 0x20 && c != '\t') || c == 0x7f) {
                 return decide(out, 400, i + 1, 0);
+            } else if (c != ' ' && c != '\t') {
+                if (hvend == hv) /* the first byte past the leading OWS */
+                    hv = i;
+                hvend = i + 1;
+            }
             break;
         case S_END_CR:
             if (c != '\n')
