@@ -3,6 +3,7 @@
  * the stats counters, the filter and sampling work at run time. */
 #include "util.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,6 +130,10 @@ static void on_event(const ax_event *e, void *arg)
     (void)arg;
     CHECK((unsigned)e->kind < AX_EV_COUNT);
     atomic_fetch_add(&cb_count[e->kind], 1);
+    /* The callback runs on ax's events thread, named as the README says. */
+    char name[16];
+    CHECK_EQ(pthread_getname_np(pthread_self(), name, sizeof name), 0);
+    CHECK(strcmp(name, "ax-events") == 0);
 }
 
 int main(void)

@@ -145,6 +145,7 @@ static void on_dump_signal(int sig)
 static void *dump_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "ax-dump");
     unsigned char b;
     for (;;) {
         ssize_t r = read(dump_pipe[0], &b, 1);

@@ -911,6 +911,9 @@ static void *ev_main(void *arg)
 {
     struct ax_sched *s = arg;
     ax_current_ev_sched = s;
+    /* Named like every thread of ax: an events callback runs here, and a
+     * host reading top -H or a debugger's thread list should see whose. */
+    pthread_setname_np(pthread_self(), "ax-events");
     struct ev_state *st = s->ev;
     bool busy = false;
     pthread_mutex_lock(&st->lock);
