@@ -36,7 +36,14 @@
 extern "C" {
 #endif
 
-/* Run a transfer on the calling task's worker. Returns 0 when it completed
+/* Run a transfer on the calling task's worker. ax uses three of the
+ * handle's options for it: CURLOPT_TIMEOUT_MS is set to the task's
+ * remaining deadline (replacing any value of the caller's: bound a transfer
+ * tighter with CURLOPT_LOW_SPEED_* or a shorter task timeout),
+ * CURLOPT_ERRORBUFFER is ax's during the call and unset after it (curl's
+ * message is in ax_error_detail()), and CURLOPT_PRIVATE is ax's during the
+ * call and the caller's again after it. The handle's protocols are the
+ * caller's choice (CURLOPT_PROTOCOLS_STR). Returns 0 when it completed
  * (whatever the HTTP status: read CURLINFO_RESPONSE_CODE), AX_ETIMEDOUT or
  * AX_ECANCELED, AX_EINVAL for a bad handle or URL, AX_ENET for a failed
  * transfer (refused, reset, DNS, TLS, ...) with curl's message in
@@ -51,7 +58,15 @@ typedef struct ax_http_response {
     size_t body_len;
 } ax_http_response;
 
-/* GET / POST url, at most timeout_ms (< 0: the task's deadline only).
+/* GET / POST url, at most timeout_ms (< 0: the task's deadline only; 0:
+ * AX_ETIMEDOUT at once, nothing sent). url must be http:// or https://
+ * (AX_EINVAL otherwise: libcurl's other protocols, file:// included, are
+ * off). Redirects are not followed: a 3xx comes back as it is (follow one
+ * through ax_http_perform with CURLOPT_FOLLOWLOCATION). A POST body may be
+ * NULL only with len 0; content_type (NULL: none) is at most 255 bytes with
+ * no control character but HTAB (AX_EINVAL: it would forge header lines).
+ * The response's body is kept up to ax_http_config.max_body (64 MiB by
+ * default; longer: AX_ENET, "the response's body is longer than ...").
  * Either bound ending the request returns AX_ETIMEDOUT; when it was
  * timeout_ms, the task's deadline still ahead, ax_error_detail() says so
  * ("ax_http_get: no answer within timeout_ms 300 (...)"). The task may go
@@ -90,6 +105,10 @@ typedef struct ax_http_config {
     unsigned easy_pool;        /* idle easy handles ax_http_get/post keep per worker for
                                   the next request (curl_easy_reset; at most 65536)
                                   (default 64) */
+    size_t max_body;           /* bytes of response body ax_http_get/post keep in memory; a
+                                  longer body aborts the request with AX_ENET and a detail
+                                  that says so (the header lines are bounded at 1 MiB);
+                                  SIZE_MAX: no bound; 0 is refused (default 64 MiB) */
 } ax_http_config;
 
 void ax_http_config_default(ax_http_config *cfg);

@@ -71,6 +71,12 @@ struct http_worker {
 #define HTTP_CACHE_PER_FLIGHT 4
 #define HTTP_LIMIT_MAX 1000000L
 #define HTTP_POOL_MAX 65536u
+/* ax_http_get/post keep a response in memory: its body up to max_body
+ * (default 64 MiB: a bound, not a size anyone should hit), its header lines
+ * up to 1 MiB (curl 7.88 bounds each line, not their sum). */
+#define HTTP_MAX_BODY_DEFAULT ((size_t)64 << 20)
+#define HTTP_MAX_HEADERS ((size_t)1 << 20)
+#define HTTP_CONTENT_TYPE_MAX 256 /* with its NUL */
 
 struct http_sock {
     struct reactor_src src; /* first: the reactor hands us this pointer */
@@ -232,6 +238,7 @@ void ax_http_config_default(ax_http_config *c)
     c->multiplex = true;
     c->http_version = CURL_HTTP_VERSION_2TLS;
     c->easy_pool = 64;
+    c->max_body = HTTP_MAX_BODY_DEFAULT;
 }
 
 static int check_limit(const char *field, long v)
@@ -293,6 +300,8 @@ int ax_http_configure(ax_sched *s, const ax_http_config *c)
     if (!rc && c->easy_pool > HTTP_POOL_MAX)
         rc = ax_fail(AX_EINVAL, "ax_http_config.easy_pool: %u is more than %u", c->easy_pool,
                      HTTP_POOL_MAX);
+    if (!rc && c->max_body == 0)
+        rc = ax_fail_static(AX_EINVAL, "ax_http_config.max_body: 0 bytes (SIZE_MAX: no bound)");
     if (rc)
         return rc;
     ax_http_config *copy = malloc(sizeof *copy);
@@ -456,6 +465,10 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
         return ax_fail_static(AX_ETIMEDOUT, "ax_http_perform: the deadline has passed");
     long left_ms = (long)((bound_ns - now + 999999u) / 1000000u);
     struct http_wait wait = {.easy = easy, .hw = hw};
+    /* CURLOPT_PRIVATE is how the multi callbacks find the task: the
+     * caller's own value is put back afterwards (a trial found it lost). */
+    char *caller_private = NULL;
+    curl_easy_getinfo(easy, CURLINFO_PRIVATE, &caller_private);
     curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, left_ms);
     curl_easy_setopt(easy, CURLOPT_PRIVATE, (char *)t);
     curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
@@ -463,6 +476,7 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
     CURLMcode mc = curl_multi_add_handle(hw->multi, easy);
     if (mc != CURLM_OK) {
         curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, NULL);
+        curl_easy_setopt(easy, CURLOPT_PRIVATE, caller_private);
         return ax_fail(AX_EINVAL, "ax_http_perform: %s", curl_multi_strerror(mc));
     }
     if (++hw->inflight > hw->peak) {
@@ -476,7 +490,7 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
     t->ext = NULL;
     t->on_unpark = NULL;
     curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, NULL);
-    curl_easy_setopt(easy, CURLOPT_PRIVATE, NULL);
+    curl_easy_setopt(easy, CURLOPT_PRIVATE, caller_private);
     if (rc)
         return ax_fail(rc, "ax_http_perform: transfer aborted: %s", ax_strerror(rc));
     if (curl_code)
@@ -493,20 +507,30 @@ int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code)
 
 /* ---- convenience ------------------------------------------------------------- */
 
+/* A response part kept in memory, at most `max` bytes: past it (or when
+ * memory runs out) the write callback returns short, curl fails the
+ * transfer with CURLE_WRITE_ERROR, and `over` / `nomem` say why. */
 struct buf {
     char *p;
-    size_t len, cap;
+    size_t len, cap, max;
+    bool over, nomem;
 };
 
 static size_t buf_append(struct buf *b, const char *data, size_t n)
 {
+    if (n > b->max - b->len) {
+        b->over = true;
+        return 0;
+    }
     if (b->len + n + 1 > b->cap) {
         size_t cap = b->cap ? b->cap * 2 : 1024;
         while (cap < b->len + n + 1)
             cap *= 2;
         char *p = realloc(b->p, cap);
-        if (!p)
-            return 0; /* curl then fails the transfer with CURLE_WRITE_ERROR */
+        if (!p) {
+            b->nomem = true;
+            return 0;
+        }
         b->p = p;
         b->cap = cap;
     }
@@ -527,17 +551,58 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     if (!out)
         return ax_fail_static(AX_EINVAL, "ax_http: response is NULL");
     memset(out, 0, sizeof *out);
+    const char *fn = post ? "ax_http_post" : "ax_http_get";
     if (!url)
-        return ax_fail_static(AX_EINVAL, "ax_http: url is NULL");
+        return ax_fail(AX_EINVAL, "%s: url is NULL", fn);
+    /* Only http(s): libcurl would also read file:// and speak ftp://, dict://
+     * and more (a trial read /etc/passwd through ax_http_get). */
+    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+        return ax_fail(AX_EINVAL, "%s: url must begin with http:// or https:// (\"%.40s\")", fn,
+                       url);
+    if (post && !body && len > 0)
+        return ax_fail(AX_EINVAL, "ax_http_post: body is NULL with len %zu", len);
+    if (post && content_type) {
+        size_t n = strnlen(content_type, HTTP_CONTENT_TYPE_MAX);
+        if (n == HTTP_CONTENT_TYPE_MAX)
+            return ax_fail(AX_EINVAL, "ax_http_post: content_type is longer than %d bytes",
+                           HTTP_CONTENT_TYPE_MAX - 1);
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)content_type[i];
+            /* RFC 9110 §5.5: no CR, LF or NUL in a field value, and no other
+             * control character but HTAB; a CR LF would start a header of
+             * the caller's choosing. */
+            if ((c < 0x20 && c != '\t') || c == 0x7f)
+                return ax_fail(AX_EINVAL,
+                               "ax_http_post: content_type has a control character (byte %zu: "
+                               "0x%02x)", i, c);
+        }
+    }
+    if (timeout_ms == 0)
+        return ax_fail(AX_ETIMEDOUT, "%s: timeout_ms is 0: no time for a request", fn);
     pthread_once(&curl_once, curl_init);
     /* Outside its own coroutine the task has no worker: perform says so. */
     struct http_worker *hw = t && t == ax_current_run ? http_worker_get(t->w) : NULL;
     CURL *easy = hw ? easy_take(hw) : curl_easy_init();
     if (!easy)
         return ax_fail_static(AX_ENOMEM, "ax_http: curl_easy_init failed");
-    struct buf hb = {0}, bb = {0};
+    struct buf hb = {.max = HTTP_MAX_HEADERS}, bb = {.max = hw ? hw->conf.max_body : HTTP_MAX_BODY_DEFAULT};
     struct curl_slist *hdrs = NULL;
-    curl_easy_setopt(easy, CURLOPT_URL, url);
+    CURLcode uc = curl_easy_setopt(easy, CURLOPT_URL, url);
+    if (uc != CURLE_OK) { /* e.g. longer than curl takes (8 MiB) */
+        if (hw)
+            easy_give(hw, easy);
+        else
+            curl_easy_cleanup(easy);
+        return ax_fail(uc == CURLE_OUT_OF_MEMORY ? AX_ENOMEM : AX_EINVAL, "%s: url refused by curl: %s",
+                       fn, curl_easy_strerror(uc));
+    }
+#if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85.0 */
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+#else
+    curl_easy_setopt(easy, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
+#endif
     curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_data);
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &bb);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_data);
@@ -557,8 +622,8 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
         curl_easy_setopt(easy, CURLOPT_POSTFIELDS, body ? body : "");
         curl_easy_setopt(easy, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
         if (content_type) {
-            char h[256];
-            snprintf(h, sizeof h, "Content-Type: %s", content_type);
+            char h[sizeof "Content-Type: " + HTTP_CONTENT_TYPE_MAX];
+            snprintf(h, sizeof h, "Content-Type: %s", content_type); /* checked: fits */
             hdrs = curl_slist_append(hdrs, h);
             curl_easy_setopt(easy, CURLOPT_HTTPHEADER, hdrs);
         }
@@ -576,8 +641,17 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
         snprintf(why, sizeof why, "%s", ax_error_detail());
         ax_fail(AX_ETIMEDOUT,
                 "%s: no answer within timeout_ms %lld (the task's deadline has not passed; %s)",
-                post ? "ax_http_post" : "ax_http_get", (long long)timeout_ms, why);
+                fn, (long long)timeout_ms, why);
     }
+    /* A part past its bound, or out of memory for it: curl only says
+     * "Failed writing received data". */
+    if (rc && (bb.over || hb.over))
+        rc = ax_fail(AX_ENET, "%s: the response's %s is longer than %zu bytes (%s)", fn,
+                     bb.over ? "body" : "header", bb.over ? bb.max : hb.max,
+                     bb.over ? "ax_http_config.max_body" : "the headers' bound");
+    else if (rc && (bb.nomem || hb.nomem))
+        rc = ax_fail(AX_ENOMEM, "%s: out of memory for the response (%zu bytes so far)", fn,
+                     bb.len + hb.len);
     curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, &out->status);
     if (hw)
         easy_give(hw, easy);

@@ -55,6 +55,18 @@ static int conn(ax_task *t, void *arg)
         }
         if (sscanf(path, "/sleep/%d", &ms) == 1)
             ax_sleep(t, (uint64_t)ms);
+        int big;
+        if (sscanf(path, "/big/%d", &big) == 1 && big > 0 && big <= 1 << 20) {
+            /* A body of `big` bytes of 'x'. */
+            char *b = malloc((size_t)big + 64);
+            int hl = snprintf(b, 64, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", big);
+            memset(b + hl, 'x', (size_t)big);
+            ssize_t w = ax_write(t, fd, b, (size_t)hl + (size_t)big, 2000);
+            free(b);
+            if (w < 0)
+                break;
+            continue;
+        }
         const char *resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello";
         if (ax_write(t, fd, resp, strlen(resp), 2000) < 0)
             break;
@@ -121,13 +133,89 @@ static int sequential(ax_task *t, void *arg)
     return 0;
 }
 
+static size_t sink(char *d, size_t size, size_t n, void *u)
+{
+    (void)d;
+    (void)u;
+    return size * n;
+}
+
+/* The body bound (ax_http_config.max_body, set to 1000 by main for this). */
+static int bounded(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_http_response r;
+    CHECK_EQ(ax_http_get(t, url("/big/1000"), 2000, &r), 0);
+    CHECK_EQ(r.body_len, 1000);
+    ax_http_response_free(&r);
+    CHECK_EQ(ax_http_get(t, url("/big/1001"), 2000, &r), AX_ENET);
+    CHECK(strcmp(ax_error_detail(), "ax_http_get: the response's body is longer than 1000 bytes "
+                                    "(ax_http_config.max_body)") == 0);
+    ax_http_response_free(&r);
+    atomic_fetch_add(&ok_count, 1);
+    return 0;
+}
+
 static int errors(ax_task *t, void *arg)
 {
     uint16_t dead_port = (uint16_t)(uintptr_t)arg;
     ax_http_response r;
     CHECK_EQ(ax_http_get(t, "ht!tp://nonsense", 1000, &r), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "url must begin with http:// or https://") != NULL);
+    ax_http_response_free(&r);
+    CHECK_EQ(ax_http_get(t, "http://[::1", 1000, &r), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "curl") != NULL);
     ax_http_response_free(&r);
+    /* Only http(s): libcurl's other protocols would read a local file
+     * (a trial got /etc/passwd back with rc 0) or speak ftp. */
+    CHECK_EQ(ax_http_get(t, "file:///etc/passwd", 1000, &r), AX_EINVAL);
+    CHECK_EQ(r.body, NULL);
+    CHECK(strstr(ax_error_detail(), "file:///etc/passwd") != NULL);
+    CHECK_EQ(ax_http_get(t, "FTP://127.0.0.1:1/", 1000, &r), AX_EINVAL);
+    /* A POST body NULL with a length: refused (curl read len bytes past an
+     * empty string and sent them). */
+    CHECK_EQ(ax_http_post(t, url("/ok"), "text/plain", NULL, 4096, 1000, &r), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "body is NULL with len 4096") != NULL);
+    ax_http_response_free(&r);
+    CHECK_EQ(ax_http_post(t, url("/ok"), NULL, NULL, 0, 1000, &r), 0);
+    CHECK_EQ(r.status, 200);
+    ax_http_response_free(&r);
+    /* content_type may not forge header lines, nor be cut short. */
+    CHECK_EQ(ax_http_post(t, url("/ok"), "text/plain\r\nX-Injected: yes", "a", 1, 1000, &r),
+             AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "control character (byte 10: 0x0d)") != NULL);
+    char ct[300];
+    memset(ct, 'a', sizeof ct - 1);
+    ct[sizeof ct - 1] = 0;
+    CHECK_EQ(ax_http_post(t, url("/ok"), ct, "a", 1, 1000, &r), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "longer than 255 bytes") != NULL);
+    CHECK_EQ(ax_http_post(t, url("/ok"), "application/json;\tcharset=utf-8", "{}", 2, 1000, &r),
+             0);
+    ax_http_response_free(&r);
+    /* timeout_ms 0: no time, nothing sent, and a detail that says so. */
+    CHECK_EQ(ax_http_get(t, url("/ok"), 0, &r), AX_ETIMEDOUT);
+    CHECK(strcmp(ax_error_detail(), "ax_http_get: timeout_ms is 0: no time for a request") == 0);
+    ax_http_response_free(&r);
+    /* A URL longer than curl takes (8 MiB): curl's refusal, not "No URL set". */
+    size_t ul = (size_t)9 << 20;
+    char *huge = malloc(ul + 1);
+    memcpy(huge, "http://127.0.0.1/", 17);
+    memset(huge + 17, 'a', ul - 17);
+    huge[ul] = 0;
+    CHECK_EQ(ax_http_get(t, huge, 1000, &r), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "url refused by curl") != NULL);
+    free(huge);
+    ax_http_response_free(&r);
+    /* ax_http_perform gives the handle's CURLOPT_PRIVATE back. */
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url("/ok"));
+    curl_easy_setopt(e, CURLOPT_PRIVATE, (char *)e);
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
+    CHECK_EQ(ax_http_perform(t, e, NULL), 0);
+    char *priv = NULL;
+    curl_easy_getinfo(e, CURLINFO_PRIVATE, &priv);
+    CHECK(priv == (char *)e);
+    curl_easy_cleanup(e);
     char u[64];
     snprintf(u, sizeof u, "http://127.0.0.1:%u/", dead_port);
     CHECK_EQ(ax_http_get(t, u, 1000, &r), AX_ENET);
@@ -268,6 +356,21 @@ int main(void)
     CHECK_EQ(ax_submit(s, &sp, NULL), 0);
     CHECK(WAIT_UNTIL(atomic_load(&ok_count) == 2, 5000));
     CHECK_LE(atomic_load(&accepted) - acc0, 1); /* pooled connections may serve them all */
+
+    /* The body bound: refused at 0, kept at 1000 bytes, and back. */
+    ax_http_config hc;
+    ax_http_config_default(&hc);
+    CHECK_EQ(hc.max_body, (size_t)64 << 20);
+    hc.max_body = 0;
+    CHECK_EQ(ax_http_configure(s, &hc), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "max_body") != NULL);
+    hc.max_body = 1000;
+    CHECK_EQ(ax_http_configure(s, &hc), 0);
+    sp = (ax_spec){.fn = bounded, .timeout_ms = 10000};
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&ok_count) == 3, 5000));
+    ax_http_config_default(&hc);
+    CHECK_EQ(ax_http_configure(s, &hc), 0);
 
     /* 2 000 requests in flight at once (10 000 go through ax-upstream in
      * tests/test_ax_upstream.sh: one process holds both ends here). */
