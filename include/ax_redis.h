@@ -304,17 +304,22 @@ int ax_redis_handle(ax_redis_consumer *c, const char *kind, ax_redis_handler fn,
  * scheduler is AX_EINVAL. */
 int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class_id,
                           ax_redis_handler fn, void *arg);
+/* Start pulling. Once: AX_ESTATE when started before, or stopped (a
+ * stopped consumer does not start again; make a new one). */
 int ax_redis_consumer_start(ax_redis_consumer *c);
 /* Stop pulling, let the messages held run and be acknowledged for up to
  * timeout_ms, then stop. What is still unacknowledged stays pending in Redis
  * and is claimed by another consumer. Not from one of s's tasks: from any
  * task of s (ax_task_current), or an on_done on a worker thread that has
  * run one of the consumer's tasks, it returns AX_ESTATE at once, nothing
- * stopped, as ax_shutdown does. */
+ * stopped, as ax_shutdown does. On a consumer never started it only marks
+ * it stopped. When ax_shutdown or ax_free has already ended the consumer's
+ * tasks, it touches the scheduler no more (it may be freed). */
 int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms);
 /* Free a stopped consumer. If stop returned AX_ETIMEDOUT (messages still
  * running), free the scheduler first (ax_free: their tasks end and their
- * on_done still reaches the consumer), then the consumer. Called on a
+ * on_done still reaches the consumer), then the consumer; the same when it
+ * was never stopped (ax_free, then this). Called on a
  * consumer that still has a task running (its puller or acker, or a
  * message's task whose on_done has not returned: not stopped, or stopped
  * with AX_ETIMEDOUT and its scheduler not freed), it does not free it:

@@ -652,6 +652,12 @@ int ax_redis_command(ax_task *t, ax_redis *r, int64_t timeout_ms, redisReply **r
     va_end(ap);
     if (len < 0 || !cmd)
         return ax_fail(AX_EINVAL, "ax_redis_command: cannot format \"%s\"", fmt);
+    if (len == 4 && memcmp(cmd, "*0\r\n", 4) == 0) {
+        /* No word at all: Redis skips it and answers nothing, so the call
+         * would only wait out its timeout. */
+        redisFreeCommand(cmd);
+        return ax_fail_static(AX_EINVAL, "ax_redis_command: the command is empty");
+    }
     const char *argv[1] = {cmd};
     size_t lens[1] = {(size_t)len};
     struct rcmd c = {RCMD_FORMATTED, argv, lens};

@@ -103,7 +103,9 @@ struct ax_redis_consumer {
     struct rmsg *held_head; /* every message held, for the heartbeat */
     atomic_uint held;
     atomic_bool stopping, started;
-    atomic_bool puller_running, acker_running;
+    atomic_bool puller_running, acker_running; /* cleared by their tasks' on_done */
+    atomic_uint live_tasks;     /* of the puller and the acker, submitted and not done */
+    atomic_bool ended_by_sched; /* they ended without a stop: the scheduler may be gone */
     atomic_uint inflight; /* message tasks submitted whose on_done has not returned */
     atomic_bool sched_closed; /* ax_submit said AX_ESHUTDOWN: pull no more */
     uint64_t puller_id, acker_id;
@@ -116,7 +118,8 @@ struct ax_redis_consumer {
      * interval), for the /metrics scrape: no Redis round trip on the
      * metrics thread. Under lock. */
     ax_redis_queue_stats qstats;
-    bool qstats_ok, metrics_on;
+    bool qstats_ok;
+    atomic_bool metrics_on;
 };
 
 /* The scheduler whose worker this thread is, as far as the consumer can
@@ -349,6 +352,11 @@ int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class
     if (!c || !kind || !*kind || strlen(kind) >= AX_REDIS_KIND_MAX || !fn)
         return ax_fail_static(AX_EINVAL, "ax_redis_handle: consumer, a 1-63 byte kind and fn are "
                                          "required");
+    /* The rules ax_redis_submit applies to a message's kind: a kind it
+     * refuses could never reach this handler. */
+    int krc = rq_text_check("ax_redis_handle: kind", kind, AX_REDIS_KIND_MAX);
+    if (krc)
+        return krc;
     if (atomic_load(&c->started))
         return ax_fail_static(AX_ESTATE, "ax_redis_handle: the consumer has started");
     /* Ids come from ax_class_register only: one not registered now never
@@ -895,6 +903,8 @@ static bool lost_group(void)
     return strstr(d, "NOGROUP") || strstr(d, "no longer exists");
 }
 
+static void consumer_task_end(ax_redis_consumer *c, atomic_bool *running);
+
 static int puller(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
@@ -951,7 +961,7 @@ static int puller(ax_task *t, void *arg)
             wait_efd(t, c->slot_efd, to_maint < 5 ? to_maint : 5);
         }
     }
-    atomic_store(&c->puller_running, false); /* last touch of c */
+    consumer_task_end(c, &c->puller_running); /* last touch of c */
     return 0;
 }
 
@@ -1138,13 +1148,49 @@ static int acker(ax_task *t, void *arg)
         }
     }
 out:
-    atomic_store(&c->acker_running, false); /* last touch of c */
+    consumer_task_end(c, &c->acker_running); /* last touch of c */
     return 0;
 }
 
 /* ---- start, stop, free --------------------------------------------------------------------- */
 
 static long metrics_text(char *buf, size_t len, void *arg);
+
+/* The end of the puller or the acker: its function returned, or it never
+ * ran (cancelled, or ended by ax_shutdown / ax_free, while still queued: a
+ * consumer stopped right after its start once kept its flags set for ever,
+ * and could not be freed). Its on_done alone cannot say it: a cancel ends a
+ * running attempt at once, and the coroutine runs on until it sees it, so
+ * on_done acts only for an attempt that never ran (run_ns 0, ax_result's
+ * contract). The last of the two to end without a stop takes the consumer
+ * off the scrape while the scheduler is still there: ax_redis_consumer_free
+ * after ax_free must not touch it (it did: a use after free). Clearing the
+ * flag is the last touch of c. */
+static void consumer_task_end(ax_redis_consumer *c, atomic_bool *running)
+{
+    if (atomic_fetch_sub(&c->live_tasks, 1) == 1 && !atomic_load(&c->stopping)) {
+        if (atomic_exchange(&c->metrics_on, false))
+            ax_metrics_unappend(c->s, metrics_text, c);
+        atomic_store(&c->ended_by_sched, true);
+    }
+    atomic_store(running, false);
+}
+
+static void puller_done(const ax_result *r, void *arg)
+{
+    if (r->run_ns == 0) { /* else the function's end did it, or will */
+        ax_redis_consumer *c = arg;
+        consumer_task_end(c, &c->puller_running);
+    }
+}
+
+static void acker_done(const ax_result *r, void *arg)
+{
+    if (r->run_ns == 0) {
+        ax_redis_consumer *c = arg;
+        consumer_task_end(c, &c->acker_running);
+    }
+}
 
 int ax_redis_consumer_start(ax_redis_consumer *c)
 {
@@ -1159,29 +1205,45 @@ int ax_redis_consumer_start(ax_redis_consumer *c)
                        "ax_redis_consumer_start: max_concurrency %llu < 3 (the puller, the acker "
                        "and a message; slots + 2 to run them all)",
                        (unsigned long long)st.limit);
+    if (atomic_load(&c->stopping))
+        return ax_fail_static(AX_ESTATE, "ax_redis_consumer_start: the consumer was stopped (a "
+                                         "stopped consumer does not start again: make a new one)");
     if (atomic_exchange(&c->started, true))
         return ax_fail_static(AX_ESTATE, "ax_redis_consumer_start: already started");
+    /* Its series in the scheduler's /metrics, before its tasks can end (their
+     * on_done takes them off); at the bound of appenders the consumer runs
+     * without them (ax_redis_consumer_prometheus still gives them). */
+    atomic_store(&c->metrics_on, ax_metrics_append(c->s, metrics_text, c) == AX_OK);
     ax_spec sp = {.fn = acker, .arg = c, .priority = AX_PRIO_HIGH,
-                  .timeout_ms = 365ull * 24 * 3600 * 1000, .trace_id = "ax-redis-acker"};
+                  .timeout_ms = 365ull * 24 * 3600 * 1000, .trace_id = "ax-redis-acker",
+                  .on_done = acker_done, .cb_arg = c};
     atomic_store(&c->acker_running, true);
+    atomic_store(&c->live_tasks, 1);
     rc = ax_submit(c->s, &sp, &c->acker_id);
     if (rc) {
+        atomic_store(&c->live_tasks, 0);
         atomic_store(&c->acker_running, false);
+        atomic_store(&c->stopping, true);
+        if (atomic_exchange(&c->metrics_on, false))
+            ax_metrics_unappend(c->s, metrics_text, c);
         return rc;
     }
     sp.fn = puller;
     sp.trace_id = "ax-redis-puller";
+    sp.on_done = puller_done;
     atomic_store(&c->puller_running, true);
+    atomic_fetch_add(&c->live_tasks, 1);
     if ((rc = ax_submit(c->s, &sp, &c->puller_id))) {
         atomic_store(&c->puller_running, false);
+        /* Stopping before the count goes down: the acker's on_done, when
+         * it ends, must not read this as the scheduler ending it. */
         atomic_store(&c->stopping, true);
+        atomic_fetch_sub(&c->live_tasks, 1);
+        if (atomic_exchange(&c->metrics_on, false))
+            ax_metrics_unappend(c->s, metrics_text, c);
         kick(c->done_efd);
         return rc;
     }
-    /* Its series in the scheduler's /metrics; at the bound of appenders
-     * the consumer runs without them (ax_redis_consumer_prometheus still
-     * gives them). */
-    c->metrics_on = ax_metrics_append(c->s, metrics_text, c) == AX_OK;
     return AX_OK;
 }
 
@@ -1222,10 +1284,20 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
         return ax_fail_static(AX_ESTATE, "ax_redis_consumer_stop: called from one of its "
                                          "scheduler's tasks (it would wait for itself)");
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
+    if (atomic_load(&c->ended_by_sched) && !atomic_load(&c->stopping)) {
+        /* Its tasks were ended by ax_shutdown, ax_free or ax_cancel: the
+         * scheduler may be freed, so it is not touched. */
+        atomic_store(&c->stopping, true);
+        return atomic_load(&c->held) == 0
+                   ? AX_OK
+                   : ax_fail(AX_ETIMEDOUT,
+                             "ax_redis_consumer_stop: %u messages still held (left pending in "
+                             "Redis)", atomic_load(&c->held));
+    }
     atomic_store(&c->stopping, true);
     /* Off the scrape first: once this returns, metrics_text does not run. */
-    if (c->metrics_on && ax_metrics_unappend(c->s, metrics_text, c) == AX_OK)
-        c->metrics_on = false;
+    if (atomic_exchange(&c->metrics_on, false))
+        ax_metrics_unappend(c->s, metrics_text, c);
     if (atomic_load(&c->puller_running)) {
         ax_cancel(c->s, c->puller_id); /* out of XREADGROUP BLOCK at once */
         wait_flag(&c->puller_running, until > ax_now_ns() ? until : ax_now_ns() + 1000000000u);
@@ -1252,7 +1324,7 @@ void ax_redis_consumer_free(ax_redis_consumer *c)
     if (!c)
         return;
     if (atomic_load(&c->started) && !atomic_load(&c->stopping))
-        ax_redis_consumer_stop(c, 0);
+        ax_redis_consumer_stop(c, 0); /* touches no scheduler its tasks outlived */
     /* A task of the consumer still running (its puller, its acker, a
      * message's handler or on_done) would write into freed memory: leave
      * the consumer allocated instead, as ax_free does for a similar misuse. */

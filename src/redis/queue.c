@@ -175,7 +175,7 @@ void rq_conn_put(ax_redis_queue *q, ax_redis *r)
  * max, strict UTF-8, no control character (C0, DEL, C1). Checked here so a
  * message the consumers' local ax_submit would refuse is refused at submit,
  * not dead-lettered unrun. */
-static int text_check(const char *field, const char *s, size_t max)
+int rq_text_check(const char *field, const char *s, size_t max)
 {
     size_t n = strnlen(s, max);
     if (n >= max)
@@ -208,7 +208,7 @@ static int sub_build(ax_redis_queue *q, const ax_redis_spec *sp, struct sub_cmd 
 {
     if (!sp->kind || !*sp->kind || strlen(sp->kind) >= AX_REDIS_KIND_MAX)
         return ax_fail_static(AX_EINVAL, "ax_redis_spec.kind must be 1-63 bytes");
-    int rc = text_check("ax_redis_spec.kind", sp->kind, AX_REDIS_KIND_MAX);
+    int rc = rq_text_check("ax_redis_spec.kind", sp->kind, AX_REDIS_KIND_MAX);
     if (rc)
         return rc;
     if (sp->priority != AX_PRIO_HIGH && sp->priority != AX_PRIO_NORMAL && sp->priority != AX_PRIO_LOW)
@@ -223,7 +223,7 @@ static int sub_build(ax_redis_queue *q, const ax_redis_spec *sp, struct sub_cmd 
     if (sp->max_retry > 100)
         return ax_fail(AX_EINVAL, "ax_redis_spec.max_retry %u exceeds 100", sp->max_retry);
     if (sp->trace_id && *sp->trace_id) {
-        if ((rc = text_check("ax_redis_spec.trace_id", sp->trace_id, AX_TRACE_ID_MAX)))
+        if ((rc = rq_text_check("ax_redis_spec.trace_id", sp->trace_id, AX_TRACE_ID_MAX)))
             return rc;
         snprintf(b->trace, sizeof b->trace, "%s", sp->trace_id);
     } else {
@@ -244,9 +244,8 @@ static int sub_build(ax_redis_queue *q, const ax_redis_spec *sp, struct sub_cmd 
                           "t", b->trace, "to", b->to, "r", b->mr, "dl", b->dl, "a", "0"};
     enum { NARGS = sizeof args / sizeof *args };
     size_t lens[NARGS];
-    for (int i = 0; i < NARGS; i++)
-        lens[i] = strlen(args[i]);
-    lens[8] = sp->len; /* the payload, binary-safe */
+    for (int i = 0; i < NARGS; i++) /* the payload (8) is binary: never strlen it */
+        lens[i] = i == 8 ? sp->len : strlen(args[i]);
     rscript_evalsha(RS_SUBMIT, &b->cmd, b->argv, b->lens, 5, keys, NARGS, args, lens);
     return AX_OK;
 }

@@ -78,6 +78,9 @@ struct ax_redis_queue {
 
 /* The stream key of a priority. */
 int rq_stream_key(ax_priority p);
+/* ax_spec.trace_id's rules for a text field of a message (queue.c): shorter
+ * than max, strict UTF-8, no control character. AX_EINVAL naming `field`. */
+int rq_text_check(const char *field, const char *s, size_t max);
 /* The message id is "h:", "n:" or "l:" and the first entry id: entry ids
  * are unique only within a stream. */
 char rq_prio_letter(ax_priority p);

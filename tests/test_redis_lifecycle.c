@@ -1,0 +1,170 @@
+/* libax_redis at the edges of a consumer's life and of its inputs, each
+ * case one a new user's trial hit:
+ *   - a binary payload is never read past its len (ax_redis_submit ran
+ *     strlen on it: a payload ending at a page boundary crashed);
+ *   - a consumer stopped right after its start stops and frees (its puller
+ *     and acker, cancelled still queued, never cleared their flags: stop
+ *     said AX_ETIMEDOUT for ever and free leaked it);
+ *   - ax_free, then ax_redis_consumer_free of a consumer never stopped
+ *     (free's implicit stop touched the freed scheduler);
+ *   - stop before start, then start: AX_ESTATE, not a consumer that
+ *     silently pulls nothing;
+ *   - a handler kind submit would refuse, and an empty command: AX_EINVAL. */
+#include "redis_server.h"
+#include "util.h"
+
+#include <ax_redis.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+
+static atomic_int runs;
+
+static int work(ax_task *t, const ax_redis_msg *m, void *arg)
+{
+    (void)t;
+    (void)m;
+    (void)arg;
+    atomic_fetch_add(&runs, 1);
+    return 0;
+}
+
+/* stderr of fn(arg), into buf. */
+static void capture_stderr(void (*fn)(void *), void *arg, char *buf, size_t len)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/stderr.%d", rs_dir, (int)getpid());
+    int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);
+    CHECK(fd >= 0);
+    fflush(stderr);
+    int saved = dup(2);
+    dup2(fd, 2);
+    fn(arg);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    memset(buf, 0, len);
+    CHECK(pread(fd, buf, len - 1, 0) >= 0);
+    close(fd);
+}
+
+static void free_consumer(void *c)
+{
+    ax_redis_consumer_free(c);
+}
+
+static void free_queue(void *q)
+{
+    ax_redis_queue_free(q);
+}
+
+static ax_redis_consumer *consumer(ax_sched *s, ax_redis_queue *q)
+{
+    ax_redis_consumer_config cc;
+    ax_redis_consumer_config_default(&cc);
+    cc.slots = 4;
+    ax_redis_consumer *c;
+    CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);
+    CHECK_EQ(ax_redis_handle(c, "work", work, NULL), 0);
+    return c;
+}
+
+static int empty_command(ax_task *t, void *arg)
+{
+    ax_redis *r = arg;
+    redisReply *rep = NULL;
+    uint64_t t0 = ax_now_ns();
+    CHECK_EQ(ax_redis_command(t, r, 5000, &rep, ""), AX_EINVAL);
+    CHECK(strcmp(ax_error_detail(), "ax_redis_command: the command is empty") == 0);
+    CHECK(ax_now_ns() - t0 < 2000000000ull); /* refused, not waited out (5 s) */
+    CHECK_EQ(ax_redis_command(t, r, 5000, &rep, "PING"), 0);
+    CHECK(rep != NULL);
+    freeReplyObject(rep);
+    return 0;
+}
+
+int main(void)
+{
+    int port = rs_start();
+    ax_redis_queue_config qc;
+    ax_redis_queue_config_default(&qc);
+    qc.name = "life";
+    qc.conn.port = (uint16_t)port;
+    ax_redis_queue *q;
+    CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
+
+    /* 1. A payload of 16 bytes with no NUL after it, its last byte the
+     * last of a readable page. */
+    long pg = sysconf(_SC_PAGESIZE);
+    char *pages = mmap(NULL, 2 * (size_t)pg, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+    CHECK(pages != MAP_FAILED);
+    CHECK_EQ(mprotect(pages + pg, (size_t)pg, PROT_NONE), 0);
+    char *payload = pages + pg - 16;
+    memset(payload, 'p', 16);
+    ax_redis_spec sp = {.kind = "work", .payload = payload, .len = 16, .timeout_ms = 5000};
+    char id[AX_REDIS_ID_MAX];
+    CHECK_EQ(ax_redis_submit(NULL, q, &sp, 2000, id), 0);
+    ax_redis_spec batch[2] = {sp, sp};
+    int rcs[2];
+    CHECK_EQ(ax_redis_submit_batch(NULL, q, batch, 2, 2000, rcs, NULL), 0);
+    CHECK(rcs[0] == 0 && rcs[1] == 0);
+    munmap(pages, 2 * (size_t)pg);
+    printf("binary payload at a page's end: submitted\n");
+
+    /* 2. Start, then stop at once, 20 times, with timeouts 0 and 3 s: stop
+     * returns 0 and free frees (nothing on stderr). */
+    ax_sched *s = test_sched(2, 16);
+    char err[1024];
+    for (int i = 0; i < 20; i++) {
+        ax_redis_consumer *c = consumer(s, q);
+        CHECK_EQ(ax_redis_consumer_start(c), 0);
+        int rc = ax_redis_consumer_stop(c, i % 2 ? 3000 : 0);
+        if (rc)
+            fprintf(stderr, "round %d: %s\n", i, ax_error_detail());
+        CHECK_EQ(rc, 0);
+        capture_stderr(free_consumer, c, err, sizeof err);
+        CHECK_EQ(err[0], 0);
+    }
+    printf("start then stop at once: stopped and freed, 20 of 20\n");
+
+    /* 3. Stop before start: start refuses. */
+    ax_redis_consumer *c = consumer(s, q);
+    CHECK_EQ(ax_redis_consumer_stop(c, 1000), 0);
+    CHECK_EQ(ax_redis_consumer_start(c), AX_ESTATE);
+    CHECK(strstr(ax_error_detail(), "stopped") != NULL);
+    ax_redis_consumer_free(c);
+
+    /* 4. Handler kinds by submit's rules. */
+    c = consumer(s, q);
+    CHECK_EQ(ax_redis_handle(c, "k\x01", work, NULL), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "control character") != NULL);
+    CHECK_EQ(ax_redis_handle(c, "k\xff", work, NULL), AX_EINVAL);
+    CHECK_EQ(ax_redis_handle(c, "caf\xc3\xa9", work, NULL), 0);
+
+    /* 5. An empty command, from a task. */
+    ax_redis_config rcfg;
+    ax_redis_config_default(&rcfg);
+    rcfg.port = (uint16_t)port;
+    ax_redis *r;
+    CHECK_EQ(ax_redis_new(&rcfg, &r), 0);
+    ax_spec ts = {.fn = empty_command, .arg = r, .timeout_ms = 10000};
+    uint64_t tid;
+    CHECK_EQ(ax_submit(s, &ts, &tid), 0);
+
+    /* 6. The consumer runs the messages of 1., is never stopped; the
+     * scheduler is freed, then the consumer: freed, no write into the
+     * freed scheduler (ASan), nothing on stderr, the queue then frees. */
+    CHECK_EQ(ax_redis_consumer_start(c), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&runs) == 3, 10000));
+    ax_free(s);
+    capture_stderr(free_consumer, c, err, sizeof err);
+    if (err[0])
+        fprintf(stderr, "consumer free said: %s", err);
+    CHECK_EQ(err[0], 0);
+    ax_redis_free(r);
+    capture_stderr(free_queue, q, err, sizeof err);
+    CHECK_EQ(err[0], 0);
+    printf("ax_free, then a consumer never stopped: freed\n");
+    printf("ok\n");
+    return 0;
+}
