@@ -105,7 +105,8 @@ typedef struct ax_result {
     unsigned attempts;     /* attempts that started or were due (1 = no retry) */
     int code;              /* 0, the function's return, or AX_ETIMEDOUT/ECANCELED/EPANIC */
     uint64_t wait_ns;      /* queue wait of the last attempt */
-    uint64_t run_ns;       /* run time of the last attempt (0 if it never ran) */
+    uint64_t run_ns;       /* run time of the last attempt: > 0 (at least 1) exactly when
+                              its function was entered, 0 if it never ran */
     char error[AX_ERROR_MAX]; /* human-readable reason, "" on success */
     unsigned class_id;     /* the task's class, 0 if none */
 } ax_result;

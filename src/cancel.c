@@ -60,6 +60,8 @@ int ax_cancel(ax_sched *s, uint64_t id)
             pthread_mutex_unlock(&s->lock);
             uint64_t run_ns =
                 js_state(old) == JS_RUNNING ? now_ns() - (j->enqueue_ns + j->wait_ns) : 0;
+            if (js_state(old) == JS_RUNNING && run_ns == 0)
+                run_ns = 1; /* it ran: never 0 (ax_result.run_ns), whatever the clock's grain */
             if (m.run)
                 worker_post_wake(m.run->w, &m);
             finish_attempt(s, NULL, j, attempt, JS_CANCELLED, JS_CANCELLED, AX_ECANCELED,

@@ -309,7 +309,10 @@ bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_
     }
     if (AX_UNLIKELY(j->cls))
         class_retry_decided(s, j, to, denied, now);
+    /* An attempt that ran reports at least 1 ns: ax_result.run_ns is 0
+     * exactly when it never ran, which libax_redis relies on. A coarse clock
+     * (jiffies on a VM without a stable TSC) makes a short run measure 0. */
     attempt_end(s, w, j, attempt, state, to, code, err, FIN_SLOT,
-                js_state(old) == JS_RUNNING ? run_ns : 0, give);
+                js_state(old) == JS_RUNNING ? (run_ns ? run_ns : 1) : 0, give);
     return true;
 }
