@@ -108,7 +108,8 @@ typedef struct ax_http_config {
     size_t max_body;           /* bytes of response body ax_http_get/post keep in memory; a
                                   longer body aborts the request with AX_ENET and a detail
                                   that says so (the header lines are bounded at 1 MiB);
-                                  SIZE_MAX: no bound; 0 is refused (default 64 MiB) */
+                                  SIZE_MAX: no bound; 0: the default (64 MiB), as in a
+                                  config made without ax_http_config_default */
 } ax_http_config;
 
 void ax_http_config_default(ax_http_config *cfg);

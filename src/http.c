@@ -300,8 +300,6 @@ int ax_http_configure(ax_sched *s, const ax_http_config *c)
     if (!rc && c->easy_pool > HTTP_POOL_MAX)
         rc = ax_fail(AX_EINVAL, "ax_http_config.easy_pool: %u is more than %u", c->easy_pool,
                      HTTP_POOL_MAX);
-    if (!rc && c->max_body == 0)
-        rc = ax_fail_static(AX_EINVAL, "ax_http_config.max_body: 0 bytes (SIZE_MAX: no bound)");
     if (rc)
         return rc;
     ax_http_config *copy = malloc(sizeof *copy);
@@ -585,7 +583,8 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     CURL *easy = hw ? easy_take(hw) : curl_easy_init();
     if (!easy)
         return ax_fail_static(AX_ENOMEM, "ax_http: curl_easy_init failed");
-    struct buf hb = {.max = HTTP_MAX_HEADERS}, bb = {.max = hw ? hw->conf.max_body : HTTP_MAX_BODY_DEFAULT};
+    size_t max_body = hw && hw->conf.max_body ? hw->conf.max_body : HTTP_MAX_BODY_DEFAULT;
+    struct buf hb = {.max = HTTP_MAX_HEADERS}, bb = {.max = max_body};
     struct curl_slist *hdrs = NULL;
     CURLcode uc = curl_easy_setopt(easy, CURLOPT_URL, url);
     if (uc != CURLE_OK) { /* e.g. longer than curl takes (8 MiB) */
@@ -597,8 +596,12 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
                        fn, curl_easy_strerror(uc));
     }
 #if LIBCURL_VERSION_NUM >= 0x075500 /* 7.85.0 */
-    curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    /* "https" is unknown to a libcurl built without TLS: then http alone
+     * (unchecked, a failure would leave every protocol on). */
+    if (curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https") != CURLE_OK)
+        curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http");
+    if (curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https") != CURLE_OK)
+        curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http");
 #else
     curl_easy_setopt(easy, CURLOPT_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
     curl_easy_setopt(easy, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));

@@ -1286,8 +1286,12 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
     if (atomic_load(&c->ended_by_sched) && !atomic_load(&c->stopping)) {
         /* Its tasks were ended by ax_shutdown, ax_free or ax_cancel: the
-         * scheduler may be freed, so it is not touched. */
+         * scheduler may be freed, so it is not touched. Both have passed
+         * their count: their flags clear within instructions (review: a
+         * free right after could still see one set, and leak). */
         atomic_store(&c->stopping, true);
+        wait_flag(&c->puller_running, ax_now_ns() + 1000000000u);
+        wait_flag(&c->acker_running, ax_now_ns() + 1000000000u);
         return atomic_load(&c->held) == 0
                    ? AX_OK
                    : ax_fail(AX_ETIMEDOUT,
