@@ -6,6 +6,11 @@
  * worker, completion and on_done (which counts a latch down). `workers`
  * worker threads (1, 2, or 4 = more workers than the 2 cores). Prints
  *   ax_fullpath_w<workers>_ns  (last on_done - first submit) / tasks
+ * With batch=B (B > 1) the same tasks go through ax_submit_batch, B specs
+ * per call (a burst: one lock section per 8), and it prints
+ *   ax_fullpath_w<workers>_b<B>_ns
+ * The thread pool and Go have no batch submission: their rows are the
+ * per-task ones.
  *
  * Per task, ax does what its peers do not:
  *   - admission (bucket bound, shed ratio, rate limit) and an id in the
@@ -46,6 +51,11 @@ int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
     unsigned workers = (unsigned)bu_arg(argc, argv, "workers", 1);
+    long batch = (long)bu_arg(argc, argv, "batch", 1);
+    if (batch < 1 || batch > 4096) {
+        fprintf(stderr, "ax_fullpath: batch=%ld: 1 to 4096\n", batch);
+        return 2;
+    }
 
     ax_config cfg;
     ax_config_default(&cfg);
@@ -58,17 +68,39 @@ int main(int argc, char **argv)
     struct bu_latch done;
     bu_latch_init(&done, tasks);
     ax_spec spec = ab_spec(empty, NULL, AX_PRIO_NORMAL, 1000, ab_done, &done);
+    ax_spec *many = batch > 1 ? calloc((size_t)batch, sizeof *many) : NULL;
     uint64_t t0 = bu_now_ns();
-    for (long i = 0; i < tasks; i++) {
-        spec.priority = cycle[i % 3];
-        int rc = ax_submit(s, &spec, NULL);
-        if (rc != 0) {
-            fprintf(stderr, "ax_submit #%ld: %s %s\n", i, ax_strerror(rc), ax_error_detail());
-            exit(1);
+    if (!many) {
+        for (long i = 0; i < tasks; i++) {
+            spec.priority = cycle[i % 3];
+            int rc = ax_submit(s, &spec, NULL);
+            if (rc != 0) {
+                fprintf(stderr, "ax_submit #%ld: %s %s\n", i, ax_strerror(rc), ax_error_detail());
+                exit(1);
+            }
+        }
+    } else {
+        for (long i = 0; i < tasks; i += batch) {
+            long k = tasks - i < batch ? tasks - i : batch;
+            for (long j = 0; j < k; j++) {
+                many[j] = spec;
+                many[j].priority = cycle[(i + j) % 3];
+            }
+            int rc = ax_submit_batch(s, many, (size_t)k, NULL, NULL);
+            if (rc != 0) {
+                fprintf(stderr, "ax_submit_batch at #%ld: %s %s\n", i, ax_strerror(rc),
+                        ax_error_detail());
+                exit(1);
+            }
         }
     }
     ab_wait_all(&done, 600, "fullpath");
-    printf("ax_fullpath_w%u_ns %.2f\n", workers, (double)(done.done_ns - t0) / (double)tasks);
+    if (many)
+        printf("ax_fullpath_w%u_b%ld_ns %.2f\n", workers, batch,
+               (double)(done.done_ns - t0) / (double)tasks);
+    else
+        printf("ax_fullpath_w%u_ns %.2f\n", workers, (double)(done.done_ns - t0) / (double)tasks);
+    free(many);
     ab_check(ax_shutdown(s, 1000), "ax_shutdown");
     ax_free(s);
     return 0;

@@ -108,6 +108,12 @@ def rows(idle_s):
          "go_seed_fullpath_p2_ns", go_seed + ", GOMAXPROCS=2", None),
         ("full path, 4 workers (more workers than cores)", "ns/task", "ax_fullpath_w4_ns",
          "tp_fullpath_t4_ns", "pthread pool, 4 threads", None),
+        # ax_submit_batch, 64 specs a call: one lock section per 8 specs.
+        # The pool has no batch submission: its per-task figure, no target.
+        ("full path, 1 worker, bursts of 64 (ax_submit_batch)", "ns/task", "ax_fullpath_w1_b64_ns",
+         "tp_fullpath_t1_ns", "pthread pool, 1 thread, one task a call", None),
+        ("full path, 2 workers, bursts of 64 (ax_submit_batch)", "ns/task", "ax_fullpath_w2_b64_ns",
+         "tp_fullpath_t2_ns", "pthread pool, 2 threads, one task a call", None),
         # ax.h has no public call that only arms and cancels a timeout: the
         # wheel's own figure, informational, no peer, no target.
         ("timeout arm+cancel (wheel internals, no public call)", "ns", "wheel_arm_cancel_ns",

@@ -3,7 +3,8 @@
  * "Conventions"), never crashes, and a rejected submission creates no task:
  * it is counted in ax_stats.rejected and never produces an on_done.
  *
- * Covered: ax_new (NULL, each invalid config field), ax_submit (NULL
+ * Covered: ax_new (NULL, each invalid config field), ax_submit_batch's own
+ * arguments and bad specs inside it, ax_submit (NULL
  * scheduler/spec/fn, priority, timeout, deadline, max_retry, trace_id,
  * spec.retry; ESHUTDOWN after shutdown), ax_cancel, the run-time setters,
  * ax_stats_get, the in-task calls with a NULL task (AX_EINVAL) and with a
@@ -196,6 +197,19 @@ static void test_submit(ax_sched *s)
     EXPECT_ERR(ax_submit(NULL, &sp, &id), AX_EINVAL, "sched");
     EXPECT_ERR(ax_submit(s, NULL, &id), AX_EINVAL, "spec");
     rejected++;
+    /* ax_submit_batch: its own arguments refused before any spec (nothing
+     * counted); a bad spec inside is refused as ax_submit does it. */
+    EXPECT_ERR(ax_submit_batch(NULL, &sp, 1, NULL, NULL), AX_EINVAL, "scheduler");
+    EXPECT_ERR(ax_submit_batch(s, NULL, 2, NULL, NULL), AX_EINVAL, "specs");
+    {
+        ax_spec two[2] = {good_spec(), good_spec()};
+        two[0].fn = NULL;
+        two[1].fn = NULL;
+        int rcs2[2] = {0, 0};
+        EXPECT_ERR(ax_submit_batch(s, two, 2, rcs2, NULL), AX_EINVAL, "fn");
+        CHECK(rcs2[0] == AX_EINVAL && rcs2[1] == AX_EINVAL);
+        rejected += 2;
+    }
     sp.fn = NULL;
     EXPECT_ERR(ax_submit(s, &sp, &id), AX_EINVAL, "fn");
     rejected++;
