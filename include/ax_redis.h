@@ -251,8 +251,11 @@ typedef struct ax_redis_msg {
 typedef int (*ax_redis_handler)(ax_task *t, const ax_redis_msg *m, void *arg);
 
 typedef struct ax_redis_consumer_config {
-    const char *name;        /* consumer name in the group, unique per process, 1-127
-                                bytes of [A-Za-z0-9_.:-] (default "HOST-PID") */
+    const char *name;        /* consumer name in the group, 1-127 bytes of
+                                [A-Za-z0-9_.:-]; unique per process and queue
+                                (AX_EBUSY if taken). Default "HOST-PID", then
+                                "HOST-PID-2", "-3", ... for the process's next
+                                consumers of the queue */
     unsigned slots;          /* messages held at most (pulled, not yet acknowledged)
                                 (default 64) */
     /* Quota rounds across the three streams, as local dispatch (DESIGN.md

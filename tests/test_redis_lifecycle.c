@@ -9,7 +9,10 @@
  *     (free's implicit stop touched the freed scheduler);
  *   - stop before start, then start: AX_ESTATE, not a consumer that
  *     silently pulls nothing;
- *   - a handler kind submit would refuse, and an empty command: AX_EINVAL. */
+ *   - a handler kind submit would refuse, and an empty command: AX_EINVAL;
+ *   - two consumers of one queue in one process get distinct default names
+ *     (both were "HOST-PID", sharing one pending list), and a name given
+ *     twice is AX_EBUSY. */
 #include "redis_server.h"
 #include "util.h"
 
@@ -140,6 +143,33 @@ int main(void)
     CHECK(strstr(ax_error_detail(), "control character") != NULL);
     CHECK_EQ(ax_redis_handle(c, "k\xff", work, NULL), AX_EINVAL);
     CHECK_EQ(ax_redis_handle(c, "caf\xc3\xa9", work, NULL), 0);
+
+    /* 4b. Names, unique per process and queue. */
+    ax_redis_consumer *d1 = consumer(s, q), *d2 = consumer(s, q);
+    char t1[8192], t2[8192];
+    CHECK(ax_redis_consumer_prometheus(d1, t1, sizeof t1) > 0);
+    CHECK(ax_redis_consumer_prometheus(d2, t2, sizeof t2) > 0);
+    char *n1 = strstr(t1, "consumer=\""), *n2 = strstr(t2, "consumer=\"");
+    CHECK(n1 && n2);
+    *strchr(n1 + 10, '"') = 0;
+    *strchr(n2 + 10, '"') = 0;
+    fprintf(stderr, "default names: %s, %s\n", n1 + 10, n2 + 10);
+    CHECK(strcmp(n1 + 10, n2 + 10) != 0);
+    char pid[32];
+    snprintf(pid, sizeof pid, "-%ld-", (long)getpid()); /* HOST-PID-k: c took HOST-PID */
+    CHECK(strstr(n1 + 10, pid) && strstr(n2 + 10, pid));
+    ax_redis_consumer_config nc;
+    ax_redis_consumer_config_default(&nc);
+    nc.name = "same";
+    ax_redis_consumer *e1, *e2 = NULL;
+    CHECK_EQ(ax_redis_consumer_new(s, q, &nc, &e1), 0);
+    CHECK_EQ(ax_redis_consumer_new(s, q, &nc, &e2), AX_EBUSY);
+    CHECK(e2 == NULL && strstr(ax_error_detail(), "same") != NULL);
+    ax_redis_consumer_free(e1);
+    CHECK_EQ(ax_redis_consumer_new(s, q, &nc, &e2), 0); /* free gave the name back */
+    ax_redis_consumer_free(e2);
+    ax_redis_consumer_free(d1);
+    ax_redis_consumer_free(d2);
 
     /* 5. An empty command, from a task. */
     ax_redis_config rcfg;

@@ -103,6 +103,8 @@ struct ax_redis_consumer {
     struct rmsg *held_head; /* every message held, for the heartbeat */
     atomic_uint held;
     atomic_bool stopping, started;
+    struct ax_redis_consumer *reg_next; /* the process's consumers (reg_lock) */
+    bool registered;
     atomic_bool puller_running, acker_running; /* cleared by their tasks' on_done */
     atomic_uint live_tasks;     /* of the puller and the acker, submitted and not done */
     atomic_bool ended_by_sched; /* they ended without a stop: the scheduler may be gone */
@@ -267,6 +269,84 @@ static bool name_ok(const char *n)
     return true;
 }
 
+/* The process's consumers, by queue and name: two consumers with one name
+ * in one group share a pending list, and each would claim, acknowledge and
+ * heartbeat the other's messages as its own (a trial made two on one queue
+ * in one process: both were accepted, and both had the default name). */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static ax_redis_consumer *reg_head;
+
+/* The same Redis queue: its name and server. */
+static bool same_queue(const ax_redis_queue *a, const ax_redis_queue *b)
+{
+    if (a == b)
+        return true;
+    if (strcmp(a->name, b->name) != 0 || a->conn.port != b->conn.port)
+        return false;
+    const char *ah = a->conn.host ? a->conn.host : "", *bh = b->conn.host ? b->conn.host : "";
+    const char *au = a->conn.unix_path ? a->conn.unix_path : "",
+               *bu = b->conn.unix_path ? b->conn.unix_path : "";
+    return strcmp(ah, bh) == 0 && strcmp(au, bu) == 0;
+}
+
+static bool name_taken_locked(const ax_redis_queue *q, const char *name)
+{
+    for (ax_redis_consumer *o = reg_head; o; o = o->reg_next)
+        if (same_queue(o->q, q) && strcmp(o->name, name) == 0)
+            return true;
+    return false;
+}
+
+/* Name c (cfg's, or HOST-PID, then HOST-PID-2, -3, ... for the next ones
+ * of this process on the queue) and register it; AX_EBUSY for a name of
+ * cfg's already taken. */
+static int register_consumer(ax_redis_consumer *c, const char *want)
+{
+    pthread_mutex_lock(&reg_lock);
+    int rc = AX_OK;
+    if (want) {
+        snprintf(c->name, sizeof c->name, "%s", want);
+        if (name_taken_locked(c->q, c->name))
+            rc = ax_fail(AX_EBUSY,
+                         "ax_redis_consumer_new: a consumer named %s of queue %s exists in this "
+                         "process (a name is unique per process and queue)",
+                         c->name, c->q->name);
+    } else {
+        char host[64] = "host";
+        gethostname(host, sizeof host - 1);
+        host[sizeof host - 1] = 0;
+        snprintf(c->name, sizeof c->name, "%s-%ld", host, (long)getpid());
+        for (char *p = c->name; *p; p++) /* a metrics label: keep it plain */
+            if (!name_char(*p))
+                *p = '_';
+        char base[sizeof c->name];
+        memcpy(base, c->name, sizeof base);
+        for (unsigned k = 2; name_taken_locked(c->q, c->name); k++)
+            snprintf(c->name, sizeof c->name, "%.100s-%u", base, k);
+    }
+    if (!rc) {
+        c->reg_next = reg_head;
+        reg_head = c;
+        c->registered = true;
+    }
+    pthread_mutex_unlock(&reg_lock);
+    return rc;
+}
+
+static void unregister_consumer(ax_redis_consumer *c)
+{
+    if (!c->registered)
+        return;
+    pthread_mutex_lock(&reg_lock);
+    for (ax_redis_consumer **pp = &reg_head; *pp; pp = &(*pp)->reg_next)
+        if (*pp == c) {
+            *pp = c->reg_next;
+            break;
+        }
+    pthread_mutex_unlock(&reg_lock);
+    c->registered = false;
+}
+
 int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consumer_config *cfg,
                           ax_redis_consumer **out)
 {
@@ -307,16 +387,10 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
     c->q = q;
     atomic_fetch_add(&q->consumers, 1); /* ax_redis_consumer_free gives it back */
     c->cfg = *cfg;
-    if (cfg->name) {
-        snprintf(c->name, sizeof c->name, "%s", cfg->name);
-    } else {
-        char host[64] = "host";
-        gethostname(host, sizeof host - 1);
-        host[sizeof host - 1] = 0;
-        snprintf(c->name, sizeof c->name, "%s-%ld", host, (long)getpid());
-        for (char *p = c->name; *p; p++) /* a metrics label: keep it plain */
-            if (!name_char(*p))
-                *p = '_';
+    pthread_mutex_init(&c->lock, NULL);
+    if ((rc = register_consumer(c, cfg->name))) {
+        ax_redis_consumer_free(c);
+        return rc;
     }
     c->cfg.name = c->name;
     unsigned sl = cfg->slots;
@@ -325,7 +399,6 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
     c->quota[2] = cfg->low_guaranteed;
     for (int k = 0; k < 3; k++)
         snprintf(c->cursor[k], sizeof c->cursor[k], "0-0");
-    pthread_mutex_init(&c->lock, NULL);
     c->done_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     c->slot_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (c->done_efd < 0 || c->slot_efd < 0) {
@@ -1143,8 +1216,22 @@ static int acker(ax_task *t, void *arg)
                 if (batch[i])
                     batch[k++] = batch[i];
             n = k;
-            if (ax_cancelled(t) || ax_sleep(t, 50) != AX_OK)
+            if (ax_cancelled(t) || ax_sleep(t, 50) != AX_OK) {
+                /* Cancelled (ax_shutdown, ax_free, a stop's timeout): the
+                 * unsettled ones go back to the front of the done list,
+                 * where ax_redis_consumer_free finds them (they were lost,
+                 * a leak ASan saw); in Redis they stay pending, for
+                 * another consumer to claim. */
+                pthread_mutex_lock(&c->lock);
+                for (size_t i = n; i-- > 0;) {
+                    batch[i]->next = c->done_head;
+                    c->done_head = batch[i];
+                    if (!c->done_tail)
+                        c->done_tail = batch[i];
+                }
+                pthread_mutex_unlock(&c->lock);
                 goto out;
+            }
         }
     }
 out:
@@ -1353,6 +1440,7 @@ void ax_redis_consumer_free(ax_redis_consumer *c)
     if (c->slot_efd >= 0)
         close(c->slot_efd);
     pthread_mutex_destroy(&c->lock);
+    unregister_consumer(c);
     atomic_fetch_sub(&c->q->consumers, 1);
     free(c->h);
     free(c);
