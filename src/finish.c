@@ -34,8 +34,13 @@ const char *deadline_text(const struct job *j, char *buf, size_t len)
 {
     if (j->end_why != END_DEADLINE_RETRY)
         return "deadline passed before it could run";
-    snprintf(buf, len, "deadline passed while its retry waited (attempt %u failed)",
-             (unsigned)j->handoff + 1u);
+    /* The ended word keeps the attempt field of the retry (0-based, as
+     * RETRYING and QUEUED both hold it): the failed one before it is that
+     * figure counted from 1. j->handoff is the reported attempt, which is
+     * the retry itself once it was QUEUED (it said "attempt 2 failed" when
+     * attempt 1 had). */
+    unsigned failed = js_attempt(atomic_load_explicit(&j->sw, memory_order_acquire));
+    snprintf(buf, len, "deadline passed while its retry waited (attempt %u failed)", failed);
     return buf;
 }
 

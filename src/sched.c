@@ -288,10 +288,14 @@ void jtimer_del_locked(struct ax_sched *s, struct job *j)
     atomic_store_explicit(&s->jwheel_next, ax_wheel_next(&s->jwheel), memory_order_relaxed);
 }
 
-/* Into its bucket for a new attempt (s->lock held; the word says QUEUED). */
+/* Into its bucket for a new attempt (s->lock held; the word says QUEUED).
+ * run_ns is the new attempt's, none yet: a retry ended before it runs
+ * reports 0, not its failed predecessor's (ax_result.run_ns: > 0 exactly
+ * when the last attempt ran; a review found the stale figure). */
 static void enqueue_locked(struct ax_sched *s, struct job *j, uint64_t now)
 {
     j->enqueue_ns = now;
+    j->run_ns = 0;
     bucket_push_locked(s, j);
     if (j->deadline_ns)
         jtimer_arm_locked(s, j, j->deadline_ns);

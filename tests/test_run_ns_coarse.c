@@ -4,7 +4,11 @@
  * CLOCK_MONOTONIC advances in steps of 4 ms, as jiffies do on a VM without
  * a stable TSC. A task cancelled right after it began then measured a run
  * of 0 ns, which read as "never ran": libax_redis freed a consumer whose
- * puller coroutine still ran (an adversarial review's use after free). */
+ * puller coroutine still ran (an adversarial review's use after free).
+ * Second part: a retry that never ran reports run_ns 0, not its failed
+ * predecessor's, when it is cancelled in its bucket or its deadline passes
+ * there; and the deadline's text names the attempt that failed (a review
+ * found both wrong: the stale run time, and "attempt 2 failed"). */
 #include "util.h"
 
 #include <sys/syscall.h>
@@ -39,8 +43,61 @@ static void on_done(const ax_result *r, void *arg)
     atomic_fetch_add(&ndone, 1);
 }
 
+static atomic_int entered, rdone;
+static ax_result rres;
+
+static int fail_once(ax_task *t, void *arg)
+{
+    (void)arg;
+    if (ax_task_attempt(t) == 0)
+        ax_pause(ax_task_sched(t)); /* the retry then stays queued */
+    atomic_fetch_add(&entered, 1);
+    return -1;
+}
+
+static void on_rdone(const ax_result *r, void *arg)
+{
+    (void)arg;
+    rres = *r;
+    atomic_fetch_add(&rdone, 1);
+}
+
+static void retry_never_ran(bool by_deadline)
+{
+    ax_sched *s = test_sched(1, 4);
+    atomic_store(&entered, 0);
+    atomic_store(&rdone, 0);
+    static const ax_retry_policy fast = {.mode = AX_BACKOFF_FULL_JITTER, .base_ms = 1,
+                                         .max_ms = 1};
+    ax_spec sp = {.fn = fail_once, .timeout_ms = 5000, .max_retry = 1, .retry = &fast,
+                  .on_done = on_rdone};
+    if (by_deadline)
+        sp.deadline_ns = ax_now_ns() + 400 * 1000000ull;
+    uint64_t id;
+    CHECK_EQ(ax_submit(s, &sp, &id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&entered) == 1, 10000));
+    /* The back-off (1 ms) ends: the retry is QUEUED, paused, not started. */
+    CHECK(WAIT_UNTIL(test_stats(s).queued[AX_PRIO_NORMAL] == 1, 10000));
+    if (!by_deadline)
+        CHECK_EQ(ax_cancel(s, id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&rdone) == 1, 10000));
+    CHECK_EQ(atomic_load(&entered), 1);
+    CHECK_EQ(rres.attempts, 2);
+    CHECK_EQ(rres.state, by_deadline ? AX_STATE_TIMED_OUT : AX_STATE_CANCELLED);
+    if (rres.run_ns)
+        fprintf(stderr, "retry never ran, run_ns %llu\n", (unsigned long long)rres.run_ns);
+    CHECK_EQ(rres.run_ns, 0);
+    if (by_deadline)
+        CHECK_STR(rres.error, "deadline passed while its retry waited (attempt 1 failed)");
+    ax_free(s);
+}
+
 int main(void)
 {
+    retry_never_ran(false);
+    retry_never_ran(true);
+    printf("a retry that never ran: run_ns 0, cancelled or past its deadline\n");
+
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     usleep(1000);
