@@ -164,12 +164,16 @@ int ax_redis_queue_new(const ax_redis_queue_config *c, ax_redis_queue **out);
 void ax_redis_queue_free(ax_redis_queue *q);
 const char *ax_redis_queue_name(const ax_redis_queue *q);
 
+/* A message's payload at most: Redis's default proto-max-bulk-len, past
+ * which the server closes the connection. */
+#define AX_REDIS_PAYLOAD_MAX (512u * 1024 * 1024)
+
 typedef struct ax_redis_spec {
     const char *kind;        /* required: the handler's name, 1-63 bytes of UTF-8, no
                                 control character (as trace_id) */
     ax_priority priority;    /* default NORMAL */
     const void *payload;     /* binary-safe; may be NULL with len 0 */
-    size_t len;
+    size_t len;              /* at most AX_REDIS_PAYLOAD_MAX (AX_EINVAL beyond) */
     uint64_t timeout_ms;     /* per attempt, required > 0, at most one year (as
                                 ax_spec.timeout_ms) */
     unsigned max_retry;      /* retries after the first attempt (0 = none), at most 100 */

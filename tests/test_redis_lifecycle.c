@@ -9,7 +9,8 @@
  *     (free's implicit stop touched the freed scheduler);
  *   - stop before start, then start: AX_ESTATE, not a consumer that
  *     silently pulls nothing;
- *   - a handler kind submit would refuse, and an empty command: AX_EINVAL;
+ *   - a handler kind submit would refuse, an empty command, a payload over
+ *     Redis's bulk limit: AX_EINVAL;
  *   - two consumers of one queue in one process get distinct default names
  *     (both were "HOST-PID", sharing one pending list), and a name given
  *     twice is AX_EBUSY. */
@@ -107,6 +108,12 @@ int main(void)
     ax_redis_spec sp = {.kind = "work", .payload = payload, .len = 16, .timeout_ms = 5000};
     char id[AX_REDIS_ID_MAX];
     CHECK_EQ(ax_redis_submit(NULL, q, &sp, 2000, id), 0);
+    /* Over Redis's bulk limit: refused before any I/O (it was "connection
+     * reset by peer" after sending hundreds of MB). */
+    ax_redis_spec huge = sp;
+    huge.len = (size_t)AX_REDIS_PAYLOAD_MAX + 1;
+    CHECK_EQ(ax_redis_submit(NULL, q, &huge, 2000, id), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "proto-max-bulk-len") != NULL);
     ax_redis_spec batch[2] = {sp, sp};
     int rcs[2];
     CHECK_EQ(ax_redis_submit_batch(NULL, q, batch, 2, 2000, rcs, NULL), 0);

@@ -215,6 +215,14 @@ static int sub_build(ax_redis_queue *q, const ax_redis_spec *sp, struct sub_cmd 
         return ax_fail(AX_EINVAL, "ax_redis_spec.priority %d is not a priority", (int)sp->priority);
     if (!sp->payload && sp->len)
         return ax_fail_static(AX_EINVAL, "ax_redis_spec.payload is NULL with len > 0");
+    /* Redis refuses a bulk string over proto-max-bulk-len (512 MB by
+     * default) by closing the connection: a trial's 600 MB payload read
+     * "write: Connection reset by peer". Said here, before any I/O. */
+    if (sp->len > AX_REDIS_PAYLOAD_MAX)
+        return ax_fail(AX_EINVAL,
+                       "ax_redis_spec.len %zu is over %u bytes (Redis's default "
+                       "proto-max-bulk-len, 512 MB)",
+                       sp->len, AX_REDIS_PAYLOAD_MAX);
     if (sp->timeout_ms == 0)
         return ax_fail_static(AX_EINVAL, "ax_redis_spec.timeout_ms must be > 0");
     if (sp->timeout_ms > 365ull * 24 * 3600 * 1000) /* as ax_spec.timeout_ms (submit.c) */
