@@ -13,7 +13,10 @@
  *     Redis's bulk limit: AX_EINVAL;
  *   - two consumers of one queue in one process get distinct default names
  *     (both were "HOST-PID", sharing one pending list), and a name given
- *     twice is AX_EBUSY. */
+ *     twice is AX_EBUSY;
+ *   - a handler that reads its message after its attempt timed out reads
+ *     it intact (the acker freed it as soon as on_done had run: a use after
+ *     free; ax_redis_msg is valid until the handler returns). */
 #include "redis_server.h"
 #include "util.h"
 
@@ -70,6 +73,20 @@ static ax_redis_consumer *consumer(ax_sched *s, ax_redis_queue *q)
     CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);
     CHECK_EQ(ax_redis_handle(c, "work", work, NULL), 0);
     return c;
+}
+
+static atomic_int late_ok, late_seen;
+
+static int late_reader(ax_task *t, const ax_redis_msg *m, void *arg)
+{
+    (void)arg;
+    ax_sleep(t, 5000); /* AX_ETIMEDOUT at the message's 100 ms timeout */
+    atomic_fetch_add(&late_seen, 1);
+    usleep(300000); /* its attempt is over: the acker writes its dead letter meanwhile */
+    if (m->len == 16 && memcmp(m->payload, "late-late-late-!", 16) == 0 &&
+        strcmp(m->kind, "late") == 0)
+        atomic_fetch_add(&late_ok, 1);
+    return 0;
 }
 
 static int empty_command(ax_task *t, void *arg)
@@ -199,6 +216,26 @@ int main(void)
         fprintf(stderr, "consumer free said: %s", err);
     CHECK_EQ(err[0], 0);
     ax_redis_free(r);
+
+    /* 7. A handler past its timeout reads its message intact; the message
+     * is dead-lettered once, after the handler returned. */
+    s = test_sched(2, 16);
+    c = consumer(s, q);
+    CHECK_EQ(ax_redis_handle(c, "late", late_reader, NULL), 0);
+    CHECK_EQ(ax_redis_consumer_start(c), 0);
+    ax_redis_spec ls = {.kind = "late", .payload = "late-late-late-!", .len = 16,
+                        .timeout_ms = 100};
+    CHECK_EQ(ax_redis_submit(NULL, q, &ls, 2000, id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&late_seen) == 1, 10000));
+    ax_redis_consumer_stats cs;
+    CHECK(WAIT_UNTIL(ax_redis_consumer_stats_get(c, &cs) == 0 && cs.dead == 1 && cs.held == 0,
+                     10000));
+    CHECK_EQ(atomic_load(&late_ok), 1);
+    CHECK_EQ(ax_redis_consumer_stop(c, 2000), 0);
+    ax_redis_consumer_free(c);
+    ax_free(s);
+    printf("a handler reading its message after its timeout: intact, dead-lettered once\n");
+
     capture_stderr(free_queue, q, err, sizeof err);
     CHECK_EQ(err[0], 0);
     printf("ax_free, then a consumer never stopped: freed\n");

@@ -80,6 +80,12 @@ struct rmsg {
     size_t len;
     uint64_t timeout_ms, deadline_ms;
     unsigned max_retry, attempt, deliveries;
+    /* The handler's run and the task's on_done each hold the message; the
+     * last to let go gives it to the acker, which frees it. A timeout or a
+     * cancel ends the attempt (on_done) while the handler may run on until
+     * it notices: the acker freed the message under it (ax_redis_msg is
+     * valid until the handler returns). */
+    atomic_uint holds;
     /* the outcome, filled by on_done */
     int outcome;
     char err[AX_ERROR_MAX];
@@ -526,22 +532,38 @@ long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len)
 
 /* ---- one message as an ax task ----------------------------------------------------------- */
 
+/* Let go of m: the last hold hands it to the acker (and is the last touch
+ * of m and of its consumer). */
+static void msg_hold_drop(struct rmsg *m)
+{
+    if (atomic_fetch_sub(&m->holds, 1) != 1)
+        return;
+    ax_redis_consumer *c = m->c;
+    push_done(c, m);
+    atomic_fetch_sub(&c->inflight, 1); /* last touch of c */
+}
+
 static int run_msg(ax_task *t, void *arg)
 {
     struct rmsg *m = arg;
     ax_redis_consumer *c = m->c;
     worker_of = c->s;
-    for (size_t i = 0; i < c->nh; i++)
-        if (strcmp(c->h[i].kind, m->kind) == 0) {
-            ax_redis_msg rm = {.id = m->origin, .entry_id = m->entry_id, .kind = m->kind,
-                               .payload = m->payload, .len = m->len, .trace_id = m->trace,
-                               .priority = m->prio, .attempt = m->attempt,
-                               .deliveries = m->deliveries,
-                               .submitted_ms = strtoull(m->origin + 2, NULL, 10)};
-            return c->h[i].fn(t, &rm, c->h[i].arg);
-        }
-    ax_task_set_error(t, "no handler for kind \"%s\"", m->kind);
-    return -1;
+    int rc = -1;
+    size_t i = 0;
+    while (i < c->nh && strcmp(c->h[i].kind, m->kind) != 0)
+        i++;
+    if (i < c->nh) {
+        ax_redis_msg rm = {.id = m->origin, .entry_id = m->entry_id, .kind = m->kind,
+                           .payload = m->payload, .len = m->len, .trace_id = m->trace,
+                           .priority = m->prio, .attempt = m->attempt,
+                           .deliveries = m->deliveries,
+                           .submitted_ms = strtoull(m->origin + 2, NULL, 10)};
+        rc = c->h[i].fn(t, &rm, c->h[i].arg);
+    } else {
+        ax_task_set_error(t, "no handler for kind \"%s\"", m->kind);
+    }
+    msg_hold_drop(m); /* the handler is done with it */
+    return rc;
 }
 
 /* The outcome of a failed attempt: a retry if allowed, else a dead letter. */
@@ -582,9 +604,11 @@ static void msg_done(const ax_result *r, void *arg)
     } else {
         fail_outcome(m, r->error);
     }
-    ax_redis_consumer *c = m->c;
-    push_done(c, m);
-    atomic_fetch_sub(&c->inflight, 1); /* last touch of c */
+    /* run_ns 0: its attempt never ran (ax_result's contract), so run_msg
+     * holds nothing; else the handler lets go when it returns. */
+    if (r->run_ns == 0)
+        atomic_fetch_sub(&m->holds, 1);
+    msg_hold_drop(m);
 }
 
 static const redisReply *field(const redisReply *f, const char *name)
@@ -670,6 +694,7 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
     if (m->deadline_ms)
         sp.deadline_ns = ax_now_ns() + (m->deadline_ms - now) * 1000000u;
     atomic_fetch_add(&c->inflight, 1);
+    atomic_store(&m->holds, 2); /* the handler's run and on_done (msg_hold_drop) */
     int rc = ax_submit(c->s, &sp, NULL);
     if (rc)
         atomic_fetch_sub(&c->inflight, 1); /* refused: no on_done */
