@@ -16,7 +16,9 @@
  *     twice is AX_EBUSY;
  *   - a handler that reads its message after its attempt timed out reads
  *     it intact (the acker freed it as soon as on_done had run: a use after
- *     free; ax_redis_msg is valid until the handler returns). */
+ *     free; ax_redis_msg is valid until the handler returns), and a handler
+ *     that panics gets its message dead-lettered (the fix first left it held
+ *     for ever: ax_panic never returns to the code after the handler). */
 #include "redis_server.h"
 #include "util.h"
 
@@ -86,6 +88,14 @@ static int late_reader(ax_task *t, const ax_redis_msg *m, void *arg)
     if (m->len == 16 && memcmp(m->payload, "late-late-late-!", 16) == 0 &&
         strcmp(m->kind, "late") == 0)
         atomic_fetch_add(&late_ok, 1);
+    return 0;
+}
+
+static int panics(ax_task *t, const ax_redis_msg *m, void *arg)
+{
+    (void)m;
+    (void)arg;
+    ax_panic(t, "boom");
     return 0;
 }
 
@@ -222,6 +232,7 @@ int main(void)
     s = test_sched(2, 16);
     c = consumer(s, q);
     CHECK_EQ(ax_redis_handle(c, "late", late_reader, NULL), 0);
+    CHECK_EQ(ax_redis_handle(c, "panic", panics, NULL), 0);
     CHECK_EQ(ax_redis_consumer_start(c), 0);
     ax_redis_spec ls = {.kind = "late", .payload = "late-late-late-!", .len = 16,
                         .timeout_ms = 100};
@@ -231,6 +242,11 @@ int main(void)
     CHECK(WAIT_UNTIL(ax_redis_consumer_stats_get(c, &cs) == 0 && cs.dead == 1 && cs.held == 0,
                      10000));
     CHECK_EQ(atomic_load(&late_ok), 1);
+    /* A panicking handler: its message is dead-lettered, none stays held. */
+    ax_redis_spec ps = {.kind = "panic", .payload = "p", .len = 1, .timeout_ms = 1000};
+    CHECK_EQ(ax_redis_submit(NULL, q, &ps, 2000, id), 0);
+    CHECK(WAIT_UNTIL(ax_redis_consumer_stats_get(c, &cs) == 0 && cs.dead == 2 && cs.held == 0,
+                     10000));
     CHECK_EQ(ax_redis_consumer_stop(c, 2000), 0);
     ax_redis_consumer_free(c);
     ax_free(s);

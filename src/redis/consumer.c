@@ -543,11 +543,22 @@ static void msg_hold_drop(struct rmsg *m)
     atomic_fetch_sub(&c->inflight, 1); /* last touch of c */
 }
 
+static void run_msg_end(void *arg)
+{
+    msg_hold_drop(arg); /* the handler is done with it */
+}
+
 static int run_msg(ax_task *t, void *arg)
 {
     struct rmsg *m = arg;
     ax_redis_consumer *c = m->c;
     worker_of = c->s;
+    /* The run's hold is let go by a cleanup, registered first so that it
+     * runs last (after the handler's own, which may still read the
+     * message): cleanups also run when the handler panics, and ax_panic
+     * never returns here (review: a panicking handler's message stayed
+     * held for ever). Without room for it, at the return. */
+    bool deferred = ax_defer(t, run_msg_end, m) == AX_OK;
     int rc = -1;
     size_t i = 0;
     while (i < c->nh && strcmp(c->h[i].kind, m->kind) != 0)
@@ -562,7 +573,8 @@ static int run_msg(ax_task *t, void *arg)
     } else {
         ax_task_set_error(t, "no handler for kind \"%s\"", m->kind);
     }
-    msg_hold_drop(m); /* the handler is done with it */
+    if (!deferred)
+        msg_hold_drop(m); /* the handler is done with it */
     return rc;
 }
 
