@@ -33,6 +33,18 @@ static int task_b(ax_task *t, void *arg)
     return 0;
 }
 
+/* Runs on the one worker after A has parked: once it ran, A's epoll_ctl
+ * happened before (also for TSan, which otherwise reports the test's own
+ * close() racing A's registration). */
+static atomic_int marker_ran;
+static int marker(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&marker_ran, 1);
+    return 0;
+}
+
 int main(void)
 {
     ax_sched *s = test_sched(1, 16);
@@ -43,6 +55,9 @@ int main(void)
     ax_spec sp = {.fn = task_a, .timeout_ms = 120000};
     CHECK_EQ(ax_submit(s, &sp, &id_a), 0);
     CHECK(WAIT_UNTIL(atomic_load(&a_parked), 60000));
+    sp = (ax_spec){.fn = marker, .timeout_ms = 120000};
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&marker_ran), 60000));
     usleep(20000);
 
     close(sa[0]); /* A's fd goes away under it */
