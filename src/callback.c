@@ -74,7 +74,8 @@ static uint32_t handoff_pack(unsigned attempt, unsigned state, unsigned to, unsi
 static void finish_handed(struct ax_sched *s, struct job *j)
 {
     uint32_t h = j->handoff;
-    unsigned attempt = h >> 12, state = (h >> 8) & 15, to = (h >> 4) & 15, slot = h & 15;
+    unsigned attempt = h >> 12, state = (h >> 8) & 15, to = (h >> 4) & 15, slot = h & 7;
+    bool began = !(h & FIN_UNBEGUN);
     char msg[96];
     if (to == JS_CANCELLED) {
         finish_attempt(s, NULL, j, attempt, state, to, AX_ECANCELED, "cancelled at shutdown",
@@ -90,12 +91,13 @@ static void finish_handed(struct ax_sched *s, struct job *j)
     if (slot == FIN_NO_SLOT)
         snprintf(msg, sizeof msg, "%s", deadline_text(j, dbuf, sizeof dbuf));
     else
-        snprintf(msg, sizeof msg, "timed out after %llu ms (its worker was held)",
-                 (unsigned long long)(j->timeout_ns / 1000000u));
+        snprintf(msg, sizeof msg, "timed out after %llu ms (its worker was held%s)",
+                 (unsigned long long)(j->timeout_ns / 1000000u),
+                 began ? "" : " before it began");
     /* Ended at its deadline: it ran about its timeout (the run's own start
-     * is the held worker's to read, not ours). */
+     * is the held worker's to read, not ours), or not at all. */
     finish_attempt(s, NULL, j, attempt, state, to, AX_ETIMEDOUT, msg, (int)slot,
-                   slot == FIN_NO_SLOT ? 0 : j->timeout_ns, JH_HAND);
+                   slot == FIN_NO_SLOT || !began ? 0 : j->timeout_ns, JH_HAND);
 }
 
 static void *cb_main(void *arg)

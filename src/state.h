@@ -175,12 +175,14 @@ static inline bool js_end_attempt(_Atomic uint64_t *sw, uint64_t gen, unsigned a
     return js_move(sw, gen, attempt, JS_SLOT_MASK, to,
                    to == JS_RETRYING ? (long)attempt + 1 : -1, 0, 0, old);
 }
-/* The same for the watchdog, taking JH_HAND for the callback pool. */
+/* The same for the watchdog, taking JH_HAND for the callback pool; *old
+ * (may be NULL) says whether the function was entered (RUNNING) or not
+ * (STARTING). */
 static inline bool js_end_attempt_handed(_Atomic uint64_t *sw, uint64_t gen, unsigned attempt,
-                                         unsigned to)
+                                         unsigned to, uint64_t *old)
 {
     return js_move(sw, gen, attempt, JS_SLOT_MASK, to,
-                   to == JS_RETRYING ? (long)attempt + 1 : -1, JH_HAND, 0, NULL);
+                   to == JS_RETRYING ? (long)attempt + 1 : -1, JH_HAND, 0, old);
 }
 /* QUEUED | DELAYED | RETRYING -> TIMED_OUT or CANCELLED (s->lock). */
 static inline bool js_end_queued(_Atomic uint64_t *sw, uint64_t gen, unsigned to, uint64_t *old)

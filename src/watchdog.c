@@ -105,7 +105,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         for (unsigned i = 0; i < n; i++) {
             struct job *j = take[i];
             unsigned attempt = js_attempt(atomic_load(&j->sw));
-            if (js_end_attempt_handed(&j->sw, job_gen(j), attempt, JS_CANCELLED)) {
+            if (js_end_attempt_handed(&j->sw, job_gen(j), attempt, JS_CANCELLED, NULL)) {
                 job_slot_free(s, j, false);
                 cb_pool_finish(s, j, attempt, JS_CANCELLED, JS_CANCELLED, FIN_SLOT_FREED);
             }
@@ -192,11 +192,17 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
         struct job *j = t->job;
         bool denied;
         unsigned to = finish_decide(s, j, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT, now, &denied);
-        if (!js_end_attempt_handed(&j->sw, t->gen, t->attempt, to))
+        uint64_t old;
+        if (!js_end_attempt_handed(&j->sw, t->gen, t->attempt, to, &old))
             continue; /* JH_HAND keeps it allocated until the pool has run it */
         if (j->cls)
             class_retry_decided(s, j, to, denied, now);
-        j->handoff = t->attempt << 4 | to; /* read back below */
+        /* Read back below. Still STARTING: the worker was held between
+         * arming the deadline and entering the function (preempted there),
+         * and the function will never run: the attempt reports no run
+         * (run_ns 0, no sample for its class), as any attempt that never
+         * ran does. */
+        j->handoff = t->attempt << 5 | (js_state(old) == JS_STARTING) << 4 | to;
         j->next = ended;
         ended = j;
     }
@@ -211,7 +217,8 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
         struct job *j = ended;
         ended = j->next;
         job_slot_free(s, j, true); /* free at the deadline, though the worker is held */
-        cb_pool_finish(s, j, j->handoff >> 4, JS_TIMED_OUT, j->handoff & 15, FIN_SLOT_FREED);
+        cb_pool_finish(s, j, j->handoff >> 5, JS_TIMED_OUT, j->handoff & 15,
+                       FIN_SLOT_FREED | (j->handoff & 16 ? FIN_UNBEGUN : 0));
     }
 }
 
