@@ -54,7 +54,8 @@ enum {
     AX_ESTATE = -10,    /* not allowed in the current state (e.g. in-task call outside its task) */
     AX_ESYS = -11,      /* a system call failed; ax_error_detail() has errno's text */
     AX_EPANIC = -12,    /* the task called ax_panic */
-    AX_EBUSY = -13,     /* resource already in use (e.g. another task waits on this fd) */
+    AX_EBUSY = -13,     /* resource already in use (e.g. another task on the same
+                           worker waits on this fd in the same direction) */
     AX_ENET = -14,      /* a network transfer failed: refused, reset, DNS, TLS (detail says) */
     AX_EOPEN = -15,     /* the task's class has its circuit breaker open: failing fast */
     AX_EEXPIRED = -16,  /* waited in its bucket past its class's queue-time budget */
@@ -322,9 +323,15 @@ int ax_yield(ax_task *t);
 #define AX_READ 1u
 #define AX_WRITE 2u
 /* Wait until fd is readable/writable. timeout_ms < 0: only the task's deadline
- * bounds it; a timeout_ms that ends first returns AX_ETIMEDOUT too. */
+ * bounds it; a timeout_ms that ends first returns AX_ETIMEDOUT too. On one
+ * worker, one task may wait to read an fd and one to write it (the two
+ * share its registration); a second reader (or writer) of the same fd on
+ * the same worker gets AX_EBUSY, as does an fd that ax_http uses there.
+ * AX_EINVAL: a bad fd or events. Closing an fd a task waits on does not
+ * wake the task: it waits out its bound (and the fd's number may be reused
+ * by another task's wait meanwhile, which is safe). */
 int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms);
-/* Deadline-aware socket I/O on non-blocking fds (ax_io_* set O_NONBLOCK if
+/* Deadline-aware socket I/O on non-blocking fds (these set O_NONBLOCK if
  * needed): each retries on EAGAIN by parking in ax_wait_fd, bounded by
  * timeout_ms (< 0: only the task's deadline). They return the byte count
  * (0 = end of stream for ax_read), the new fd for ax_accept, 0 for

@@ -207,6 +207,19 @@ struct reactor_src {
 };
 int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod);
 void reactor_src_del(struct worker *w, int fd);
+/* One fd's runs parked in ax_wait_fd on a worker (w->fdw[fd]): a reader and
+ * a writer (one run may be both) share one epoll registration, whose data
+ * carries the fd and `gen`; a registration that outlived its file's fd
+ * number (closed while waited on) has an older gen and wakes nothing. */
+struct fd_wait {
+    struct ax_task *rd, *wr;
+    uint32_t gen;    /* of the current registration */
+    uint32_t events; /* registered EPOLLIN / EPOLLOUT, 0: none of ours */
+};
+/* Register t as fd's AX_READ and/or AX_WRITE waiter (ax_wait_fd). */
+int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events);
+/* t's wait ended without its fd (a timer, a cancel): leave the table. */
+void reactor_fd_unwait(struct worker *w, struct ax_task *t);
 struct epoll_event;
 void reactor_dispatch(struct worker *w, struct epoll_event *ev, int n);
 int reactor_wait(struct worker *w, struct epoll_event *ev, int max, const struct timespec *ts);
@@ -233,7 +246,7 @@ struct ax_task {
     uint8_t began;    /* its function was entered (js_begin won) */
     uint8_t prio;
     int wake_rc;      /* what the parked call returns */
-    int wait_fd;
+    int wait_fd;      /* RS_PARK_FD: its entry in w->fdw, -1 once detached */
     int code;         /* the function's return */
     struct ax_stack *stack;
     struct job *join_child; /* RS_PARK_JOIN: the child waited for */
@@ -319,7 +332,9 @@ struct worker {
     _Atomic int fired_hint;
     int epfd, evfd;
     struct ax_stack_pool stacks;
-    unsigned nfd_waits;       /* runs parked in ax_wait_fd */
+    unsigned nfd_waits;       /* runs parked in ax_wait_fd, and extension fds */
+    struct fd_wait *fdw;      /* by fd: runs parked in ax_wait_fd (reactor.c) */
+    size_t fdw_cap;
     unsigned direct_budget;   /* direct yields left this iteration */
     struct run_timer **expired; /* expire_timers' scratch array */
     size_t expired_cap;

@@ -298,8 +298,7 @@ void run_wake(struct ax_task *t, int rc)
     case RS_PARK_SLEEP:
         break;
     case RS_PARK_FD:
-        epoll_ctl(w->epfd, EPOLL_CTL_DEL, t->wait_fd, NULL);
-        w->nfd_waits--;
+        reactor_fd_unwait(w, t);
         break;
     case RS_PARK_EXT:
         if (t->on_unpark)

@@ -135,23 +135,8 @@ int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
     if ((rc = run_blocking_entry(t)))
         return rc;
     struct worker *w = t->w;
-    struct epoll_event ev = {.events = 0, .data.ptr = t};
-    if (events & AX_READ)
-        ev.events |= EPOLLIN | EPOLLRDHUP;
-    if (events & AX_WRITE)
-        ev.events |= EPOLLOUT;
-    if (epoll_ctl(w->epfd, EPOLL_CTL_ADD, fd, &ev) != 0) {
-        int e = errno;
-        if (e == EEXIST)
-            return ax_fail(AX_EBUSY, "ax_wait_fd: another task on this worker waits on fd %d",
-                           fd);
-        if (e == EBADF || e == EPERM)
-            return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d cannot be waited on: %s", fd,
-                           strerror(e));
-        return ax_fail(AX_ESYS, "ax_wait_fd: epoll_ctl: %s", strerror(e));
-    }
-    w->nfd_waits++;
-    t->wait_fd = fd;
+    if ((rc = reactor_fd_wait(w, t, fd, events)))
+        return rc;
     if (timeout_ms >= 0)
         worker_timer_add(w, &t->wait_timer.node, now_ns() + ms_to_ns_capped(timeout_ms));
     t->rs = RS_PARK_FD;

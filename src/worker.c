@@ -526,6 +526,7 @@ void worker_destroy(struct worker *w)
     free(w->inbox_spare);
     free(w->expired);
     free(w->linger);
+    free(w->fdw);
     ax_stack_pool_destroy(&w->stacks);
     pthread_mutex_destroy(&w->inbox_lock);
 }

@@ -1,4 +1,4 @@
-/* trial-io: a task whose fd is closed while it waits on it must not, when
+/* a task whose fd is closed while it waits on it must not, when
  * it is woken (cancel, timeout), take the epoll registration of another
  * task that now waits on a new socket with the same fd number.
  *

@@ -1,4 +1,4 @@
-/* trial-io: one connection, two tasks -- a reader parked in ax_read and a
+/* one connection, two tasks -- a reader parked in ax_read and a
  * writer whose ax_write fills the socket buffer and must wait for room --
  * the ordinary full-duplex pattern. On one worker the writer's wait is
  * refused with AX_EBUSY ("another task on this worker waits on fd N"):

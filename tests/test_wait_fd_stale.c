@@ -1,4 +1,4 @@
-/* trial-io: an fd closed while a task waits on it, whose file lives on in
+/* an fd closed while a task waits on it, whose file lives on in
  * a duplicate (dup, fork, SCM_RIGHTS), leaves the waiter's registration in
  * the worker's epoll with a pointer to the task's run struct: epoll keeps
  * an entry until the file is released, and the wake-up's EPOLL_CTL_DEL by
