@@ -154,6 +154,13 @@ static __attribute__((noinline)) int submit_derive(struct ax_sched *s, const ax_
     int rc = class_resolve_spec(s, sp, eff, cls);
     if (rc)
         return rc;
+    /* Its attempt ended already (cancelled, or timed out: the deadline
+     * test below only sees the clock): nothing may start on its behalf. */
+    int ended = parent ? run_detached_rc(parent) : 0;
+    if (AX_UNLIKELY(ended))
+        return ax_fail_static(ended, ended == AX_ECANCELED
+                                         ? "ax_spawn: the parent's attempt was cancelled"
+                                         : "ax_spawn: the parent's attempt has timed out");
     if (parent && (!eff->deadline_ns || eff->deadline_ns > parent->deadline_ns)) {
         if (parent->deadline_ns <= now)
             return ax_fail_static(AX_ETIMEDOUT, "ax_spawn: the parent's deadline has passed");

@@ -1,4 +1,4 @@
-/* trial-io: ax_spawn from a parent whose attempt was cancelled admits and
+/* ax_spawn from a parent whose attempt was cancelled admits and
  * runs the child. Every other call of a cancelled attempt returns
  * AX_ECANCELED, and a parent past its deadline gets AX_ETIMEDOUT from
  * ax_spawn ("work the parent can no longer use is not started on its
