@@ -11,6 +11,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -23,6 +25,21 @@ static int ensure_nonblock(int fd)
     if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
         return ax_fail(AX_ESYS, "fd %d: cannot set O_NONBLOCK: %s", fd, strerror(errno));
     return AX_OK;
+}
+
+/* A pipe with no reader: write(2) raised SIGPIPE at this thread, where
+ * every worker keeps it blocked (worker_main), so it is pending: take it
+ * back, as send's MSG_NOSIGNAL does for sockets. */
+static void take_sigpipe(void)
+{
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    struct timespec zero = {0, 0};
+    int e = errno;
+    while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+        ;
+    errno = e;
 }
 
 /* Remaining time of a call-level timeout that began at `start`. */
@@ -56,6 +73,8 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
 {
     if (!buf && len)
         return ax_fail_static(AX_EINVAL, "ax_read: buf is NULL");
+    if (len > SSIZE_MAX)
+        return ax_fail_static(AX_EINVAL, "ax_read: len is larger than SSIZE_MAX");
     int rc = io_enter(t, fd, "ax_read");
     if (rc)
         return rc;
@@ -79,17 +98,24 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
 {
     if (!buf && len)
         return ax_fail_static(AX_EINVAL, "ax_write: buf is NULL");
+    if (len > SSIZE_MAX)
+        return ax_fail_static(AX_EINVAL, "ax_write: len is larger than SSIZE_MAX");
     int rc = io_enter(t, fd, "ax_write");
     if (rc)
         return rc;
+    if (len == 0) /* nothing to write, but an ended attempt still says so */
+        return run_blocking_entry(t);
     uint64_t start = now_ns();
     size_t done = 0;
     while (done < len) {
         if ((rc = run_blocking_entry(t)))
             return rc;
         ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
-        if (n < 0 && errno == ENOTSOCK)
+        if (n < 0 && errno == ENOTSOCK) {
             n = write(fd, (const char *)buf + done, len - done);
+            if (n < 0 && errno == EPIPE)
+                take_sigpipe(); /* blocked on workers: EPIPE is the answer */
+        }
         if (n >= 0) {
             done += (size_t)n;
             continue;
