@@ -342,8 +342,8 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms);
 /* Writes all len bytes unless an error or the deadline intervenes; then it
  * returns the code, and how much of buf went out before is not reported
  * (write in pieces to know it). A len above SSIZE_MAX is AX_EINVAL. A pipe
- * with no reader is AX_ESYS (EPIPE): workers keep SIGPIPE blocked, and ax
- * takes back the signal the write raised. */
+ * with no reader is AX_ESYS (EPIPE): SIGPIPE is held back for the write and
+ * the one it raised taken back. */
 ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeout_ms);
 int ax_accept(ax_task *t, int listen_fd, struct sockaddr *addr, socklen_t *addrlen,
               int64_t timeout_ms);

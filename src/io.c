@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -27,19 +28,30 @@ static int ensure_nonblock(int fd)
     return AX_OK;
 }
 
-/* A pipe with no reader: write(2) raised SIGPIPE at this thread, where
- * every worker keeps it blocked (worker_main), so it is pending: take it
- * back, as send's MSG_NOSIGNAL does for sockets. */
-static void take_sigpipe(void)
+/* write(2) for an fd that is not a socket (a pipe): SIGPIPE is held back
+ * for the call on this thread and one the call raised is taken back, so a
+ * pipe with no reader is EPIPE, as send's MSG_NOSIGNAL makes it for
+ * sockets. Not for the worker's whole life: a thread's mask passes to the
+ * programs a task starts (review). A SIGPIPE pending before the call is
+ * someone else's and stays. */
+static ssize_t pipe_write(int fd, const void *buf, size_t len)
 {
-    sigset_t pipe_set;
+    sigset_t pipe_set, old, pending;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
-    struct timespec zero = {0, 0};
+    sigpending(&pending);
+    bool had = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    ssize_t n = write(fd, buf, len);
     int e = errno;
-    while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
-        ;
+    if (n < 0 && e == EPIPE && !had) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     errno = e;
+    return n;
 }
 
 /* Remaining time of a call-level timeout that began at `start`. */
@@ -111,11 +123,8 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
         if ((rc = run_blocking_entry(t)))
             return rc;
         ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
-        if (n < 0 && errno == ENOTSOCK) {
-            n = write(fd, (const char *)buf + done, len - done);
-            if (n < 0 && errno == EPIPE)
-                take_sigpipe(); /* blocked on workers: EPIPE is the answer */
-        }
+        if (n < 0 && errno == ENOTSOCK)
+            n = pipe_write(fd, (const char *)buf + done, len - done);
         if (n >= 0) {
             done += (size_t)n;
             continue;

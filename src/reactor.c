@@ -38,13 +38,22 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+static void fd_detach_all(struct worker *w, struct fd_wait *e);
+
 int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod)
 {
     struct epoll_event ev = {.events = events, .data.u64 = (uint64_t)(uintptr_t)src | 1u};
     if (epoll_ctl(w->epfd, mod ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0)
         return -errno;
-    if (!mod)
+    if (!mod) {
         w->nfd_waits++;
+        /* The ADD succeeding proves an ax_wait_fd registration of this
+         * number stale (its fd was closed and the number reused, here by
+         * curl): detach its waiters before their wake deletes or modifies
+         * the new entry by number (review). */
+        if ((size_t)fd < w->fdw_cap && w->fdw[fd].events)
+            fd_detach_all(w, &w->fdw[fd]);
+    }
     return 0;
 }
 

@@ -28,7 +28,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -445,13 +444,6 @@ void *worker_main(void *arg)
     struct epoll_event ev[64];
     ax_current_worker = w;
     name_thread("ax-worker-%u", w->index);
-    /* A task's write to a pipe with no reader gets EPIPE, never a SIGPIPE
-     * that kills the process (sockets: MSG_NOSIGNAL; io.c takes the pending
-     * signal back). */
-    sigset_t pipe_set;
-    sigemptyset(&pipe_set);
-    sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     void *altstack = crash_altstack_enter(); /* where a stack overflow is handled */
     ax_coro_init_main(&w->main);
     w->fpenv = ax_coro_fpenv_get();
