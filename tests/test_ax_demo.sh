@@ -124,6 +124,58 @@ else
     bad "--print-config: retry-storm's peak of 400/s and cap 500, or ax-auto, missing"
 fi
 
+# ---- (trial-tools) an --upstream that is not an executable file --------------------
+# tools/README.md: exit 2 "for bad flags (including an --upstream PATH that is
+# not an executable)". A directory passes access(X_OK) (tools/ax-demo.c, find_tool).
+printf 'speed 10\nseed 4242\ndrain 1s\nphase steady 2s rate=20\nphase peak 2s rate=40 upstream=error=0.1\n' \
+    >"$TMP/quick.conf"
+rc=0
+"$BIN" --upstream "$TMP" --config "$TMP/quick.conf" --only seed-tuned --out "$TMP/updir" \
+    >"$TMP/out" 2>"$TMP/err" || rc=$?
+if [ "$rc" -eq 2 ]; then ok; else bad "--upstream DIRECTORY: exit $rc, want 2: $(head -1 "$TMP/err")"; fi
+
+# ---- (trial-tools) a quick run with nothing abandoned: ax-upstream's count -------
+# With no timeouts every request the demo sent is answered, and each answer
+# was counted by ax-upstream when it read the request, so counted >= answered
+# (the short run's check below, answered <= counted <= sent, hides an
+# undercount behind the thousands of abandoned requests the overload leaves).
+rc=0
+"$BIN" --config "$TMP/quick.conf" --only seed-tuned --upstream "$UP" --out "$TMP/quick" \
+    >"$TMP/quick.out" 2>"$TMP/quick.err" || rc=$?
+if [ "$rc" -ne 0 ]; then
+    bad "quick run: exit $rc: $(tail -2 "$TMP/quick.err")"
+elif python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))["configs"][0]
+a, n, s = c["answered"], c["upstream_requests_counted_by_upstream"], c["upstream_requests"]
+print(f"quick run: answered {a}, counted by ax-upstream {n}, sent {s}")
+sys.exit(0 if n is not None and a <= n <= s else 1)' "$TMP/quick/results.json"; then
+    ok
+else
+    bad "quick run: ax-upstream counted fewer requests than were answered (tools/demo/upstream.c subtracts stats_requests from a total that never included /stats)"
+fi
+
+# ---- (trial-tools) SIGTERM to ax-demo: no process left behind --------------------
+# A supervisor (systemd, a CI runner's timeout, kill PID) signals ax-demo alone.
+# Its ax-upstream and the configuration's process must not outlive it.
+printf 'speed 1\nseed 987654321\ndrain 1s\nphase steady 60s rate=10\n' >"$TMP/long.conf"
+"$BIN" --config "$TMP/long.conf" --only seed-tuned --upstream "$UP" --out "$TMP/sig" \
+    >"$TMP/sig.out" 2>"$TMP/sig.err" &
+demo=$!
+for _ in $(seq 100); do grep -q 'running' "$TMP/sig.err" 2>/dev/null && break; sleep 0.1; done
+sleep 1
+kill -TERM "$demo"
+wait "$demo" 2>/dev/null || true
+sleep 2 # ax-upstream stops within 0.25 s of a SIGTERM
+left=$(pgrep -f -- '--seed=987654321' || true)
+left_demo=$(pgrep -f -- "--out $TMP/sig" || true)
+if [ -z "$left" ] && [ -z "$left_demo" ]; then
+    ok
+else
+    bad "SIGTERM to ax-demo left processes running: ax-upstream [${left}], configuration [${left_demo}]"
+    # shellcheck disable=SC2086 # pid lists
+    [ -n "$left$left_demo" ] && kill -KILL $left $left_demo 2>/dev/null || true
+fi
+
 # ---- the short run ---------------------------------------------------------------
 
 OUT="$TMP/out dir" # a space in the path, on purpose

@@ -183,6 +183,46 @@ grep -q "Redis 127.0.0.1:1 unreachable" "$TMP/ue" || { echo "FAIL: ax-worker: no
 grep -q "^executed_cancelled 0" "$TMP/uo" || { echo "FAIL: ax-worker: no executed_cancelled line" >&2; fail=1; }
 "$WORKER" --help | grep -q -- "--ledger FILE" || { echo "FAIL: ax-worker --help" >&2; fail=1; }
 
+# (trial-tools) A --name longer than ax_redis allows (127 bytes) is refused, as
+# 'bad name' is, not cut to 127 bytes: two workers whose names differ after
+# byte 127 would otherwise share one consumer in the group.
+long=$(printf 'w%.0s' $(seq 200))
+rc=0
+timeout -s TERM 5 "$WORKER" --url http://127.0.0.1:1 --redis 127.0.0.1:1 --queue longname \
+    --name "$long" >"$TMP/lo" 2>"$TMP/le" || rc=$?
+if [ "$rc" -eq 0 ] || [ "$rc" -eq 124 ]; then
+    echo "FAIL: ax-worker --name of 200 bytes: accepted (exit $rc), consuming as $(grep -c w "$TMP/lo" >/dev/null; sed -n 's/^consuming longname as //p' "$TMP/lo" | wc -c) bytes" >&2
+    fail=1
+fi
+
+# (trial-tools) SIGTERM or SIGINT (Ctrl-C: the whole process group) mid-run:
+# tools/README.md says redis-server's temporary directory is "removed at the
+# end"; it must be removed, and no process of the run may be left.
+for sig in TERM INT; do
+    mkdir -p "$TMP/tmpdir.$sig"
+    printf 'speed 1\nseed 97531\ndrain 1s\nphase steady 60s rate=10\n' >"$TMP/long.conf"
+    # A background job of a script has SIGINT ignored: start it with the
+    # default disposition, in a process group of its own, as a terminal would.
+    TMPDIR="$TMP/tmpdir.$sig" python3 -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.setsid()
+os.execv(sys.argv[1], sys.argv[1:])' "$BIN" --cluster 2 --config "$TMP/long.conf" \
+        --out "$TMP/sig.$sig" >"$TMP/so" 2>"$TMP/se" &
+    demo=$!
+    for _ in $(seq 150); do grep -q 'submitted' "$TMP/se" 2>/dev/null && break; sleep 0.1; done
+    if [ "$sig" = INT ]; then kill -INT -- "-$demo"; else kill -TERM "$demo"; fi
+    wait "$demo" 2>/dev/null || true
+    sleep 2
+    left=$(ls -A "$TMP/tmpdir.$sig")
+    procs=$(pgrep -f -- "seed=97531|$TMP/sig.$sig|$TMP/tmpdir.$sig" || true)
+    if [ -n "$left" ] || [ -n "$procs" ]; then
+        echo "FAIL: SIG$sig to ax-demo --cluster: left behind: temporary [${left}], processes [$(echo $procs)]" >&2
+        fail=1
+        # shellcheck disable=SC2086 # pid list
+        [ -n "$procs" ] && kill -KILL $procs 2>/dev/null || true
+    fi
+done
+
 if [ "$fail" -ne 0 ]; then
     exit 1
 fi

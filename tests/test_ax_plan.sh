@@ -187,5 +187,28 @@ expect_usage_error "absurd plan" "check the units" --qps 1e9 --mean-ms 1e9 --p99
     --backlog-s 1e9 --task-bytes 0
 expect_usage_error "json value" "--json takes no value" --qps 2000 "${REST[@]}" --json=1
 
+# ---- the printed config is one ax_new accepts, or the plan says it is not ----------
+# (trial-tools) rate_limit is 1.5 x --qps; ax_new refuses a rate_limit above 1e12
+# (src/config.c, "config.rate_limit must be in [0, 1e12]"), so a --qps above
+# 6.67e11 must come with a warning, as a capacity past 2097152 tasks does.
+out=$("$BIN" --qps 1e12 --mean-ms 0.000001 --p99-ms 1 --backlog-s 1 --task-bytes 0 --json)
+if python3 -c 'import json, sys
+o = json.loads(sys.argv[1])
+sys.exit(0 if o["rate_limit"] <= 1e12 or any("rate_limit" in w for w in o["warnings"]) else 1)' "$out"; then
+    ok
+else
+    bad "--qps 1e12: rate_limit $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["rate_limit"])' "$out") is above ax_new's 1e12 and no warning says so"
+fi
+# (trial-tools) A small rate must not print as "rate_limit = 0", which is "off" in
+# ax: the plan would turn the limit off instead of setting it to 1.5e-5/s.
+out=$("$BIN" --qps 0.00001 --mean-ms 1 --p99-ms 1 --backlog-s 1 --task-bytes 0 --json)
+if python3 -c 'import json, sys
+o = json.loads(sys.argv[1])
+sys.exit(0 if o["qps"] > 0 and o["rate_limit"] > 0 and "cfg.rate_limit = 0;" not in o["ax_config"] else 1)' "$out"; then
+    ok
+else
+    bad "--qps 0.00001: printed as qps $(python3 -c 'import json,sys; o=json.loads(sys.argv[1]); print(o["qps"], "rate_limit", o["rate_limit"])' "$out") (rate_limit 0 is 'off' in ax)"
+fi
+
 echo "ax-plan: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
