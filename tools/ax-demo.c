@@ -29,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -197,7 +198,8 @@ static bool find_tool(const char *tool, const char *given, char *out, size_t len
 {
     if (given) {
         snprintf(out, len, "%s", given);
-        return access(out, X_OK) == 0;
+        struct stat st; /* a directory passes access(X_OK) (trial) */
+        return stat(out, &st) == 0 && S_ISREG(st.st_mode) && access(out, X_OK) == 0;
     }
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -793,9 +795,12 @@ int main(int argc, char **argv)
         ro.t0_ns = ax_now_ns();
         if (!tty) fprintf(stderr, "%s: running\n", sc.prof[i].name);
         fflush(NULL);
+        pid_t parent = getpid();
         pid_t pid = fork();
         if (pid < 0) die(1, "fork: %s", strerror(errno));
         if (pid == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL); /* never outlives ax-demo (trial) */
+            if (getppid() != parent) _exit(1);
             dm_run(&ro, r);
             fflush(NULL);
             _exit(r->ok ? 0 : 1);

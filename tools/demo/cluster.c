@@ -47,6 +47,7 @@
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <math.h>
@@ -388,18 +389,56 @@ struct procs {
     struct dm_upstream up;
     unsigned n;
     char rdir[PATH_MAX]; /* redis-server's temporary directory */
+    pid_t janitor;       /* removes it if ax-demo dies first */
 };
 
+static int remove_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path) != 0 && errno != ENOENT ? -1 : 0;
+}
+
+/* No shell: a TMPDIR with a quote in it broke "rm -rf '%s'" (trial). */
 static void remove_dir(const char *dir)
 {
-    char cmd[PATH_MAX + 16];
     if (!dir[0]) return;
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    if (system(cmd) != 0) fprintf(stderr, "ax-demo: could not remove %s\n", dir);
+    if (nftw(dir, remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+        fprintf(stderr, "ax-demo: could not remove %s: %s\n", dir, strerror(errno));
+}
+
+/* A process that removes redis-server's directory if ax-demo ends without
+ * stop_all (SIGTERM, SIGINT, SIGKILL: a trial found it left behind). It
+ * waits for its parent's death (PR_SET_PDEATHSIG), gives redis-server
+ * (killed by the same death) a moment to stop writing, and removes it;
+ * stop_all kills it first on every ordinary path. */
+static pid_t janitor(const char *dir)
+{
+    pid_t parent = getpid();
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid != 0) return pid;
+    sigset_t all;
+    sigfillset(&all);
+    sigprocmask(SIG_BLOCK, &all, NULL); /* a terminal's Ctrl-C reaches us too: outlive it */
+    prctl(PR_SET_PDEATHSIG, SIGUSR1);
+    if (getppid() == parent) {
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, SIGUSR1);
+        int sig;
+        sigwait(&one, &sig);
+    }
+    for (int i = 0; i < 50; i++) { /* redis-server exits on its own SIGKILL */
+        remove_dir(dir);
+        if (access(dir, F_OK) != 0) break;
+        sleep_ms(100);
+    }
+    _exit(0);
 }
 
 static void stop_all(struct procs *p)
 {
+    if (p->janitor > 0) stop_pid(p->janitor, SIGKILL, 2000, NULL), p->janitor = 0;
     for (unsigned i = 0; i < p->n; i++)
         if (p->worker[i] > 0) stop_pid(p->worker[i], SIGKILL, 2000, NULL), p->worker[i] = 0;
     dm_upstream_stop(&p->up);
@@ -455,6 +494,7 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
     snprintf(p.rdir, sizeof p.rdir, "%.*s/ax-demo-redis-XXXXXX", PATH_MAX - 32,
              tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(p.rdir)) return fail(r, "mkdtemp %s: %s", p.rdir, strerror(errno));
+    p.janitor = janitor(p.rdir);
     /* A previous run's files would join into this one's. */
     for (unsigned i = 0; i < DM_CLUSTER_MAX; i++) {
         snprintf(path, sizeof path, "%s/ledger.w%u", dir, i + 1);
