@@ -313,6 +313,9 @@ static int make_plan(const struct inputs *in, const ax_config *def, struct plan 
     p->mem_running = p->max_concurrency * (in->task_bytes + in->stack_bytes);
     p->mem_total = p->mem_queued + p->mem_running;
 
+    if (p->rate_limit > 1e12)
+        warn(p, "rate_limit above 1e12 per second: ax_new refuses this config (it is 1.5 x "
+                "--qps; leave it 0, off, or spread the load over processes)");
     if (p->cap_total + p->max_concurrency > AX_TASK_LIMIT)
         warn(p, "capacity plus max_concurrency exceeds 2097152 tasks: ax_new refuses this "
                 "config (lower --backlog-s, or spread the load over processes)");
@@ -347,6 +350,8 @@ static const char *num(double v)
     while (*e == '0')
         *e-- = '\0';
     if (*e == '.') *e = '\0';
+    if (v != 0 && (strcmp(buf, "0") == 0 || strcmp(buf, "-0") == 0))
+        snprintf(buf, sizeof ring[0], "%.6g", v); /* 1.5e-05, not 0 ("off": trial) */
     return buf;
 }
 

@@ -78,8 +78,9 @@ static const char *const usage_text =
     "                      (default 1000:30000:1000)\n"
     "  --drain MS          on SIGTERM, wait this long for held messages (default 10000)\n"
     "\n"
-    "Exit status: 0 after a signal, 1 when it cannot run (Redis refused the\n"
-    "configuration, the ledger cannot be opened), 2 for bad arguments.\n";
+    "Exit status: 0 after a signal, 1 when it cannot run (the ledger cannot be\n"
+    "opened, --queue or --metrics refused; an unreachable Redis is retried, not\n"
+    "an exit), 2 for bad arguments.\n";
 
 static void usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
 static void usage_error(const char *fmt, ...)
@@ -329,6 +330,10 @@ int main(int argc, char **argv)
     if (o.retry.base_ms) cc.retry = o.retry;
     char name[128];
     if (o.name) {
+        if (strlen(o.name) >= sizeof name) { /* cut, two names could meet (trial) */
+            fprintf(stderr, "ax-worker: --name must be 1-127 bytes (it has %zu)\n", strlen(o.name));
+            return 1;
+        }
         snprintf(name, sizeof name, "%s", o.name);
     } else {
         char hn[64] = "host";
