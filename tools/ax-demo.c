@@ -40,6 +40,7 @@ static const char *const usage_text =
     "usage: ax-demo [--scenario NAME] [--speed S] [--short] [--out DIR] [--config FILE]\n"
     "               [--url URL] [--only NAME[,NAME...]] [--seed N] [--upstream PATH]\n"
     "       ax-demo --cluster N [--scenario NAME] [--short] [--speed S] [--out DIR] [--seed N]\n"
+    "                       [--config FILE] [--upstream PATH]\n"
     "       ax-demo --print-config [--scenario NAME] [--short] [--config FILE]\n"
     "       ax-demo --help\n"
     "\n"
@@ -53,7 +54,7 @@ static const char *const usage_text =
     "                   scaled down 10x) or retry-storm (a moderate peak)\n"
     "  --speed S        run S times faster than the incident (default 3.5; every\n"
     "                   duration is divided by S, counts stay at full scale)\n"
-    "  --short          the short CI scenario (about 25 s in all)\n"
+    "  --short          the short CI scenario (about 40 s in all)\n"
     "  --out DIR        where results.json and report.html go (default .)\n"
     "  --config FILE    your own scenario (start from ax-demo --print-config)\n"
     "  --url URL        a real upstream instead of ax-upstream: tasks GET URL + the\n"
@@ -598,9 +599,10 @@ static void print_header(const struct dm_scenario *sc, const char *url, const bo
         n++;
     double len = dm_scenario_length_ms(sc);
     printf("ax-demo: a traffic peak while the upstream degrades (the incident ax was written "
-           "after), at %gx speed (%s scenario): %.0f s of incident in about %.0f s per "
+           "after), at %gx speed (%s scenario): %.0f s of incident in about %.*f s per "
            "configuration\n",
            sc->speed, sc->origin, (len + sc->drain_ms) / 1000,
+           (len + sc->drain_ms) / 1000 / sc->speed < 10 ? 1 : 0, /* not "about 0 s" */
            (len + sc->drain_ms) / 1000 / sc->speed);
     printf("  traffic   ");
     for (unsigned i = 0; i < sc->nph; i++)
