@@ -214,9 +214,11 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
     if (to != JS_RETRYING && slot != FIN_NO_SLOT)
         j->run_ns = run_ns; /* terminal: the job is ours alone */
     if (slot != FIN_NO_SLOT) {
-        if (AX_LIKELY(w))
+        /* run_ns is 0 exactly when the function never ran (dispatched, then
+         * cancelled or past its deadline before it began): no run time. */
+        if (AX_LIKELY(w && run_ns))
             ax_hist_record(&w->m->run[j->prio], run_ns); /* metrics_record_run, inline */
-        else
+        else if (run_ns)
             metrics_record_run(s, NULL, j->prio, run_ns);
         if (AX_UNLIKELY(j->cls))
             class_attempt_done(s, j, state, run_ns != 0, run_ns, w ? w->now_ns : now_ns(),

@@ -87,6 +87,9 @@ int main(void)
     CHECK_EQ(cs.timed_out, 1);
     CHECK_EQ(cs.breaker_calls, 0); /* no call of the upstream to judge */
     CHECK_EQ(cs.rtt_short_ns, 0); /* and no latency sample */
+    ax_metrics m;
+    CHECK_EQ(ax_metrics_get(s, &m), 0);
+    CHECK_EQ(m.run[AX_PRIO_NORMAL].count, 0); /* nor a run time of 0 (review) */
     ax_free(s);
     printf("ok: held before its function, ended by the watchdog, run_ns 0\n");
     return 0;
