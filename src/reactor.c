@@ -24,7 +24,15 @@
  *     same direction proves the old registration was not for the file now
  *     behind the number: its waiters are detached (they wait out their
  *     bound: closing an fd does not wake its waiter) and never delete the
- *     new registration (the old code's DEL by number removed it).
+ *     new registration (the old code's DEL by number removed it); so does
+ *     an ADD of ax_http's;
+ *   - an event wakes only after the re-arm (MOD) or delete (DEL) by number
+ *     succeeded: both reach the entry of the file behind the number now, so
+ *     a failure proves the entry that fired belonged to a file closed there
+ *     (kept alive by a dup), and its waiters are detached, not woken (they
+ *     read whatever socket had taken the number: a second trial);
+ *   - an entry of ours whose DEL failed is `leftover`: if the number later
+ *     points at that file again (dup2), EEXIST is ours and taken over.
  * A reader and a writer on one fd share the entry (EPOLL_CTL_MOD), so the
  * full-duplex pattern works wherever the two tasks run.
  */
@@ -51,8 +59,11 @@ int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_sr
          * number stale (its fd was closed and the number reused, here by
          * curl): detach its waiters before their wake deletes or modifies
          * the new entry by number (review). */
-        if ((size_t)fd < w->fdw_cap && w->fdw[fd].events)
-            fd_detach_all(w, &w->fdw[fd]);
+        if ((size_t)fd < w->fdw_cap) {
+            if (w->fdw[fd].events)
+                fd_detach_all(w, &w->fdw[fd]);
+            w->fdw[fd].leftover = false; /* the number's entry is curl's now */
+        }
     }
     return 0;
 }
@@ -90,7 +101,8 @@ static void fd_leave(struct worker *w, struct fd_wait *e, struct ax_task *t)
 }
 
 /* The registration no longer matches the file behind the fd: its waiters
- * keep waiting (their bound ends it), detached from it. */
+ * keep waiting (their bound ends it), detached from it; the kernel may keep
+ * its entry while the file lives on elsewhere (a dup). */
 static void fd_detach_all(struct worker *w, struct fd_wait *e)
 {
     if (e->rd)
@@ -98,24 +110,18 @@ static void fd_detach_all(struct worker *w, struct fd_wait *e)
     if (e->wr)
         fd_leave(w, e, e->wr);
     e->events = 0;
+    e->leftover = true;
 }
 
-/* After a waiter left a live registration: re-arm it for those left, or
- * delete it. A failure means the file behind the fd is not the one
- * registered any more (closed, or its number reused): detach the rest. */
-static void fd_rearm(struct worker *w, int fd, struct fd_wait *e)
+/* Re-arm the registration for the waiters in `next` (MOD), or delete it if
+ * none is left (DEL). Both go by the fd's number to the file behind it
+ * now, so they succeed only if our registration is that file's: false
+ * proves the fd was closed (and maybe reused) since it was made. */
+static bool fd_rearm(struct worker *w, int fd, const struct fd_wait *next)
 {
-    if (!e->events)
-        return;
-    if (!e->rd && !e->wr) {
-        epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
-        e->events = 0;
-        return;
-    }
-    if (fd_ctl(w, EPOLL_CTL_MOD, fd, e) != 0)
-        fd_detach_all(w, e);
-    else
-        e->events = fd_events(e);
+    if (!next->rd && !next->wr)
+        return epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL) == 0;
+    return fd_ctl(w, EPOLL_CTL_MOD, fd, next) == 0;
 }
 
 static int fd_room(struct worker *w, int fd)
@@ -148,21 +154,25 @@ int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events
             next.rd = t;
         if (wr)
             next.wr = t;
-        int err = fd_ctl(w, EPOLL_CTL_MOD, fd, &next);
-        if (err == 0) {
+        if (fd_rearm(w, fd, &next)) {
             *e = next;
             e->events = fd_events(e);
             t->wait_fd = fd;
             w->nfd_waits++;
             return AX_OK;
         }
-        /* ENOENT / EBADF: not the file registered any more. */
-        fd_detach_all(w, e);
+        fd_detach_all(w, e); /* not the file registered any more */
     }
     /* A fresh registration; with a waiter in our direction in the table, the
      * ADD tells whether it is still the file's (EEXIST: busy) or stale. */
-    struct fd_wait fresh = {rd ? t : NULL, wr ? t : NULL, e->gen + 1 ? e->gen + 1 : 1, 0};
+    struct fd_wait fresh = {rd ? t : NULL, wr ? t : NULL, e->gen + 1 ? e->gen + 1 : 1, 0,
+                            e->leftover};
     int err = fd_ctl(w, EPOLL_CTL_ADD, fd, &fresh);
+    if (err == EEXIST && !e->events && e->leftover) {
+        /* Our own entry, left when a DEL by number failed, and the fd
+         * points at its file again (dup2): take it over (trial). */
+        err = fd_ctl(w, EPOLL_CTL_MOD, fd, &fresh) == 0 ? 0 : EEXIST;
+    }
     if (err == EEXIST) {
         if (e->events)
             return ax_fail(AX_EBUSY, "ax_wait_fd: another task on this worker waits to %s fd %d",
@@ -190,10 +200,21 @@ void reactor_fd_unwait(struct worker *w, struct ax_task *t)
         return; /* detached: its registration is gone */
     struct fd_wait *e = &w->fdw[fd];
     fd_leave(w, e, t);
-    fd_rearm(w, fd, e);
+    if (!e->events)
+        return;
+    if (fd_rearm(w, fd, e))
+        e->events = fd_events(e);
+    else
+        fd_detach_all(w, e);
 }
 
-/* An event of fd's registration `gen`: wake its waiters for what came. */
+/* An event of fd's registration `gen`: wake its waiters for what came --
+ * once the re-arm (or delete) by number has shown that the entry which
+ * fired is the one of the file behind fd now. An entry that outlived its
+ * fd (closed while waited on, the file dup'd elsewhere) keeps its gen
+ * until someone registers the number again: its event wakes nobody (a
+ * trial: the waiter woke with 0 and read the socket that had taken the
+ * number), the waiters are detached, as a close leaves them. */
 static void fd_event(struct worker *w, int fd, uint32_t gen, uint32_t got)
 {
     if ((size_t)fd >= w->fdw_cap)
@@ -204,12 +225,21 @@ static void fd_event(struct worker *w, int fd, uint32_t gen, uint32_t got)
     uint32_t any = EPOLLERR | EPOLLHUP;
     struct ax_task *r = (got & (FD_IN | any)) ? e->rd : NULL;
     struct ax_task *x = (got & (FD_OUT | any)) ? e->wr : NULL;
+    struct fd_wait next = *e;
+    if (next.rd && (next.rd == r || next.rd == x))
+        next.rd = NULL;
+    if (next.wr && (next.wr == r || next.wr == x))
+        next.wr = NULL;
+    /* Oneshot: the entry is off until re-armed for the waiters left. */
+    if (!fd_rearm(w, fd, &next)) {
+        fd_detach_all(w, e);
+        return;
+    }
     if (r)
         fd_leave(w, e, r);
     if (x && x != r)
         fd_leave(w, e, x);
-    /* Oneshot: the entry is off until re-armed for the waiter left. */
-    fd_rearm(w, fd, e);
+    e->events = fd_events(e);
     if (r)
         run_wake(r, 0);
     if (x && x != r)
