@@ -215,8 +215,12 @@ struct fd_wait {
     struct ax_task *rd, *wr;
     uint32_t gen;    /* of the current registration */
     uint32_t events; /* registered EPOLLIN / EPOLLOUT, 0: none of ours */
-    bool leftover;   /* an entry of ours may outlive its fd (a DEL by number
-                        failed): an EEXIST may be ours to take over */
+    bool src;        /* ax_http's registration holds the number */
+    bool haunted;    /* a registration of ours outlived its file here (a
+                        MOD/DEL by number failed): files are told apart by
+                        identity (dev, ino) from then on */
+    dev_t dev;       /* the registered file's, when haunted */
+    ino_t ino;
 };
 /* Register t as fd's AX_READ and/or AX_WRITE waiter (ax_wait_fd). */
 int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events);

@@ -31,8 +31,16 @@
  *     a failure proves the entry that fired belonged to a file closed there
  *     (kept alive by a dup), and its waiters are detached, not woken (they
  *     read whatever socket had taken the number: a second trial);
- *   - an entry of ours whose DEL failed is `leftover`: if the number later
- *     points at that file again (dup2), EEXIST is ours and taken over.
+ *   - a number where one of our registrations outlived its file (a MOD or
+ *     DEL by number failed) is `haunted`: that entry may live on, and a
+ *     MOD/DEL by number could reach it instead of the current one, so from
+ *     then on the registered file's identity (dev, ino: one fstat) is
+ *     checked before every wake, share and re-arm (review: dup2 swapping
+ *     two files on one number woke a waiter for the other file's data);
+ *   - an EEXIST that is neither a waiter's, nor ax_http's (`src`, set and
+ *     cleared with its registration), nor the worker's eventfd is our own
+ *     entry for a file brought back to the number: taken over (MOD, a new
+ *     gen), not refused as busy.
  * A reader and a writer on one fd share the entry (EPOLL_CTL_MOD), so the
  * full-duplex pattern works wherever the two tasks run.
  */
@@ -43,28 +51,35 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
 static void fd_detach_all(struct worker *w, struct fd_wait *e);
+static int fd_room(struct worker *w, int fd);
 
 int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod)
 {
     struct epoll_event ev = {.events = events, .data.u64 = (uint64_t)(uintptr_t)src | 1u};
     if (epoll_ctl(w->epfd, mod ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, fd, &ev) != 0)
         return -errno;
-    if (!mod) {
-        w->nfd_waits++;
-        /* The ADD succeeding proves an ax_wait_fd registration of this
-         * number stale (its fd was closed and the number reused, here by
-         * curl): detach its waiters before their wake deletes or modifies
-         * the new entry by number (review). */
-        if ((size_t)fd < w->fdw_cap) {
-            if (w->fdw[fd].events)
-                fd_detach_all(w, &w->fdw[fd]);
-            w->fdw[fd].leftover = false; /* the number's entry is curl's now */
-        }
+    if (mod)
+        return 0;
+    /* The number is ax_http's: ax_wait_fd must neither take its entry over
+     * nor delete it. Without room to say so, no entry. */
+    if (fd_room(w, fd) != AX_OK) {
+        epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
+        return -ENOMEM;
     }
+    w->nfd_waits++;
+    struct fd_wait *e = &w->fdw[fd];
+    /* The ADD succeeding proves an ax_wait_fd registration of this number
+     * stale (its fd was closed and the number reused, here by curl):
+     * detach its waiters before their wake deletes or modifies the new
+     * entry by number (review). */
+    if (e->events)
+        fd_detach_all(w, e);
+    e->src = true;
     return 0;
 }
 
@@ -72,6 +87,8 @@ void reactor_src_del(struct worker *w, int fd)
 {
     if (epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL) == 0)
         w->nfd_waits--;
+    if ((size_t)fd < w->fdw_cap)
+        w->fdw[fd].src = false;
 }
 
 #define FD_IN (EPOLLIN | EPOLLRDHUP)
@@ -101,8 +118,9 @@ static void fd_leave(struct worker *w, struct fd_wait *e, struct ax_task *t)
 }
 
 /* The registration no longer matches the file behind the fd: its waiters
- * keep waiting (their bound ends it), detached from it; the kernel may keep
- * its entry while the file lives on elsewhere (a dup). */
+ * keep waiting (their bound ends it), detached from it. The kernel may keep
+ * its entry while the file lives on elsewhere (a dup): the number is
+ * haunted from now on. */
 static void fd_detach_all(struct worker *w, struct fd_wait *e)
 {
     if (e->rd)
@@ -110,18 +128,30 @@ static void fd_detach_all(struct worker *w, struct fd_wait *e)
     if (e->wr)
         fd_leave(w, e, e->wr);
     e->events = 0;
-    e->leftover = true;
+    e->haunted = true;
 }
 
-/* Re-arm the registration for the waiters in `next` (MOD), or delete it if
- * none is left (DEL). Both go by the fd's number to the file behind it
- * now, so they succeed only if our registration is that file's: false
- * proves the fd was closed (and maybe reused) since it was made. */
-static bool fd_rearm(struct worker *w, int fd, const struct fd_wait *next)
+/* Is the file behind fd the registered one? Trusted until the number is
+ * haunted; then by identity (one fstat). */
+static bool fd_same(int fd, const struct fd_wait *e)
 {
-    if (!next->rd && !next->wr)
+    if (!e->haunted)
+        return true;
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == e->dev && st.st_ino == e->ino;
+}
+
+/* Re-arm our registration for the waiters rd/wr (MOD), or delete it if
+ * there are none (DEL). Both go by the number to the entry of the file
+ * behind it now: false proves our registration is not that file's (the fd
+ * was closed since, maybe reused). */
+static bool fd_rearm(struct worker *w, int fd, const struct fd_wait *e, struct ax_task *rd,
+                     struct ax_task *wr)
+{
+    if (!rd && !wr)
         return epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL) == 0;
-    return fd_ctl(w, EPOLL_CTL_MOD, fd, next) == 0;
+    struct fd_wait next = {.rd = rd, .wr = wr, .gen = e->gen};
+    return fd_ctl(w, EPOLL_CTL_MOD, fd, &next) == 0;
 }
 
 static int fd_room(struct worker *w, int fd)
@@ -140,45 +170,52 @@ static int fd_room(struct worker *w, int fd)
     return AX_OK;
 }
 
+static void fd_join(struct worker *w, struct ax_task *t, int fd)
+{
+    t->wait_fd = fd;
+    w->nfd_waits++;
+}
+
 int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events)
 {
+    if (fd == w->evfd)
+        return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d is the worker's own wake-up eventfd", fd);
     int rc = fd_room(w, fd);
     if (rc)
         return rc;
     struct fd_wait *e = &w->fdw[fd];
+    if (e->src)
+        return ax_fail(AX_EBUSY, "ax_wait_fd: fd %d is in use by this worker's own I/O "
+                                 "(an ax_http transfer)", fd);
     bool rd = events & AX_READ, wr = events & AX_WRITE;
+    if (e->events && !fd_same(fd, e))
+        fd_detach_all(w, e); /* registered for a file no longer behind fd */
     if (e->events && !((rd && e->rd) || (wr && e->wr))) {
         /* The other direction's waiter is registered: share its entry. */
-        struct fd_wait next = *e;
-        if (rd)
-            next.rd = t;
-        if (wr)
-            next.wr = t;
-        if (fd_rearm(w, fd, &next)) {
-            *e = next;
+        struct ax_task *nr = rd ? t : e->rd, *nw = wr ? t : e->wr;
+        if (fd_rearm(w, fd, e, nr, nw)) {
+            e->rd = nr;
+            e->wr = nw;
             e->events = fd_events(e);
-            t->wait_fd = fd;
-            w->nfd_waits++;
+            fd_join(w, t, fd);
             return AX_OK;
         }
         fd_detach_all(w, e); /* not the file registered any more */
     }
-    /* A fresh registration; with a waiter in our direction in the table, the
-     * ADD tells whether it is still the file's (EEXIST: busy) or stale. */
-    struct fd_wait fresh = {rd ? t : NULL, wr ? t : NULL, e->gen + 1 ? e->gen + 1 : 1, 0,
-                            e->leftover};
+    /* A fresh registration. With a waiter in our direction in the table,
+     * the ADD tells whether its registration is still the file's (EEXIST:
+     * busy) or stale. */
+    struct fd_wait fresh = {.rd = rd ? t : NULL, .wr = wr ? t : NULL,
+                            .gen = e->gen + 1 ? e->gen + 1 : 1};
     int err = fd_ctl(w, EPOLL_CTL_ADD, fd, &fresh);
-    if (err == EEXIST && !e->events && e->leftover) {
-        /* Our own entry, left when a DEL by number failed, and the fd
-         * points at its file again (dup2): take it over (trial). */
-        err = fd_ctl(w, EPOLL_CTL_MOD, fd, &fresh) == 0 ? 0 : EEXIST;
-    }
     if (err == EEXIST) {
         if (e->events)
             return ax_fail(AX_EBUSY, "ax_wait_fd: another task on this worker waits to %s fd %d",
                            rd && e->rd ? "read" : "write", fd);
-        return ax_fail(AX_EBUSY, "ax_wait_fd: fd %d is in use by this worker's own I/O "
-                                 "(an ax_http transfer)", fd);
+        /* Neither a waiter's nor ax_http's nor the eventfd's: our own entry
+         * for this file, left when it was closed here while waited on and
+         * brought back since (dup2). Take it over with the new gen. */
+        err = fd_ctl(w, EPOLL_CTL_MOD, fd, &fresh) == 0 ? 0 : errno;
     }
     if (err == EBADF || err == EPERM)
         return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d cannot be waited on: %s", fd, strerror(err));
@@ -186,10 +223,19 @@ int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events
         return ax_fail(AX_ESYS, "ax_wait_fd: epoll_ctl: %s", strerror(err));
     if (e->events)
         fd_detach_all(w, e); /* theirs was for a file no longer behind fd */
-    *e = fresh;
+    /* On a haunted number the registered file is known by its identity
+     * (if fstat fails, the fd was closed since: no file is ever the same,
+     * and the wait ends at its bound, as a close leaves it). */
+    struct stat st = {0};
+    if (e->haunted && fstat(fd, &st) != 0)
+        st.st_dev = 0, st.st_ino = 0;
+    e->rd = fresh.rd;
+    e->wr = fresh.wr;
+    e->gen = fresh.gen;
     e->events = fd_events(e);
-    t->wait_fd = fd;
-    w->nfd_waits++;
+    e->dev = st.st_dev;
+    e->ino = st.st_ino;
+    fd_join(w, t, fd);
     return AX_OK;
 }
 
@@ -202,19 +248,20 @@ void reactor_fd_unwait(struct worker *w, struct ax_task *t)
     fd_leave(w, e, t);
     if (!e->events)
         return;
-    if (fd_rearm(w, fd, e))
+    if (fd_same(fd, e) && fd_rearm(w, fd, e, e->rd, e->wr))
         e->events = fd_events(e);
     else
         fd_detach_all(w, e);
 }
 
-/* An event of fd's registration `gen`: wake its waiters for what came --
- * once the re-arm (or delete) by number has shown that the entry which
- * fired is the one of the file behind fd now. An entry that outlived its
- * fd (closed while waited on, the file dup'd elsewhere) keeps its gen
- * until someone registers the number again: its event wakes nobody (a
- * trial: the waiter woke with 0 and read the socket that had taken the
- * number), the waiters are detached, as a close leaves them. */
+/* An event of fd's registration `gen`: wake its waiters for what came, once
+ * it is sure the entry that fired is the one of the file behind fd now:
+ * the re-arm (or delete) by number succeeded, and on a haunted number the
+ * file's identity matches. An entry that outlived its fd (closed while
+ * waited on, the file kept alive by a dup) keeps its gen until the number
+ * is registered again: its event wakes nobody (a trial: the waiter woke
+ * with 0 and read the socket that had taken the number); its waiters are
+ * detached, as a close leaves them. */
 static void fd_event(struct worker *w, int fd, uint32_t gen, uint32_t got)
 {
     if ((size_t)fd >= w->fdw_cap)
@@ -225,13 +272,10 @@ static void fd_event(struct worker *w, int fd, uint32_t gen, uint32_t got)
     uint32_t any = EPOLLERR | EPOLLHUP;
     struct ax_task *r = (got & (FD_IN | any)) ? e->rd : NULL;
     struct ax_task *x = (got & (FD_OUT | any)) ? e->wr : NULL;
-    struct fd_wait next = *e;
-    if (next.rd && (next.rd == r || next.rd == x))
-        next.rd = NULL;
-    if (next.wr && (next.wr == r || next.wr == x))
-        next.wr = NULL;
+    struct ax_task *lr = e->rd && e->rd != r && e->rd != x ? e->rd : NULL;
+    struct ax_task *lw = e->wr && e->wr != r && e->wr != x ? e->wr : NULL;
     /* Oneshot: the entry is off until re-armed for the waiters left. */
-    if (!fd_rearm(w, fd, &next)) {
+    if (!fd_same(fd, e) || !fd_rearm(w, fd, e, lr, lw)) {
         fd_detach_all(w, e);
         return;
     }

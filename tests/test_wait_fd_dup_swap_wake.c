@@ -1,4 +1,4 @@
-/* review2: an event wakes its waiter although the file behind the number is
+/* an event wakes its waiter although the file behind the number is
  * not ready. fd_event treats a successful DEL/MOD by number as proof that
  * the entry which fired is the one of the file behind the number now; a
  * leftover entry of ours for that file (an earlier wait, its fd closed while

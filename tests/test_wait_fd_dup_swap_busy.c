@@ -1,4 +1,4 @@
-/* review2: the `leftover` mark is lost when a fresh registration replaces a
+/* the `leftover` mark is lost when a fresh registration replaces a
  * stale one. A waits to read fd N; N is closed while the file (F1) lives on
  * in a dup, so the kernel keeps the (N, F1) entry. N is reused by a new
  * socket F2 and B waits on it: its ADD succeeds, fd_detach_all marks the
