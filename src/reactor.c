@@ -12,8 +12,8 @@
  * epoll entry by the fd number *and* the open file behind it, and removes
  * it only when that file's last descriptor closes. So a task's fd can be
  * closed while it waits, its number reused for another socket, and the old
- * entry live on (a dup of the file elsewhere) or be gone. Three rules keep
- * that harmless (a new user's trial found each broken):
+ * entry live on (a dup of the file elsewhere) or be gone. These rules keep
+ * that harmless (two trials and two reviews found each broken):
  *   - the data names the fd and the registration's gen, never a run: an
  *     event of an entry that outlived its registration has an older gen
  *     and wakes nothing (it used to wake whatever run reused the struct);
