@@ -70,6 +70,8 @@ expect_exit2() {
 expect_exit2 "unknown flag" "unknown option '--bogus'" --bogus
 expect_exit2 "bad --speed" "--speed: 'fast' is not a number" --speed fast
 expect_exit2 "--speed without a value" "--speed needs a value" --speed
+expect_exit2 "hexadecimal --speed" "--speed: '0x10' is not a number" --speed 0x10
+expect_exit2 "--speed with a space" "--speed: ' 3.5' is not a number" --speed " 3.5"
 expect_exit2 "unknown configuration" "--only: no configuration 'nosuch'" --only nosuch
 expect_exit2 "stray argument" "unexpected argument 'now'" now
 expect_exit2 "unknown scenario" "--scenario: no built-in scenario 'nosuch'" --scenario nosuch

@@ -157,6 +157,7 @@ fi
 
 expect_usage_error "no arguments" "--qps is required"
 expect_usage_error "non-numeric" "'abc' is not a number" --qps abc "${REST[@]}"
+expect_usage_error "underflow" "'1e-400' is too small" --qps 1e-400 "${REST[@]}"
 expect_usage_error "trailing junk" "'2000x' is not a number" --qps 2000x "${REST[@]}"
 expect_usage_error "not a decimal" "'0x10' is not a number" --qps 0x10 "${REST[@]}"
 expect_usage_error "infinity" "'inf' is not a number" --qps inf "${REST[@]}"

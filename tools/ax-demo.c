@@ -21,6 +21,7 @@
 #endif
 
 #include <curl/curl.h>
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -154,7 +155,9 @@ static void parse_args(int argc, char **argv, struct options *o)
         case 0:
             errno = 0;
             o->speed = strtod(v, &e);
-            if (*e || errno || !(o->speed >= 0.01 && o->speed <= 1000))
+            /* A plain decimal: strtod also takes " 3.5" and "0x10" (trial). */
+            if (*e || errno || !(o->speed >= 0.01 && o->speed <= 1000) ||
+                !(isdigit((unsigned char)v[0]) || v[0] == '.') || strpbrk(v, "xX"))
                 usage_error("--speed: '%s' is not a number from 0.01 to 1000", v);
             break;
         case 1:

@@ -159,6 +159,8 @@ static int parse_number(const char *flag, const char *v, int rules, double *out)
     if (!is_decimal(v)) return refuse("%s: '%s' is not a number", flag, v);
     errno = 0;
     double d = strtod(v, NULL);
+    if (errno == ERANGE && d < 1) /* underflow: '1e-400' */
+        return refuse("%s: '%s' is too small to be told from 0", flag, v);
     if (errno == ERANGE || !(d <= INPUT_MAX))
         return refuse("%s: '%s' is out of range (at most 1e12)", flag, v);
     if ((rules & POSITIVE) && !(d > 0))
