@@ -464,7 +464,16 @@ void class_take_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
                    ax_breaker_allow(&c->brk, now);
         pthread_mutex_unlock(&c->lk);
     }
+    /* In flight first, then the drop count: a drop bumps the count, then
+     * reads in_flight (class_attempt_done), so an attempt the drop did not
+     * count among those in flight reads the bumped count (seq_cst both
+     * ways) and never counts back for it. One counted yet stamped after
+     * only keeps the slow start waiting (for the timeout, at most). Not the
+     * worker's clock: a worker preempted between reading it and this take
+     * stamped the attempt before a drop it followed (CI of 53f7d4e,
+     * test_class_limit_stale_start). */
     atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_seq_cst);
+    j->cls_drops = (uint8_t)atomic_load_explicit(&c->drops, memory_order_seq_cst);
 }
 
 void class_room_made(struct ax_sched *s, struct ax_class_rt *c)
@@ -537,7 +546,14 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
         /* The limiter counts this attempt among those in flight (a drop
          * waits for the others: drop_pending); the watchdog freed its slot
          * already. */
-        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed) + slot_freed;
+        bool dropped = state == JS_TIMED_OUT;
+        if (dropped)
+            atomic_fetch_add_explicit(&c->drops, 1, memory_order_seq_cst);
+        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_seq_cst) + slot_freed;
+        /* Began before the last drop: its stamp is older than the count
+         * (class_take_locked; modulo 256: after 256 drops an attempt still
+         * out reads as begun after, and the timeout ends the wait). */
+        bool before = (uint8_t)atomic_load_explicit(&c->drops, memory_order_relaxed) != j->cls_drops;
         /* A drop's wait lasts the class's timeout at the latest, not the
          * drop's latency, which a deadline or a per-spec timeout may have
          * made shorter (review) or longer. Attempts beside it with a longer timeout of their own
@@ -546,7 +562,7 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
          * the longest in flight (a running maximum of start + timeout
          * outlived the attempts that set it: second review). */
         uint64_t to = atomic_load_explicit(&c->timeout_ms, memory_order_relaxed) * 1000000u;
-        ax_limit_sample_timeout(&c->lim, now, run_ns, inflight, state == JS_TIMED_OUT, to);
+        ax_limit_sample_timeout(&c->lim, now, run_ns, inflight, dropped, to, before);
         atomic_store_explicit(&c->limit, ax_limit_get(&c->lim), memory_order_seq_cst);
     }
     if (c->cfg.retry_budget)

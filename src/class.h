@@ -26,6 +26,7 @@ struct ax_class_rt {
     unsigned id;
     _Atomic uint64_t timeout_ms;   /* ax_class_set_timeout changes it */
     _Atomic unsigned in_flight;    /* attempts holding a slot, HIGH ones included */
+    _Atomic unsigned drops;        /* the limiter's dropped samples so far (class.c) */
     _Atomic unsigned limit;
     _Atomic int brk_state;         /* AX_BRK_* as last seen under lk */
     uint64_t queued;               /* s->lock: in a bucket, parked included */

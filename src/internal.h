@@ -116,6 +116,10 @@ struct job {
      * when this is set, so a child's error text allocating ext later
      * (finish.c) races with none of them. In what was tail padding. */
     uint8_t has_ref;
+    /* Its class's drop count (low byte) when this attempt took its slot:
+     * whether it began before the last dropped sample (class.c). */
+    uint8_t cls_drops;
+    uint8_t alim_drops; /* the same for config.adaptive_limit (sched.c), at run_start */
 };
 /* Fields ordered to stay at 248 bytes: memory per queued task is a target
  * (bench "memory per queued task", <= 256 bytes). */
@@ -525,6 +529,7 @@ struct ax_sched {
     pthread_mutex_t alim_lk;
     struct ax_limit alim;
     _Atomic unsigned alim_value;
+    _Atomic unsigned alim_drops; /* its dropped samples so far (sched.c) */
     /* The last dispatch left every slot taken (s->lock): workers do not spin
      * on queued work until a slot is released (`freed` moves) or the cap
      * changes. */
@@ -646,7 +651,8 @@ struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **end
 /* config.adaptive_limit (sched.c): set up the limiter; feed it one ended
  * attempt (any thread); apply its value to s->cap (dispatch, s->lock). */
 void sched_adaptive_init(struct ax_sched *s);
-void sched_adaptive_sample(struct ax_sched *s, uint64_t run_ns, bool dropped, uint64_t now);
+void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
+                           uint64_t now);
 void sched_adaptive_apply_locked(struct ax_sched *s);
 
 void sched_recompute_locked(struct ax_sched *s);

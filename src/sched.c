@@ -667,12 +667,24 @@ void sched_adaptive_init(struct ax_sched *s)
 }
 
 /* Every attempt that ran (not cancelled), from whoever ended it. One short
- * lock section per attempt: only with config.adaptive_limit. */
-void sched_adaptive_sample(struct ax_sched *s, uint64_t run_ns, bool dropped, uint64_t now)
+ * lock section per attempt: only with config.adaptive_limit.
+ *
+ * Which attempts began before the last drop (the slow start's count,
+ * limit.c) is told by a count, as class.c does, not by now - run_ns: both
+ * come from workers' cached clocks, and a worker that read its clock, was
+ * preempted while another sampled a drop, then started a run stamped it
+ * before that drop. A drop bumps alim_drops, then reads the live runs;
+ * run_start counts the run live, then reads alim_drops (seq_cst both): a
+ * run the drop did not count reads the bumped value. */
+void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
+                           uint64_t now)
 {
-    unsigned inflight = (unsigned)atomic_load_explicit(&s->total_live_runs, memory_order_relaxed);
     pthread_mutex_lock(&s->alim_lk);
-    ax_limit_sample(&s->alim, now, run_ns, inflight, dropped);
+    if (dropped)
+        atomic_fetch_add_explicit(&s->alim_drops, 1, memory_order_seq_cst);
+    unsigned inflight = (unsigned)atomic_load_explicit(&s->total_live_runs, memory_order_seq_cst);
+    bool before = (uint8_t)atomic_load_explicit(&s->alim_drops, memory_order_relaxed) != j->alim_drops;
+    ax_limit_sample_timeout(&s->alim, now, run_ns, inflight, dropped, run_ns, before);
     unsigned v = ax_limit_get(&s->alim);
     pthread_mutex_unlock(&s->alim_lk);
     if (v != atomic_load_explicit(&s->alim_value, memory_order_relaxed))

@@ -86,7 +86,7 @@ static void case_a(void)
     now_ns += 100 * MS;
     for (int i = 0; i < 9; i++)
         ax_limit_sample(&l, now_ns, 100 * MS, 21, false);
-    ax_limit_sample_timeout(&l, now_ns, 50 * MS, 21, true, 10000 * MS); /* class timeout 10 s */
+    ax_limit_sample_timeout(&l, now_ns, 50 * MS, 21, true, 10000 * MS, false); /* class timeout 10 s */
     uint64_t drop = now_ns;
     fprintf(stderr, "A: drop with 20 beside: drop_pending %u, drop_rtt %llu ms\n", l.drop_pending,
             (unsigned long long)(l.drop_rtt_ns / MS));

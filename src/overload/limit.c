@@ -54,7 +54,12 @@
  * stalled one would come back as a drop, and start the count again) is the
  * storm over. They are counted: the drop notes the attempts in flight
  * (drop_pending), and each later sample whose attempt began before the drop
- * (now - rtt) counts one back; in any case the wait ends once every
+ * counts one back. Which began before it is the caller's to say: class.c
+ * stamps each attempt with the class's drop count when it takes its slot,
+ * not with a worker's cached clock, which can be older than a drop sampled
+ * on another worker (one false count ended the wait with a stalled attempt
+ * still out: test_class_limit_stale_start); ax_limit_sample, for callers
+ * with fresh clocks, takes now - rtt. In any case the wait ends once every
  * attempt begun before the drop is past its timeout (quiet_until: the
  * caller passes the timeout, class.c the class's; not the drop's own latency, which a deadline may have cut short:
  * review), for attempts that end without a sample (a cancel). The bound
@@ -228,11 +233,12 @@ void ax_limit_set_max(struct ax_limit *l, unsigned max)
 void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                      bool dropped)
 {
-    ax_limit_sample_timeout(l, now, rtt_ns, inflight, dropped, rtt_ns);
+    bool before = rtt_ns < now && now - rtt_ns < l->last_drop_ns;
+    ax_limit_sample_timeout(l, now, rtt_ns, inflight, dropped, rtt_ns, before);
 }
 
 void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
-                             bool dropped, uint64_t timeout_ns)
+                             bool dropped, uint64_t timeout_ns, bool before_drop)
 {
     l->short_sum += (double)rtt_ns;
     l->short_n++;
@@ -252,8 +258,7 @@ void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, 
          * a storm's trough they are often all healthy: review of the count)
          * and the timeout alone decides. */
         l->drop_pending = inflight > l->cfg.window_samples ? inflight - 1 : UINT_MAX;
-    } else if (l->drop_pending && l->drop_pending != UINT_MAX && rtt_ns < now &&
-               now - rtt_ns < l->last_drop_ns) {
+    } else if (l->drop_pending && l->drop_pending != UINT_MAX && before_drop) {
         l->drop_pending--; /* one of them is back */
     }
     if (inflight > l->max_inflight) l->max_inflight = inflight;

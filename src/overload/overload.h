@@ -88,11 +88,14 @@ void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t 
 void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                      bool dropped);
 unsigned ax_limit_get(const struct ax_limit *l);
-/* As ax_limit_sample (whose drop waits its own latency); a drop's wait
+/* As ax_limit_sample (whose drop waits its own latency, and which takes
+ * now - rtt_ns < the last drop's time as "began before it"); a drop's wait
  * lasts up to timeout_ns after it (how long the attempts beside it may
- * still run), whatever its own latency. */
+ * still run), whatever its own latency, and before_drop says whether this
+ * attempt began before the last drop, that is, was among the attempts in
+ * flight that drop noted (class.c knows it from a count, not a clock). */
 void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
-                             bool dropped, uint64_t timeout_ns);
+                             bool dropped, uint64_t timeout_ns, bool before_drop);
 /* Move max (at least min); the limit and the slow start's mark follow it
  * down. */
 void ax_limit_set_max(struct ax_limit *l, unsigned max);
