@@ -551,7 +551,7 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
             atomic_fetch_add_explicit(&c->drops, 1, memory_order_seq_cst);
         unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_seq_cst) + slot_freed;
         /* Began before the last drop: its stamp is older than the count
-         * (class_take_locked; modulo 256: after 256 drops an attempt still
+         * (class_take_locked; modulo 256: after a multiple of 256 drops one still
          * out reads as begun after, and the timeout ends the wait). */
         bool before = (uint8_t)atomic_load_explicit(&c->drops, memory_order_relaxed) != j->cls_drops;
         /* A drop's wait lasts the class's timeout at the latest, not the

@@ -94,6 +94,8 @@ static inline void job_slot_free(struct ax_sched *s, struct job *j, bool wake)
 {
     if (j->cls)
         class_slot_free(s, j);
+    if (AX_UNLIKELY(s->cfg.adaptive_limit))
+        atomic_fetch_sub_explicit(&s->alim_slots, 1, memory_order_seq_cst);
     sched_slot_free(s, wake);
 }
 

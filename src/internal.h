@@ -119,7 +119,7 @@ struct job {
     /* Its class's drop count (low byte) when this attempt took its slot:
      * whether it began before the last dropped sample (class.c). */
     uint8_t cls_drops;
-    uint8_t alim_drops; /* the same for config.adaptive_limit (sched.c), at run_start */
+    uint8_t alim_drops; /* the same for config.adaptive_limit (sched.c) */
 };
 /* Fields ordered to stay at 248 bytes: memory per queued task is a target
  * (bench "memory per queued task", <= 256 bytes). */
@@ -530,6 +530,7 @@ struct ax_sched {
     struct ax_limit alim;
     _Atomic unsigned alim_value;
     _Atomic unsigned alim_drops; /* its dropped samples so far (sched.c) */
+    _Atomic unsigned alim_slots; /* slots held, as running - freed, kept only for it */
     /* The last dispatch left every slot taken (s->lock): workers do not spin
      * on queued work until a slot is released (`freed` moves) or the cap
      * changes. */
@@ -651,8 +652,9 @@ struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **end
 /* config.adaptive_limit (sched.c): set up the limiter; feed it one ended
  * attempt (any thread); apply its value to s->cap (dispatch, s->lock). */
 void sched_adaptive_init(struct ax_sched *s);
+void sched_adaptive_take(struct ax_sched *s, struct job *j); /* j took a slot (s->lock) */
 void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
-                           uint64_t now);
+                           uint64_t now, bool slot_freed);
 void sched_adaptive_apply_locked(struct ax_sched *s);
 
 void sched_recompute_locked(struct ax_sched *s);

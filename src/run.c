@@ -495,13 +495,7 @@ struct ax_task *run_start(struct worker *w, struct job *j)
     }
     stacks_in_use_add(w, 1);
     w->live_runs++;
-    if (AX_UNLIKELY(s->cfg.adaptive_limit)) {
-        /* Live first, then the drop count: sched_adaptive_sample says why. */
-        atomic_fetch_add_explicit(&s->total_live_runs, 1, memory_order_seq_cst);
-        j->alim_drops = (uint8_t)atomic_load_explicit(&s->alim_drops, memory_order_seq_cst);
-    } else {
-        atomic_fetch_add_explicit(&s->total_live_runs, 1, memory_order_relaxed);
-    }
+    atomic_fetch_add_explicit(&s->total_live_runs, 1, memory_order_relaxed);
 
     t->job = j;
     t->id = j->id;

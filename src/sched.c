@@ -666,23 +666,34 @@ void sched_adaptive_init(struct ax_sched *s)
     atomic_init(&s->alim_value, ax_limit_get(&s->alim));
 }
 
-/* Every attempt that ran (not cancelled), from whoever ended it. One short
- * lock section per attempt: only with config.adaptive_limit.
- *
- * Which attempts began before the last drop (the slow start's count,
+/* Which attempts began before the last drop (the slow start's count,
  * limit.c) is told by a count, as class.c does, not by now - run_ns: both
  * come from workers' cached clocks, and a worker that read its clock, was
- * preempted while another sampled a drop, then started a run stamped it
- * before that drop. A drop bumps alim_drops, then reads the live runs;
- * run_start counts the run live, then reads alim_drops (seq_cst both): a
- * run the drop did not count reads the bumped value. */
+ * preempted while another sampled a drop, then took an attempt stamped it
+ * before that drop. The attempts in flight are the slots held (alim_slots,
+ * freed after an attempt's sample, or before it by the watchdog: slot_freed),
+ * not the live coroutines, which a run leaves before its sample (review: a
+ * run that left them, then counted back for a drop that had not counted it).
+ * A take counts the slot, then reads the drop count; a drop bumps the
+ * count, then reads the slots (seq_cst both ways): a take the drop did not
+ * count reads the bumped value and never counts back for it. */
+void sched_adaptive_take(struct ax_sched *s, struct job *j)
+{
+    atomic_fetch_add_explicit(&s->alim_slots, 1, memory_order_seq_cst);
+    j->alim_drops = (uint8_t)atomic_load_explicit(&s->alim_drops, memory_order_seq_cst);
+}
+
+/* Every attempt that ran (not cancelled), from whoever ended it, before its
+ * slot is freed (or after, by the watchdog: slot_freed). One short lock
+ * section per attempt: only with config.adaptive_limit. */
 void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
-                           uint64_t now)
+                           uint64_t now, bool slot_freed)
 {
     pthread_mutex_lock(&s->alim_lk);
     if (dropped)
         atomic_fetch_add_explicit(&s->alim_drops, 1, memory_order_seq_cst);
-    unsigned inflight = (unsigned)atomic_load_explicit(&s->total_live_runs, memory_order_seq_cst);
+    unsigned inflight =
+        atomic_load_explicit(&s->alim_slots, memory_order_seq_cst) + (unsigned)slot_freed;
     bool before = (uint8_t)atomic_load_explicit(&s->alim_drops, memory_order_relaxed) != j->alim_drops;
     ax_limit_sample_timeout(&s->alim, now, run_ns, inflight, dropped, run_ns, before);
     unsigned v = ax_limit_get(&s->alim);

@@ -204,6 +204,8 @@ static void dispatch(struct worker *w)
             js_dispatch(&j->sw); /* QUEUED, under the lock */
             jtimer_del_locked(s, j);         /* its queued-deadline timer */
             s->running++;
+            if (AX_UNLIKELY(s->cfg.adaptive_limit))
+                sched_adaptive_take(s, j);
             j->wait_ns = w->now_ns > j->enqueue_ns ? w->now_ns - j->enqueue_ns : 0;
             j->run_ns = 0;
             take[n++] = j;
