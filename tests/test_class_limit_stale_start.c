@@ -43,6 +43,24 @@ static void done(ax_sched *s, struct job *j, unsigned state, uint64_t start, uin
     class_slot_free(s, j);
 }
 
+/* nw windows of twenty attempts taken at once and back `span` later: the
+ * odd ones dropped (timed out) when `drops`, the others answering in
+ * `lat`. Returns the time after the last. */
+static uint64_t windows(ax_sched *s, struct ax_class_rt *c, struct job *w, int nw, uint64_t t,
+                        uint64_t span, uint64_t lat, bool drops)
+{
+    for (int k = 0; k < nw; k++) {
+        for (int i = 0; i < 20; i++)
+            take(s, c, &w[i], t);
+        t += span;
+        for (int i = 0; i < 20; i++) {
+            bool drop = drops && i % 2;
+            done(s, &w[i], drop ? JS_TIMED_OUT : JS_SUCCEEDED, drop ? t - span : t - lat, t);
+        }
+    }
+    return t;
+}
+
 static unsigned pending(struct ax_class_rt *c)
 {
     pthread_mutex_lock(&c->lk);
@@ -75,15 +93,7 @@ int main(void)
 
     /* A timeout storm first: windows of 20 where half time out take the
      * limit from 64 below the slow start's mark (half of 64). */
-    uint64_t t = now_ns();
-    for (int k = 0; k < 12; k++) {
-        for (int i = 0; i < 20; i++)
-            take(s, c, &w[i], t);
-        t += 200 * MS;
-        for (int i = 0; i < 20; i++)
-            done(s, &w[i], i % 2 ? JS_TIMED_OUT : JS_SUCCEEDED, i % 2 ? t - 200 * MS : t - 50 * MS,
-                 t);
-    }
+    uint64_t t = windows(s, c, w, 12, now_ns(), 200 * MS, 50 * MS, true);
     fprintf(stderr, "after the storm: limit %u, mark %.1f\n", atomic_load(&c->limit), c->lim.mark);
     CHECK(c->lim.mark > 0 && atomic_load(&c->limit) < c->lim.mark);
 
@@ -119,14 +129,7 @@ int main(void)
      * out, so no doubling (until X is back, or the class's 10 s timeout
      * after the drop). */
     uint64_t before = c->lim.doublings;
-    t = t3;
-    for (int k = 0; k < 6; k++) {
-        for (int i = 0; i < 20; i++)
-            take(s, c, &w[i], t);
-        t += 110 * MS;
-        for (int i = 0; i < 20; i++)
-            done(s, &w[i], JS_SUCCEEDED, t - 100 * MS, t);
-    }
+    t = windows(s, c, w, 6, t3, 110 * MS, 100 * MS, false);
     fprintf(stderr, "six clean windows after: drop_pending %u, doublings +%llu, limit %u\n",
             pending(c), (unsigned long long)(c->lim.doublings - before), atomic_load(&c->limit));
     CHECK_EQ(pending(c), 1u);
@@ -136,13 +139,7 @@ int main(void)
      * is done, and the next clean windows double the limit. */
     done(s, &x, JS_SUCCEEDED, t0, t);
     CHECK_EQ(pending(c), 0u);
-    for (int k = 0; k < 3; k++) {
-        for (int i = 0; i < 20; i++)
-            take(s, c, &w[i], t);
-        t += 110 * MS;
-        for (int i = 0; i < 20; i++)
-            done(s, &w[i], JS_SUCCEEDED, t - 100 * MS, t);
-    }
+    windows(s, c, w, 3, t, 110 * MS, 100 * MS, false);
     fprintf(stderr, "X back, three clean windows: doublings +%llu, limit %u\n",
             (unsigned long long)(c->lim.doublings - before), atomic_load(&c->limit));
     CHECK(c->lim.doublings > before);
