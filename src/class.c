@@ -460,8 +460,8 @@ void class_take_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
     if (c->cfg.breaker && !class_high_lane(c, j) &&
         atomic_load_explicit(&c->brk_state, memory_order_relaxed) == AX_BRK_HALF_OPEN) {
         pthread_mutex_lock(&c->lk);
-        j->probe = ax_breaker_poll(&c->brk, now) == AX_BRK_HALF_OPEN &&
-                   ax_breaker_allow(&c->brk, now);
+        if (ax_breaker_poll(&c->brk, now) == AX_BRK_HALF_OPEN && ax_breaker_allow(&c->brk, now))
+            j->probe = ax_breaker_permit_tag(&c->brk); /* its spell's: release gives it back there */
         pthread_mutex_unlock(&c->lk);
     }
     /* In flight first, then the drop count: a drop bumps the count, then
@@ -498,9 +498,10 @@ static void probe_release(struct ax_sched *s, struct ax_class_rt *c, struct job 
 {
     if (!j->probe)
         return;
+    uint8_t tag = j->probe;
     j->probe = 0;
     pthread_mutex_lock(&c->lk);
-    ax_breaker_release(&c->brk, now);
+    ax_breaker_release(&c->brk, now, tag);
     pthread_mutex_unlock(&c->lk);
     class_room_made(s, c); /* a permit is free again: a parked job may probe */
 }

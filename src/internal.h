@@ -104,7 +104,7 @@ struct job {
     uint8_t cls;      /* its class (class.c), 0 = none */
     uint8_t end_why;  /* END_*: why dispatch ended it, or a retry was denied */
     uint8_t parked;   /* on its class's park list, not its bucket's (s->lock) */
-    uint8_t probe;    /* this attempt holds a half-open breaker permit */
+    uint8_t probe;    /* a half-open breaker permit it holds: its spell's tag; 0 none */
     /* How an attempt ended, for whoever finishes it later: the callback
      * pool's finisher (the watchdog ended it) or a drain list. Its own field,
      * not shared with `code`: a cancel may run the terminal path (and write

@@ -249,10 +249,10 @@ static void test_release_and_stray(void)
     struct ax_breaker b;
     struct ax_breaker_cfg c = cfg();
     ax_breaker_init(&b, &c, 0);
-    ax_breaker_release(&b, 0); /* closed: nothing to give back */
+    ax_breaker_release(&b, 0, ax_breaker_permit_tag(&b)); /* closed: nothing to give back */
     CHECK_EQ(b.probes_out, 0);
     open_it(&b, 0);
-    ax_breaker_release(&b, 1 * S); /* open: nothing either */
+    ax_breaker_release(&b, 1 * S, ax_breaker_permit_tag(&b)); /* open: nothing either */
     CHECK_EQ(b.probes_out, 0);
     /* Outcomes while open are ignored: they do not become probes later. */
     record_n(&b, 1 * S, 50, false);
@@ -263,11 +263,12 @@ static void test_release_and_stray(void)
     for (int i = 0; i < 5; i++)
         CHECK(ax_breaker_allow(&b, h));
     CHECK(!ax_breaker_allow(&b, h));
-    ax_breaker_release(&b, h); /* one probe cancelled: its permit is back */
+    uint8_t tag = ax_breaker_permit_tag(&b);
+    ax_breaker_release(&b, h, tag); /* one probe cancelled: its permit is back */
     CHECK(ax_breaker_allow(&b, h));
     CHECK(!ax_breaker_allow(&b, h));
-    ax_breaker_release(&b, h);
-    ax_breaker_release(&b, h);
+    ax_breaker_release(&b, h, tag);
+    ax_breaker_release(&b, h, tag);
     CHECK(ax_breaker_allow(&b, h));
     CHECK(ax_breaker_allow(&b, h));
     CHECK(!ax_breaker_allow(&b, h));
@@ -284,6 +285,41 @@ static void test_release_and_stray(void)
     CHECK_EQ(ax_breaker_poll(&b, h), AX_BRK_CLOSED);
 }
 
+/* A permit still out when other outcomes gave its spell's verdict is given
+ * back in a later spell: it must not free that spell's permit (review of
+ * 16d186c: with one permit, two probes were out at once). */
+static void test_release_old_spell(void)
+{
+    struct ax_breaker b;
+    struct ax_breaker_cfg c = cfg();
+    c.half_open_calls = 1;
+    ax_breaker_init(&b, &c, 0);
+    open_it(&b, 0);
+    uint64_t h = 5 * S;
+    CHECK_EQ(ax_breaker_poll(&b, h), AX_BRK_HALF_OPEN);
+    CHECK(ax_breaker_allow(&b, h)); /* P1, spell 1 */
+    uint8_t p1 = ax_breaker_permit_tag(&b);
+    ax_breaker_record(&b, h, true); /* another call's outcome: spell 1's verdict */
+    CHECK_EQ(ax_breaker_poll(&b, h), AX_BRK_OPEN);
+    uint64_t h2 = h + 5 * S;
+    CHECK_EQ(ax_breaker_poll(&b, h2), AX_BRK_HALF_OPEN);
+    CHECK(ax_breaker_allow(&b, h2)); /* Q, spell 2 */
+    uint8_t q = ax_breaker_permit_tag(&b);
+    CHECK(q != p1);
+    CHECK(!ax_breaker_allow(&b, h2));
+    ax_breaker_release(&b, h2, p1); /* P1 cancelled: not spell 2's permit */
+    CHECK_EQ(b.probes_out, 1);
+    CHECK(!ax_breaker_allow(&b, h2)); /* R still waits for Q's verdict */
+    ax_breaker_release(&b, h2, q); /* Q cancelled: its permit is back */
+    CHECK_EQ(b.probes_out, 0);
+    CHECK(ax_breaker_allow(&b, h2));
+    /* The tags cycle through 1..255, never 0 ("no permit" to a caller). */
+    for (int i = 0; i < 600; i++) {
+        b.spell++;
+        CHECK(ax_breaker_permit_tag(&b) != 0);
+    }
+}
+
 int main(void)
 {
     test_sequence();
@@ -293,6 +329,7 @@ int main(void)
     test_window_slides();
     test_probe_threshold();
     test_release_and_stray();
+    test_release_old_spell();
     printf("test_breaker: ok\n");
     return 0;
 }

@@ -20,7 +20,9 @@
  *             opened, it is HALF_OPEN.
  *   HALF_OPEN allow() hands out up to half_open_calls permits per half-open
  *             spell (a refusal here is not counted: the caller may wait for
- *             the verdict); release() gives one back. Every outcome recorded
+ *             the verdict); release() gives one back to the spell that
+ *             issued it, and to no later one (a permit still out when other
+ *             outcomes gave its spell's verdict belongs to no spell now). Every outcome recorded
  *             now is a probe's outcome, whether or not its call took a
  *             permit: a call that began while closed and ends now is as good
  *             evidence of the upstream's health. Once half_open_calls
@@ -99,6 +101,7 @@ static void breaker_tick(struct ax_breaker *b, uint64_t now)
     if (b->state == AX_BRK_OPEN && now >= b->opened_at && now - b->opened_at >= b->cfg.open_ns) {
         b->state = AX_BRK_HALF_OPEN;
         b->probes_out = b->probes_done = b->probes_failed = 0;
+        b->spell++;
     }
 }
 
@@ -152,10 +155,11 @@ void ax_breaker_record(struct ax_breaker *b, uint64_t now, bool failed)
     /* AX_BRK_OPEN: ignored, the call began before it opened. */
 }
 
-void ax_breaker_release(struct ax_breaker *b, uint64_t now)
+void ax_breaker_release(struct ax_breaker *b, uint64_t now, uint8_t tag)
 {
     breaker_tick(b, now);
-    if (b->state == AX_BRK_HALF_OPEN && b->probes_out > 0) b->probes_out--;
+    if (b->state == AX_BRK_HALF_OPEN && tag == ax_breaker_permit_tag(b) && b->probes_out > 0)
+        b->probes_out--;
 }
 
 double ax_breaker_failure_rate(struct ax_breaker *b, uint64_t now, unsigned *calls)

@@ -181,8 +181,9 @@ struct ax_breaker {
     uint64_t slot_ns, epoch;
     uint32_t calls[AX_BREAKER_SLOTS], fails[AX_BREAKER_SLOTS];
     uint64_t opened_at;    /* ns, when it last opened */
-    unsigned probes_out;   /* half-open: permits handed out */
+    unsigned probes_out;   /* half-open: permits of this spell handed out */
     unsigned probes_done, probes_failed;
+    uint32_t spell;        /* half-open spells begun: names the permits' spell */
     uint64_t opened, rejected; /* times opened; calls refused */
 };
 
@@ -199,9 +200,19 @@ bool ax_breaker_allow(struct ax_breaker *b, uint64_t now);
  * while closed and ends now is evidence too); once half_open_calls outcomes
  * are in, it closes or opens again. */
 void ax_breaker_record(struct ax_breaker *b, uint64_t now, bool failed);
+/* The tag of the permit ax_breaker_allow just handed out half-open: its
+ * spell, 1..255 (0 is "no permit" to a caller keeping it in a byte). */
+static inline uint8_t ax_breaker_permit_tag(const struct ax_breaker *b)
+{
+    return (uint8_t)(b->spell % 255u + 1u);
+}
 /* A call that was allowed but ended with no outcome (cancelled): gives its
- * half-open permit back. */
-void ax_breaker_release(struct ax_breaker *b, uint64_t now);
+ * half-open permit back, if `tag` names the current spell. A permit of an
+ * earlier spell (its verdict came from other outcomes while it was out) is
+ * not this spell's to return: it would let one more probe out than
+ * half_open_calls (review of 16d186c). Modulo 255 spells: a permit out for
+ * 255 spells reads as current and frees one probe early. */
+void ax_breaker_release(struct ax_breaker *b, uint64_t now, uint8_t tag);
 /* Failure rate over the window now (0 if no call), for stats. */
 double ax_breaker_failure_rate(struct ax_breaker *b, uint64_t now, unsigned *calls);
 
