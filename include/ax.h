@@ -605,7 +605,9 @@ int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg);
 int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
 /* Dump to f whenever the process receives signo (e.g. SIGUSR1). The handler
  * only writes a byte to a pipe; a background thread does the dump. signo 0
- * turns it off. */
+ * turns it off. Once no scheduler dumps on a signal (turned off, moved to
+ * another signal, or ax_free), the action it had before is back, unless the
+ * program has installed another one since. */
 int ax_dump_on_signal(ax_sched *s, int signo, FILE *f);
 
 /* ---- lifecycle events ---------------------------------------------------- */

@@ -132,6 +132,12 @@ static struct {
 } reg[DUMP_MAX];
 static int dump_pipe[2] = {-1, -1};
 static pthread_t dump_thread;
+/* The action each signal had before ax took it (valid while `taken`): put
+ * back once no scheduler dumps on it, unless the program has installed
+ * another action since (a trial found the program's own SIGUSR1 handler
+ * gone for good, and SIGUSR2's default action swallowed). Under reg_lock. */
+static struct sigaction saved_action[256];
+static bool taken[256];
 
 static void on_dump_signal(int sig)
 {
@@ -161,6 +167,21 @@ static void *dump_main(void *arg)
     }
 }
 
+/* Give signo back if no registration uses it any more (reg_lock held). */
+static void signal_give_back(int signo)
+{
+    if (signo <= 0 || !taken[signo])
+        return;
+    for (int i = 0; i < DUMP_MAX; i++)
+        if (reg[i].s && reg[i].signo == signo)
+            return;
+    struct sigaction cur;
+    if (sigaction(signo, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+        cur.sa_handler == on_dump_signal)
+        sigaction(signo, &saved_action[signo], NULL);
+    taken[signo] = false;
+}
+
 int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
 {
     if (!s)
@@ -183,8 +204,10 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
         return ax_fail_static(AX_ENOMEM, "ax_dump_on_signal: at most 8 schedulers");
     }
     if (!signo) {
-        if (slot >= 0 && reg[slot].s == s)
+        if (slot >= 0 && reg[slot].s == s) {
             reg[slot].s = NULL;
+            signal_give_back(reg[slot].signo);
+        }
         pthread_mutex_unlock(&reg_lock);
         return AX_OK;
     }
@@ -203,18 +226,29 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
             return ax_fail_static(AX_ESYS, "ax_dump_on_signal: cannot start the dump thread");
         }
     }
+    int rc = 0;
+    if (!taken[signo]) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_dump_signal;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        rc = sigaction(signo, &sa, &saved_action[signo]);
+        taken[signo] = rc == 0;
+    }
+    if (rc != 0) {
+        int e = errno;
+        pthread_mutex_unlock(&reg_lock);
+        return ax_fail(AX_ESYS, "ax_dump_on_signal: sigaction: %s", strerror(e));
+    }
+    /* Moved from another signal: that one goes back once nobody uses it. */
+    int old = reg[slot].s == s ? reg[slot].signo : 0;
     reg[slot].s = s;
     reg[slot].f = f;
     reg[slot].signo = signo;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_dump_signal;
-    sa.sa_flags = SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    int rc = sigaction(signo, &sa, NULL);
+    if (old != signo)
+        signal_give_back(old);
     pthread_mutex_unlock(&reg_lock);
-    if (rc != 0)
-        return ax_fail(AX_ESYS, "ax_dump_on_signal: sigaction: %s", strerror(errno));
     return AX_OK;
 }
 
@@ -223,7 +257,9 @@ void dump_unregister(struct ax_sched *s)
 {
     pthread_mutex_lock(&reg_lock);
     for (int i = 0; i < DUMP_MAX; i++)
-        if (reg[i].s == s)
+        if (reg[i].s == s) {
             reg[i].s = NULL;
+            signal_give_back(reg[i].signo);
+        }
     pthread_mutex_unlock(&reg_lock);
 }
