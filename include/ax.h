@@ -220,7 +220,8 @@ int ax_new(const ax_config *cfg, ax_sched **out);
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);
 
 /* Shut down (if not yet, with no wait) and free everything, all within
- * config.shutdown_timeout_ms: if a task's coroutine never returns, ax_free
+ * config.shutdown_timeout_ms (its last tenth, 10 to 100 ms, is the worker
+ * threads' to exit in): if a task's coroutine never returns, ax_free
  * names it on stderr and returns, leaking the scheduler rather than freeing
  * memory its worker still uses. NULL is ok. Refused (a message on stderr,
  * nothing freed) from one of the scheduler's own tasks or callbacks. */

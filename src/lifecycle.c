@@ -239,7 +239,10 @@ static bool own_thread(struct ax_sched *s)
 }
 
 /* grace_ns: how long cancelled coroutines get to return at the end. */
-static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns)
+/* Cancel the queued, wait timeout_ms for running tasks, cancel them, then
+ * wait grace_ns for their coroutines to return; no wait goes past
+ * `hard_until` (ax_free's budget; UINT64_MAX for ax_shutdown). */
+static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns, uint64_t hard_until)
 {
     uint64_t deadline = now_ns() + (timeout_ms > 0 ? ms_to_ns_capped(timeout_ms) : 0);
     struct job *q = NULL;
@@ -254,14 +257,19 @@ static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns)
         finish_terminal(s, NULL, j, j->handoff, JS_CANCELLED, AX_ECANCELED,
                         "cancelled at shutdown", 0);
     }
+    if (deadline > hard_until)
+        deadline = hard_until;
     if (wait_idle_until(s, deadline) > 0) {
         cancel_running(s);
-        wait_idle_until(s, now_ns() + 100000000u);
+        uint64_t settle = now_ns() + 100000000u;
+        wait_idle_until(s, settle < hard_until ? settle : hard_until);
     }
     /* Every coroutine returned, and every admitted task ended: its on_done
      * has run (a task leaves the load only after it; one ended in its
      * bucket, by a queued deadline, has no coroutine to wait for). */
     uint64_t until = now_ns() + grace_ns;
+    if (until > hard_until)
+        until = hard_until;
     while ((atomic_load(&s->total_live_runs) > 0 || wait_idle_until(s, 0) > 0) &&
            now_ns() < until)
         usleep(1000);
@@ -292,7 +300,7 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
      * tasks to return, and at least a second (10 000 parked connections
      * take ~200 ms to wake and return on 2 cores). */
     uint64_t grace = timeout_ms > 1000 ? ms_to_ns_capped(timeout_ms) : 1000000000u;
-    return shutdown_within(s, timeout_ms, grace);
+    return shutdown_within(s, timeout_ms, grace, UINT64_MAX);
 }
 
 /* Name the tasks whose coroutine still runs (their job is held by JH_RUN). */
@@ -321,8 +329,9 @@ static void report_stuck(struct ax_sched *s)
         fprintf(stderr, "ax_free:   ... and %u more\n", total - shown);
 }
 
-/* Join the workers, waiting at most until `until`; false if one is still
- * held by a task that never returns. */
+/* Join the workers, waiting at most until `until` in all (they are all told
+ * to stop first, so they leave side by side); false if one is still held
+ * by a task that never returns. */
 static bool join_workers_until(struct ax_sched *s, uint64_t until)
 {
     atomic_store(&s->stop, 1);
@@ -334,11 +343,7 @@ static bool join_workers_until(struct ax_sched *s, uint64_t until)
             continue;
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        /* Each gets at least a moment: one held worker must not make the
-         * others count as held too. */
         uint64_t now = now_ns(), left = until > now ? until - now : 0;
-        if (left < 100000000u)
-            left = 100000000u;
         uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + left;
         ts.tv_sec = (time_t)(at / 1000000000u);
         ts.tv_nsec = (long)(at % 1000000000u);
@@ -349,6 +354,16 @@ static bool join_workers_until(struct ax_sched *s, uint64_t until)
     }
     return all;
 }
+
+/* The last part of ax_free's budget is the workers' to leave in: a tenth,
+ * at most 100 ms, at least 10 ms. A worker no task holds leaves within
+ * microseconds of being told, once the scheduler runs it; this keeps a
+ * held worker from making the others count as held too, and the whole of
+ * ax_free within shutdown_timeout_ms (it used to give each worker not yet
+ * joined at least 100 ms after the budget: 100 ms past it per held worker,
+ * a new user's trial). A budget under 10 ms is exceeded by up to 10 ms. */
+#define FREE_JOIN_MAX_NS 100000000u
+#define FREE_JOIN_MIN_NS 10000000u
 
 void ax_free(ax_sched *s)
 {
@@ -361,8 +376,12 @@ void ax_free(ax_sched *s)
     }
     dump_unregister(s);
     uint64_t budget = (uint64_t)s->cfg.shutdown_timeout_ms * 1000000u;
-    uint64_t until = now_ns() + budget;
-    shutdown_within(s, 0, budget); /* all within shutdown_timeout_ms */
+    uint64_t join = budget / 10 > FREE_JOIN_MAX_NS ? FREE_JOIN_MAX_NS : budget / 10;
+    if (join < FREE_JOIN_MIN_NS)
+        join = FREE_JOIN_MIN_NS;
+    uint64_t start = now_ns();
+    uint64_t until = start + (budget > join ? budget : join);
+    shutdown_within(s, 0, budget, until - join); /* all within shutdown_timeout_ms */
     if (!join_workers_until(s, until)) {
         /* A coroutine that never returns holds its worker: the thread, its
          * stacks and everything they may touch stay. Say what leaks. */
