@@ -114,6 +114,18 @@ unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt
     return state;
 }
 
+/* A failed attempt with retries left ends the task: was shutting down the
+ * one reason (finish_decide's other rules held)? Read again at the end, off
+ * the hot path: closing never goes back, so if it is set now and every
+ * other rule still allows a retry, it is what stopped this one. */
+static bool shutdown_stopped_retry(struct ax_sched *s, const struct job *j, int code)
+{
+    return atomic_load_explicit(&s->closing, memory_order_relaxed) && code != AX_ENOMEM &&
+           !(j->deadline_ns && now_ns() >= j->deadline_ns) &&
+           atomic_load_explicit(&s->retry_enabled[j->prio], memory_order_relaxed) &&
+           j->end_why < END_BUDGET;
+}
+
 /* Hot: the worker's own end of a task goes finish_running -> attempt_end ->
  * terminal_path in one call; the two are inlined there (profile: the
  * calls and their eight arguments cost ~80 instructions per task). */
@@ -144,6 +156,15 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
                      reason);
             err = why;
         }
+    }
+    if (AX_UNLIKELY((state == JS_FAILED || state == JS_TIMED_OUT) && attempt < j->max_retry) &&
+        err != why && shutdown_stopped_retry(s, j, code)) {
+        /* Say so, as a class's budget does (a trial saw only "task returned 5"). */
+        const char *own = err && *err ? err : "failed";
+        snprintf(why, sizeof why, "%.*s; not retried: the scheduler is shutting down",
+                 (int)(AX_ERROR_MAX - 1 - strlen("; not retried: the scheduler is shutting down")),
+                 own);
+        err = why;
     }
     j->code = code;
     if (j->is_child) {
