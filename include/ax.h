@@ -356,7 +356,9 @@ int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrle
 int ax_cancelled(const ax_task *t);
 
 /* Register a cleanup; cleanups run last-in first-out when the task function
- * returns, when it panics, and when a timed-out or cancelled task returns. */
+ * returns, when it panics, and when a timed-out or cancelled task returns.
+ * Not after a stack overflow that config.overflow_fails_task turns into a
+ * failure: the coroutine is abandoned mid-frame, its stack unusable. */
 int ax_defer(ax_task *t, void (*fn)(void *), void *arg);
 /* End the task now: run its cleanups, fail the attempt with the message
  * (code AX_EPANIC). Does not return when called from the task; returns
