@@ -726,6 +726,13 @@ extern _Thread_local struct on_done_frame *ax_on_done_frames;
 /* run.c (and, inline below, the few lines of the yield path) */
 /* Park the current run (its t->rs already set); returns its wake_rc. */
 int run_park(struct ax_task *t);
+/* The park_gen after g: never 0, which a wake-up reads as "any park"
+ * (worker.c), so a join's wake-up cannot match a later park after the
+ * 32-bit count wraps (review of 16d186c). */
+static inline uint32_t park_gen_next(uint32_t g)
+{
+    return g + 1 ? g + 1 : 1;
+}
 /* Resume a parked run with rc (worker thread only). No-op if not parked. */
 void run_wake(struct ax_task *t, int rc);
 

@@ -74,7 +74,7 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     bool done = c->joiner == JOIN_DONE; /* its terminal path published the result */
     if (!done) {
         c->joiner = t;
-        c->joiner_gen = t->park_gen + 1; /* the gen run_park is about to take */
+        c->joiner_gen = park_gen_next(t->park_gen); /* the gen run_park is about to take */
         c->joiner_life = t->life_gen;
     }
     pthread_mutex_unlock(&s->lock);

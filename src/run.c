@@ -143,7 +143,7 @@ static void run_recycle(struct worker *w, struct ax_task *t)
     t->children = NULL;
     t->job = NULL;
     t->life_gen++;
-    t->park_gen++;
+    t->park_gen = park_gen_next(t->park_gen);
     stacks_in_use_add(w, -1);
     if (keep) {
         t->next = w->run_warm;
@@ -280,7 +280,7 @@ int run_detached_block(struct ax_task *t)
 
 int run_park(struct ax_task *t)
 {
-    t->park_gen++;
+    t->park_gen = park_gen_next(t->park_gen);
     ax_coro_switch(&t->coro, &t->w->main);
     while (AX_UNLIKELY(t->bt_req)) {
         /* Resumed only so that a lingering report can say where we are. */
