@@ -90,8 +90,20 @@ int main(void)
     CHECK(signal(SIGUSR1, other_handler) != SIG_ERR);
     CHECK_EQ(ax_dump_on_signal(a, 0, NULL), AX_OK);
     CHECK(handler_of(SIGUSR1) == other_handler);
+
+    /* 5. ... and a registration after that takes it again (review: it
+     * returned AX_OK and left the program's handler in place), giving back
+     * the program's newer handler when it ends. */
+    CHECK_EQ(ax_dump_on_signal(a, SIGUSR1, out), AX_OK);
+    CHECK(signal(SIGUSR1, host_handler) != SIG_ERR);
+    CHECK_EQ(ax_dump_on_signal(a, SIGUSR1, out), AX_OK);
+    CHECK(handler_of(SIGUSR1) != host_handler);
+    long before = ftell(out);
+    CHECK_EQ(raise(SIGUSR1), 0);
+    CHECK(WAIT_UNTIL(ftell(out) > before, 5000));
+    CHECK_EQ(host_runs, 2);
     ax_free(a);
-    CHECK(handler_of(SIGUSR1) == other_handler);
+    CHECK(handler_of(SIGUSR1) == host_handler);
 
     fclose(out);
     return 0;

@@ -226,15 +226,21 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
             return ax_fail_static(AX_ESYS, "ax_dump_on_signal: cannot start the dump thread");
         }
     }
-    int rc = 0;
-    if (!taken[signo]) {
+    /* Install ours unless it is there: the first time, or again when the
+     * program installed its own since (a registration takes the signal back,
+     * as it always did: review). What it replaces is what goes back later. */
+    struct sigaction cur;
+    int rc = sigaction(signo, NULL, &cur);
+    if (rc == 0 && (!taken[signo] || (cur.sa_flags & SA_SIGINFO) ||
+                    cur.sa_handler != on_dump_signal)) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = on_dump_signal;
         sa.sa_flags = SA_RESTART;
         sigemptyset(&sa.sa_mask);
         rc = sigaction(signo, &sa, &saved_action[signo]);
-        taken[signo] = rc == 0;
+        if (rc == 0)
+            taken[signo] = true;
     }
     if (rc != 0) {
         int e = errno;
