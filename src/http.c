@@ -36,27 +36,23 @@
  * generation counter; a worker compares the generation (one atomic load)
  * before each request and re-reads and applies them when it moved.
  *
- * Connection shards. libcurl 7.88 (Debian 12's) walks a cache's connections
- * twice per request: the reuse lookup scans the host's connections, busy
- * ones included, for an idle one, and curl_multi_remove_handle runs
- * through the whole cache looking for the transfer's last connection
- * (close_connect_only; curl 8.x looks it up by id). With every connection
- * of a worker in one cache that is O(connections) per request: perf of
- * ax_http_bench against nginx put 8 % of the client's CPU in those two
- * loops at 1 000 in flight, 19 % against ax-upstream at 10 000. So past
- * HTTP_SHARD_FLIGHT transfers in flight, ax_http_get/post spread their
- * connections over more caches: shard 0 is the multi handle's own, each
- * further one a CURLSH sharing only CURL_LOCK_DATA_CONNECT (owned by this
- * worker's thread alone, which is the only way curl supports sharing a
- * connection cache), one more per HTTP_SHARD_FLIGHT of the peak in
- * flight. A task keeps the shard it first got (t->http_shard), so its next
- * request finds the connection its last one left idle; a new task gets the
- * shard with the fewest transfers in flight. Below HTTP_SHARD_FLIGHT in
- * flight nothing changes. Not sharded, so that curl's per-cache rules keep
- * their meaning: when ax_http_config sets max_connects or a connection
- * limit (curl counts them per cache), HTTP/2 by prior knowledge, and
- * https:// with multiplexing on (one HTTP/2 connection would become one
- * per shard). ax_http_perform's caller-made handles are never sharded.
+ * Cost per request with many connections. libcurl 7.88 (Debian 12's) walks
+ * a cache's connections twice per request: the reuse lookup scans the
+ * host's connections, busy ones included, for an idle one, and
+ * curl_multi_remove_handle runs through the whole cache for the transfer's
+ * last connection (close_connect_only; curl 8.x looks it up by id). With
+ * every connection of a worker in one cache that is O(connections) per
+ * request: perf (cpu-clock) of ax_http_bench put 8.6 % of the client's CPU
+ * in those loops against nginx at 1 000 in flight, 19 % against
+ * ax-upstream at 10 000, ~1 % at 100. Spreading connections over several
+ * caches (CURLSH with CURL_LOCK_DATA_CONNECT, one per 64 in flight, a task
+ * keeping its own) took it to 1.7 % and CPU per request at 10 000 from 165
+ * to 123 us, but was reverted: a review found that such a design must also
+ * retire shards when the load falls (curl reaps a cache's dead connections
+ * only when that cache is used: 237 sockets sat in CLOSE_WAIT), apply
+ * ax_http_configure's limits to every shard's idle connections (238 stayed
+ * open under max_total_connections 2), and it opens more connections than
+ * transfers in flight while shards are added (316 for 300).
  *
  * ax_http_get/post take their easy handles from a per-worker pool of idle
  * ones (curl_easy_reset on the way back; bounded by easy_pool): no
@@ -74,15 +70,6 @@
 
 struct http_sock;
 
-/* A connection cache (see "Connection shards"): sh NULL is the multi's. */
-struct http_shard {
-    CURLSH *sh;
-    unsigned busy; /* its transfers in flight */
-};
-
-#define HTTP_SHARD_FLIGHT 64 /* transfers in flight per shard */
-#define HTTP_SHARDS_MAX 255  /* t->http_shard is a byte */
-
 struct http_worker {
     struct worker *w;
     CURLM *multi;
@@ -94,8 +81,6 @@ struct http_worker {
     long cache_size;             /* CURLMOPT_MAXCONNECTS as set */
     CURL **pool;                 /* idle easy handles for ax_http_get/post */
     unsigned npool, pool_cap;
-    unsigned nshards;            /* shards[0] is the multi's own cache */
-    struct http_shard shards[HTTP_SHARDS_MAX];
 };
 
 /* The auto cache size: 4 x the peak in flight, as curl's own rule but
@@ -121,7 +106,6 @@ struct http_sock {
 struct http_wait {
     CURL *easy;
     struct http_worker *hw;
-    int shard; /* its index in hw->shards; -1: a caller's handle */
     CURLcode result;
     bool done;
     char errbuf[CURL_ERROR_SIZE];
@@ -150,8 +134,6 @@ static void check_done(struct http_worker *hw)
         hw->inflight--;
         if (t && t->rs == RS_PARK_EXT && t->ext) {
             struct http_wait *wait = t->ext;
-            if (wait->shard >= 0)
-                hw->shards[wait->shard].busy--;
             wait->result = result;
             wait->done = true;
             t->on_unpark = NULL; /* already out of the multi handle */
@@ -257,11 +239,6 @@ static void http_worker_destroy(void *p)
         curl_easy_cleanup(hw->pool[--hw->npool]);
     free(hw->pool);
     curl_multi_cleanup(hw->multi); /* closes cached connections */
-    /* Every handle that used a shard is cleaned up by now (the pool's
-     * above; a request's own went back to the pool or was cleaned up), so
-     * none is in use and each closes its connections. */
-    for (unsigned i = 1; i < hw->nshards; i++)
-        curl_share_cleanup(hw->shards[i].sh);
     reap(hw);
     free(hw);
 }
@@ -434,7 +411,6 @@ static struct http_worker *http_worker_get(struct worker *w)
     if (!hw)
         return NULL;
     hw->w = w;
-    hw->nshards = 1; /* the multi's own cache */
     hw->timer.fire = on_timer;
     hw->timer.kind = TIMER_EXT;
     hw->multi = curl_multi_init();
@@ -462,8 +438,6 @@ static void abort_transfer(struct ax_task *t)
     if (wait && !wait->done) {
         curl_multi_remove_handle(wait->hw->multi, wait->easy);
         wait->hw->inflight--;
-        if (wait->shard >= 0)
-            wait->hw->shards[wait->shard].busy--;
     }
 }
 
@@ -484,9 +458,8 @@ static int map_result(CURLcode c, const char *errbuf)
     }
 }
 
-/* The transfer, bounded by `bound_ns` (the task's deadline or tighter);
- * `shard`: the cache request() set on its pooled handle, -1 for a caller's. */
-static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_ns, int shard)
+/* The transfer, bounded by `bound_ns` (the task's deadline or tighter). */
+static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_ns)
 {
     if (curl_code)
         *curl_code = CURLE_OK;
@@ -507,7 +480,7 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
     if (now >= bound_ns)
         return ax_fail_static(AX_ETIMEDOUT, "ax_http_perform: the deadline has passed");
     long left_ms = (long)((bound_ns - now + 999999u) / 1000000u);
-    struct http_wait wait = {.easy = easy, .hw = hw, .shard = shard};
+    struct http_wait wait = {.easy = easy, .hw = hw};
     /* CURLOPT_PRIVATE is how the multi callbacks find the task: the
      * caller's own value is put back afterwards (a trial found it lost). */
     char *caller_private = NULL;
@@ -522,8 +495,6 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
         curl_easy_setopt(easy, CURLOPT_PRIVATE, caller_private);
         return ax_fail(AX_EINVAL, "ax_http_perform: %s", curl_multi_strerror(mc));
     }
-    if (shard >= 0)
-        hw->shards[shard].busy++;
     if (++hw->inflight > hw->peak) {
         hw->peak = hw->inflight;
         cache_fit(hw); /* before any transfer ends and curl trims the cache */
@@ -547,65 +518,7 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
 
 int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code)
 {
-    return perform(t, easy, curl_code, t && t == ax_current_run ? t->deadline_ns : 0, -1);
-}
-
-/* ---- connection shards ------------------------------------------------------ */
-
-/* May this request's connection go to a shard other than the multi's? */
-static bool shard_allowed(const struct http_worker *hw, const char *url)
-{
-    const ax_http_config *c = &hw->conf;
-    return c->max_connects == 0 && c->max_host_connections == 0 &&
-           c->max_total_connections == 0 &&
-           c->http_version != CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE &&
-           !(c->multiplex && strncasecmp(url, "https://", 8) == 0);
-}
-
-/* One more shard: a share of the connection cache alone, no lock
- * functions (this worker's thread is its only user). False if curl
- * cannot make one (then the existing shards serve). */
-static bool shard_add(struct http_worker *hw)
-{
-#if LIBCURL_VERSION_NUM >= 0x073900 /* 7.57.0: CURL_LOCK_DATA_CONNECT */
-    if (hw->nshards >= HTTP_SHARDS_MAX)
-        return false;
-    CURLSH *sh = curl_share_init();
-    if (!sh)
-        return false;
-    if (curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK) {
-        curl_share_cleanup(sh);
-        return false;
-    }
-    hw->shards[hw->nshards++] = (struct http_shard){.sh = sh};
-    return true;
-#else
-    (void)hw;
-    return false;
-#endif
-}
-
-/* The shard of a pooled request (see "Connection shards"): the task's own
- * if it has one, else the least busy, after adding one if the peak in
- * flight has outgrown them. 0 (the multi's cache) when not allowed. */
-static int shard_pick(struct http_worker *hw, struct ax_task *t, const char *url)
-{
-    if (!shard_allowed(hw, url))
-        return 0;
-    if (t->http_shard && t->http_shard <= hw->nshards)
-        return t->http_shard - 1;
-    unsigned flight = hw->peak > hw->inflight ? hw->peak : hw->inflight + 1;
-    unsigned want = (flight + HTTP_SHARD_FLIGHT - 1) / HTTP_SHARD_FLIGHT;
-    int best = 0;
-    if (hw->nshards < want && shard_add(hw)) {
-        best = (int)hw->nshards - 1;
-    } else {
-        for (unsigned i = 1; i < hw->nshards; i++)
-            if (hw->shards[i].busy < hw->shards[best].busy)
-                best = (int)i;
-    }
-    t->http_shard = (uint8_t)(best + 1);
-    return best;
+    return perform(t, easy, curl_code, t && t == ax_current_run ? t->deadline_ns : 0);
 }
 
 /* ---- convenience ------------------------------------------------------------- */
@@ -740,10 +653,7 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     uint64_t bound = deadline;
     if (timeout_ms >= 0 && bound && now_ns() + ms_to_ns_capped(timeout_ms) < bound)
         bound = now_ns() + ms_to_ns_capped(timeout_ms);
-    int shard = hw ? shard_pick(hw, t, url) : -1;
-    if (shard >= 0)
-        curl_easy_setopt(easy, CURLOPT_SHARE, hw->shards[shard].sh);
-    int rc = perform(t, easy, NULL, bound, shard);
+    int rc = perform(t, easy, NULL, bound);
     /* curl says "Operation timed out" for either bound and AX_ETIMEDOUT reads
      * "deadline passed": when it was the request's own timeout_ms that
      * expired, with the task's deadline still ahead, the detail says so. */

@@ -276,7 +276,6 @@ struct ax_task {
     uint8_t detached_calls;      /* blocking calls made after its attempt ended */
     uint8_t warm;                /* its function returned: the coroutine waits at the
                                     top of run_entry's loop for another job (run.c) */
-    uint8_t http_shard;          /* http.c: its connection shard + 1; 0: none yet */
     int bt_n;
     void *bt[AX_BT_MAX];
 };

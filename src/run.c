@@ -511,7 +511,6 @@ struct ax_task *run_start(struct worker *w, struct job *j)
     t->expect_sw = js_make(gen, attempt, JS_RUNNING, 0);
     t->rs = RS_NEW;
     t->panicked = t->began = t->bt_req = t->overflowed = t->detached_calls = t->warm = 0;
-    t->http_shard = 0;
     t->bt_n = 0;
     t->code = 0;
     t->err[0] = 0;

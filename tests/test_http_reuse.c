@@ -264,13 +264,6 @@ int main(void)
     k = 200;
     CHECK_LE(run(k, 10, NULL), k);
 
-    /* Past 64 in flight a worker spreads its connections over several
-     * caches (http.c: connection shards; 300 on one worker: 5). Each task
-     * keeps its cache, so still at most K connections, and ax_free closes
-     * them all (run() waits for the server to see every one closed). */
-    k = 300;
-    CHECK_LE(run(k, 10, NULL), k);
-
     /* The same with the easy-handle pool off and HTTP/1.1 asked for. */
     ax_http_config hc;
     ax_http_config_default(&hc);
@@ -283,14 +276,6 @@ int main(void)
     hc.max_host_connections = 4;
     atomic_store(&open_peak, 0);
     CHECK_LE(run(50, 20, &hc), 4);
-    CHECK_LE(atomic_load(&open_peak), 4);
-
-    /* Also past 64 in flight: a connection limit keeps one cache (curl
-     * counts a limit per cache; with 3 shards 12 could be open). */
-    ax_http_config_default(&hc);
-    hc.max_host_connections = 4;
-    atomic_store(&open_peak, 0);
-    CHECK_LE(run(150, 4, &hc), 4);
     CHECK_LE(atomic_load(&open_peak), 4);
 
     /* max_total_connections likewise. */
