@@ -13,13 +13,9 @@
  * needs at least 1 100 + 5 x 100 ms), and says 5 workers are held, not 6:
  * the one no task holds is still joined.
  */
-#include "util.h"
+#include "fork_capture.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
 #include <string.h>
-#include <sys/wait.h>
 
 #define WORKERS 6
 #define HELD 5
@@ -68,29 +64,9 @@ static void child(int out_fd)
 
 int main(void)
 {
-    int fds[2];
-    CHECK_EQ(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        child(fds[1]);
-    }
-    close(fds[1]);
     static char out[65536];
-    size_t len = 0;
-    for (ssize_t r; len < sizeof out - 1 && (r = read(fds[0], out + len, sizeof out - 1 - len)) != 0;) {
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            break;
-        len += (size_t)r;
-    }
-    out[len] = 0;
-    close(fds[0]);
     int status = 0;
-    CHECK_EQ(waitpid(pid, &status, 0), pid);
+    CHECK(fork_capture(child, out, sizeof out, 120000, &status));
     fprintf(stderr, "child's stderr:\n%s", out);
     CHECK(WIFEXITED(status));
     CHECK_EQ(WEXITSTATUS(status), 0);

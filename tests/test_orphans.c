@@ -61,6 +61,7 @@
  *     attempts 2, retry run once); nothing stays queued or delayed.
  */
 #include "util.h"
+#include "fork_capture.h"
 
 #include <pthread.h>
 
@@ -292,52 +293,9 @@ static void child_shutdown_leak(int err_fd)
 
 static void test_shutdown_leak(void)
 {
-    int fds[2];
-    CHECK_EQ(pipe(fds), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        close(fds[0]);
-        child_shutdown_leak(fds[1]);
-    }
-    close(fds[1]);
-    CHECK_EQ(fcntl(fds[0], F_SETFL, O_NONBLOCK), 0);
-
     static char out[65536];
-    size_t len = 0;
     int status = 0;
-    bool exited = false;
-    uint64_t end = test_now_ms() + CHILD_WAIT_MS;
-    for (;;) {
-        ssize_t r = read(fds[0], out + len, sizeof out - 1 - len);
-        if (r > 0)
-            len += (size_t)r;
-        pid_t w = waitpid(pid, &status, WNOHANG);
-        CHECK(w >= 0);
-        if (w == pid) {
-            exited = true;
-            break;
-        }
-        if (test_now_ms() >= end)
-            break;
-        usleep(10 * 1000);
-    }
-    if (!exited) {
-        kill(pid, SIGKILL);
-        CHECK_EQ(waitpid(pid, &status, 0), pid);
-    }
-    /* The rest of the child's stderr, up to end of file. */
-    CHECK_EQ(fcntl(fds[0], F_SETFL, 0), 0);
-    for (ssize_t r; len < sizeof out - 1 && (r = read(fds[0], out + len, sizeof out - 1 - len)) != 0;) {
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0)
-            break;
-        len += (size_t)r;
-    }
-    out[len] = 0;
-    close(fds[0]);
+    bool exited = fork_capture(child_shutdown_leak, out, sizeof out, CHILD_WAIT_MS, &status);
     fprintf(stderr, "shutdown child's stderr: <<%s>>\n", out);
     if (!exited)
         fprintf(stderr, "ax_free did not return within %d ms: child killed\n", CHILD_WAIT_MS);
