@@ -188,8 +188,11 @@ typedef struct ax_config {
     bool adaptive_limit;       /* the cap on running tasks follows their measured run time
                                   (Gradient2, as a class's adaptive limit, over every attempt)
                                   between adaptive_min and max_concurrency, which becomes its
-                                  bound; ax_stats.limit shows it. Default false: the cap is
-                                  max_concurrency. Task classes have their own (ax_class_config) */
+                                  bound; ax_stats.limit shows it. With every slot held, work
+                                  waiting and no attempt ended for a second, it rises by one
+                                  (tasks that never end, a poller, cannot hold it down for
+                                  good). Default false: the cap is max_concurrency. Task
+                                  classes have their own (ax_class_config) */
     unsigned adaptive_min;     /* lowest adaptive cap (0 = 1; <= max_concurrency, checked
                                   only with adaptive_limit: ignored without it) */
 } ax_config;
@@ -382,7 +385,9 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out);
 
 /* ---- run-time control (thread-safe) ------------------------------------- */
 
-/* Quotas left at 0 in the config follow max_concurrency when it changes. */
+/* Quotas left at 0 in the config follow max_concurrency when it changes.
+ * With config.adaptive_limit, n is the limiter's new bound and it starts
+ * over from n, as at ax_new. */
 int ax_set_max_concurrency(ax_sched *s, unsigned n);
 int ax_set_quotas(ax_sched *s, unsigned high, unsigned normal, unsigned low_guaranteed);
 int ax_set_retry_enabled(ax_sched *s, ax_priority p, bool enabled);

@@ -531,6 +531,9 @@ struct ax_sched {
     _Atomic unsigned alim_value;
     _Atomic unsigned alim_drops; /* its dropped samples so far (sched.c) */
     _Atomic unsigned alim_slots; /* slots held, as running - freed, kept only for it */
+    /* When it last had news: its last sample, or its last nudge (a stall
+     * with every slot held and work waiting; sched.c). */
+    _Atomic uint64_t alim_news_ns;
     /* The last dispatch left every slot taken (s->lock): workers do not spin
      * on queued work until a slot is released (`freed` moves) or the cap
      * changes. */
@@ -656,6 +659,17 @@ void sched_adaptive_take(struct ax_sched *s, struct job *j); /* j took a slot (s
 void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
                            uint64_t now, bool slot_freed);
 void sched_adaptive_apply_locked(struct ax_sched *s);
+/* No sample for AX_ALIM_STALL_NS: with every slot held and work waiting,
+ * the limiter has no evidence and must not stay where it is (sched.c). */
+#define AX_ALIM_STALL_NS 1000000000ull
+static inline bool sched_adaptive_stall_due(struct ax_sched *s, uint64_t now)
+{
+    return AX_UNLIKELY(s->cfg.adaptive_limit) &&
+           atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) &&
+           atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
+           now - atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) >= AX_ALIM_STALL_NS;
+}
+void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now);
 
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);

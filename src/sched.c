@@ -664,6 +664,7 @@ void sched_adaptive_init(struct ax_sched *s)
     };
     ax_limit_init(&s->alim, &lc, now_ns());
     atomic_init(&s->alim_value, ax_limit_get(&s->alim));
+    atomic_init(&s->alim_news_ns, now_ns());
 }
 
 /* Which attempts began before the last drop (the slow start's count,
@@ -697,9 +698,33 @@ void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run
     bool before = (uint8_t)atomic_load_explicit(&s->alim_drops, memory_order_relaxed) != j->alim_drops;
     ax_limit_sample_timeout(&s->alim, now, run_ns, inflight, dropped, run_ns, before);
     unsigned v = ax_limit_get(&s->alim);
+    atomic_store_explicit(&s->alim_news_ns, now, memory_order_relaxed);
     pthread_mutex_unlock(&s->alim_lk);
     if (v != atomic_load_explicit(&s->alim_value, memory_order_relaxed))
         atomic_store_explicit(&s->alim_value, v, memory_order_relaxed);
+}
+
+/* The limiter moves only on samples, and a sample is an attempt that ends.
+ * With every slot held by attempts that do not end (a poller, an accept
+ * loop, a Redis consumer's puller and acker: a trial saw the limit fall to
+ * 1 in a timeout storm, the poller keep that slot, and 1 810 tasks wait
+ * for good after the upstream was fast again) it had no way back. So a
+ * dispatch that finds every slot held, work waiting and no sample for
+ * AX_ALIM_STALL_NS raises the limit by one (worker 0 wakes for it:
+ * worker.c next_wake_tick); an attempt that then ends is news again. In a
+ * storm of hanging attempts this adds at most one attempt per second, and
+ * only while none of the attempts in flight has ended for a second: the
+ * timeouts' drops bring it down again. In s->lock, then alim_lk (no path
+ * takes them the other way). */
+void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now)
+{
+    pthread_mutex_lock(&s->alim_lk);
+    if (now - atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) >= AX_ALIM_STALL_NS) {
+        ax_limit_nudge(&s->alim);
+        atomic_store_explicit(&s->alim_value, ax_limit_get(&s->alim), memory_order_relaxed);
+        atomic_store_explicit(&s->alim_news_ns, now, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&s->alim_lk);
 }
 
 /* In a dispatch's lock section: the cap is the limiter's value, bounded by
@@ -732,10 +757,15 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
                        "max_concurrency %u plus the buckets' capacities (%llu) exceeds %u tasks", n,
                        (unsigned long long)total, AX_MAX_JOBS / 2);
     if (s->cfg.adaptive_limit) {
-        /* The limiter's bound moves; it may stand below the new bound. */
+        /* The limiter's bound moves, and it starts over from it, as at
+         * ax_new: an operator who raises the cap wants more in flight now
+         * (a trial raised it to get a stalled limit moving, and the limiter
+         * put it straight back). */
         pthread_mutex_lock(&s->alim_lk);
         ax_limit_set_max(&s->alim, n);
+        ax_limit_restart(&s->alim, n);
         atomic_store_explicit(&s->alim_value, ax_limit_get(&s->alim), memory_order_relaxed);
+        atomic_store_explicit(&s->alim_news_ns, now_ns(), memory_order_relaxed);
         pthread_mutex_unlock(&s->alim_lk);
     }
     pthread_mutex_lock(&s->lock);

@@ -167,7 +167,8 @@ static void dispatch(struct worker *w)
     }
 
     /* Fast path: nothing to apply, nothing due, nothing we could take. */
-    if (!p->free_list && !jwheel_due(s, w->now_ns) && !queued_takeable(s))
+    if (!p->free_list && !jwheel_due(s, w->now_ns) && !queued_takeable(s) &&
+        !sched_adaptive_stall_due(s, w->now_ns))
         return;
 
     if (AX_UNLIKELY(s->ev_lossless))
@@ -189,8 +190,15 @@ static void dispatch(struct worker *w)
      * (even paused: the flag must not keep workers coming back). */
     if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
         atomic_store_explicit(&s->parked_ready, false, memory_order_seq_cst);
-    if (AX_UNLIKELY(s->cfg.adaptive_limit))
+    if (AX_UNLIKELY(s->cfg.adaptive_limit)) {
+        if (s->running >= s->cap && !s->paused && !s->closing &&
+            (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) ||
+             bucket_nonempty(&s->b[2])) &&
+            w->now_ns - atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) >=
+                AX_ALIM_STALL_NS)
+            sched_adaptive_nudge_locked(s, w->now_ns);
         sched_adaptive_apply_locked(s);
+    }
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
         uint8_t rr0 = (uint8_t)s->rr;
@@ -306,6 +314,18 @@ static uint64_t next_wake_tick(struct worker *w)
         uint64_t jn = atomic_load_explicit(&w->s->jwheel_next, memory_order_seq_cst);
         if (jn < next)
             next = jn;
+        /* config.adaptive_limit with every slot held and work waiting: look
+         * again when the stall is due (sched_adaptive_nudge_locked). */
+        struct ax_sched *s = w->s;
+        if (AX_UNLIKELY(s->cfg.adaptive_limit) &&
+            atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) &&
+            atomic_load_explicit(&s->hint_queued, memory_order_relaxed)) {
+            uint64_t at = ns_to_tick_ceil(atomic_load_explicit(&s->alim_news_ns,
+                                                                memory_order_relaxed) +
+                                          AX_ALIM_STALL_NS);
+            if (at < next)
+                next = at;
+        }
     }
     return next;
 }

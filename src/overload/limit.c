@@ -221,6 +221,21 @@ static void limit_update(struct ax_limit *l, uint64_t now)
     l->updates++;
 }
 
+void ax_limit_nudge(struct ax_limit *l)
+{
+    /* From the value in use (the double may sit below min or between
+     * integers): one more attempt in flight. */
+    double next = (double)ax_limit_get(l) + 1;
+    l->limit = next <= l->cfg.max ? next : l->cfg.max;
+}
+
+void ax_limit_restart(struct ax_limit *l, unsigned value)
+{
+    l->limit = clampd(value, l->cfg.min, l->cfg.max);
+    l->mark = 0;
+    l->clean_run = l->unclean_run = 0;
+}
+
 void ax_limit_set_max(struct ax_limit *l, unsigned max)
 {
     l->cfg.max = max > l->cfg.min ? max : l->cfg.min;

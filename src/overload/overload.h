@@ -80,6 +80,11 @@ struct ax_limit {
 };
 
 void ax_limit_init(struct ax_limit *l, const struct ax_limit_cfg *cfg, uint64_t now);
+/* One more, up to max: the caller saw no sample for a long while with
+ * every slot held and work waiting (sched.c). */
+void ax_limit_nudge(struct ax_limit *l);
+/* Start over from `value` (clamped to [min, max]): an operator's new bound. */
+void ax_limit_restart(struct ax_limit *l, unsigned value);
 /* One finished attempt: its latency, the attempts in flight when it ended,
  * and whether it was dropped (timed out: its latency is a lower bound). May
  * close the window and move the limit. A dropped sample counts at rtt_ns in
