@@ -43,6 +43,20 @@ static const char submit_lua[] =
     "end\n"
     "return redis.call('XADD', KEYS[p], '*', unpack(ARGV, 6))\n";
 
+/* Every script that takes an entry off its stream first checks the keys
+ * its later writes go to: Redis does not undo a script's earlier writes
+ * when a later command fails, so with a string at the dead-letter key the
+ * XACK and XDEL stood and the XADD failed, and the message was gone (a new
+ * user's trial). want(key, type) is an error reply naming the key if it
+ * holds another type, nil if it holds that type or nothing. */
+#define RS_WANT_TYPE                                                                        \
+    "local function want(k, ty)\n"                                                          \
+    "  local t = redis.call('TYPE', k)['ok']\n"                                             \
+    "  if t ~= 'none' and t ~= ty then\n"                                                   \
+    "    return redis.error_reply('WRONGTYPE ' .. k .. ' holds a ' .. t .. ', not a ' .. ty)\n" \
+    "  end\n"                                                                               \
+    "end\n"
+
 /* The terminal record of one delivery. KEYS: stream delayed dead stats.
  * ARGV: entry id, outcome ok|retry|dead, due time (Unix ms, retry), then
  * for retry the priority index and the fields of the next attempt, for
@@ -50,6 +64,11 @@ static const char submit_lua[] =
  * the entry off the pending list (returns 1), else returns 0: another
  * consumer recorded this message already. */
 static const char ack_lua[] =
+    RS_WANT_TYPE
+    "local e = want(KEYS[4], 'hash')\n"
+    "if not e and ARGV[2] == 'retry' then e = want(KEYS[2], 'zset')\n"
+    "elseif not e and ARGV[2] ~= 'ok' then e = want(KEYS[3], 'stream') end\n"
+    "if e then return e end\n"
     "if redis.call('XACK', KEYS[1], 'ax', ARGV[1]) == 0 then return 0 end\n"
     "redis.call('XDEL', KEYS[1], ARGV[1])\n"
     "if ARGV[2] == 'ok' then\n"
@@ -67,6 +86,9 @@ static const char ack_lua[] =
  * stats, ARGV entry ids. For each id, as ack_lua's ok: acts only if XACK
  * took it off the pending list. Returns one 1/0 per id. */
 static const char ack_ok_lua[] =
+    RS_WANT_TYPE
+    "local e = want(KEYS[2], 'hash')\n"
+    "if e then return e end\n"
     "local out, n = {}, 0\n"
     "for i = 1, #ARGV do\n"
     "  if redis.call('XACK', KEYS[1], 'ax', ARGV[i]) == 1 then\n"
@@ -86,6 +108,9 @@ static const char ack_ok_lua[] =
  * cursor, {{id, fields, deliveries}...}, dead}; entries delivered more than max
  * times go to the dead-letter stream instead (dead: how many). */
 static const char claim_lua[] =
+    RS_WANT_TYPE
+    "local e = want(KEYS[2], 'stream') or want(KEYS[3], 'hash')\n"
+    "if e then return e end\n"
     "local function set(f, k, v, keep)\n"
     "  for i = 1, #f, 2 do\n"
     "    if f[i] == k then if not keep then f[i + 1] = v end; return end\n"
