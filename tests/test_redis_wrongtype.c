@@ -69,7 +69,7 @@ int main(void)
     CHECK_EQ(ax_redis_consumer_start(c), 0);
 
     /* Both ran; neither outcome could be written; both still pending. */
-    CHECK(WAIT_UNTIL(cstats(c).redis_errors >= 2, 30000));
+    CHECK(WAIT_UNTIL(cstats(c).pulled == 2 && cstats(c).redis_errors >= 2, 30000));
     ax_redis_consumer_stats st = cstats(c);
     CHECK_EQ(st.pulled, 2);
     CHECK_EQ(st.held, 2);
@@ -81,6 +81,11 @@ int main(void)
     CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1);
     CHECK_EQ(r->element[0]->integer, 2);
     freeReplyObject(r);
+
+    /* The queue's numbers say what is wrong rather than read 0. */
+    ax_redis_queue_stats qs;
+    CHECK_EQ(ax_redis_queue_stats_get(NULL, q, 5000, &qs), AX_ENET);
+    CHECK(strstr(ax_error_detail(), "WRONGTYPE") != NULL);
 
     /* The keys fixed: the writes go through on the consumer's next try. */
     r = redisCommand(rc, "DEL ax:{wt}:delayed ax:{wt}:dead");
@@ -95,6 +100,8 @@ int main(void)
     CHECK_EQ(st.pulled + st.claimed, st.succeeded + st.retried + st.dead + st.ack_lost +
                                          st.abandoned + st.held);
     CHECK_EQ(rs_int(rc, "XLEN ax:{wt}:normal"), 0);
+    CHECK_EQ(ax_redis_queue_stats_get(NULL, q, 5000, &qs), 0);
+    CHECK_EQ(qs.dead_letters, 2);
     CHECK_EQ(ax_redis_consumer_stop(c, 5000), 0);
     ax_free(s);
     ax_redis_consumer_free(c);

@@ -62,6 +62,21 @@ int ax_redis_queue_stats_get(ax_task *t, ax_redis_queue *q, int64_t timeout_ms,
     rq_conn_put(q, r);
     if (rc)
         return rc;
+    /* An error reply is an error (a trial read zeros for a stream key that
+     * held a string), except XPENDING's before the group exists. */
+    for (int c = 0; c < n && !rc; c++) {
+        const redisReply *e = reps[c];
+        bool pending = c < 6 && c % 2 == 1;
+        if (e->type == REDIS_REPLY_ERROR &&
+            !(pending && (strncmp(e->str, "NOGROUP", 7) == 0 || strstr(e->str, "no such key"))))
+            rc = ax_fail(AX_ENET, "ax_redis_queue_stats_get: queue %s: %s (%s %s)", q->name,
+                         e->str, argv[c][0], argv[c][1]);
+    }
+    if (rc) {
+        for (int c = 0; c < n; c++)
+            freeReplyObject(reps[c]);
+        return rc;
+    }
     static const ax_priority prio[3] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
     for (int k = 0; k < 3; k++) {
         out->length[prio[k]] = as_u64(reps[2 * k]);
