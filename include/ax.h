@@ -521,7 +521,8 @@ typedef struct ax_stats {
                                        back from a held worker are never refused */
     uint64_t delayed;     /* waiting out a delay or a retry back-off */
     uint64_t running;     /* holding a concurrency slot */
-    uint64_t limit;       /* max_concurrency */
+    uint64_t limit;       /* the cap on running tasks now: max_concurrency, or
+                             config.adaptive_limit's value */
     uint64_t submitted;   /* admitted */
     uint64_t rejected;    /* refused: invalid, full, rate, shutdown */
     uint64_t shed;        /* refused with AX_ESHED */
