@@ -662,14 +662,25 @@ void sched_adaptive_apply_locked(struct ax_sched *s);
 /* No sample for AX_ALIM_STALL_NS: with every slot held and work waiting,
  * the limiter has no evidence and must not stay where it is (sched.c). */
 #define AX_ALIM_STALL_NS 1000000000ull
+/* `now` a worker's cached clock, which may be older than news another
+ * worker stored: not a stall (review: the difference wrapped, and the limit
+ * rose by one now and then under full load). */
+static inline bool sched_adaptive_quiet(struct ax_sched *s, uint64_t now)
+{
+    uint64_t news = atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed);
+    return now > news && now - news >= AX_ALIM_STALL_NS;
+}
 static inline bool sched_adaptive_stall_due(struct ax_sched *s, uint64_t now)
 {
     return AX_UNLIKELY(s->cfg.adaptive_limit) &&
            atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) &&
            atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
-           now - atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) >= AX_ALIM_STALL_NS;
+           sched_adaptive_quiet(s, now);
 }
-void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now);
+/* A dispatch found the limiter quiet for AX_ALIM_STALL_NS: raise it by one
+ * if `stalled` (every slot held, work it could start waiting); either way
+ * the next look is a stall's length later. */
+void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now, bool stalled);
 
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);

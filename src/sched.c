@@ -716,12 +716,18 @@ void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run
  * only while none of the attempts in flight has ended for a second: the
  * timeouts' drops bring it down again. In s->lock, then alim_lk (no path
  * takes them the other way). */
-void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now)
+void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now, bool stalled)
 {
     pthread_mutex_lock(&s->alim_lk);
-    if (now - atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) >= AX_ALIM_STALL_NS) {
-        ax_limit_nudge(&s->alim);
-        atomic_store_explicit(&s->alim_value, ax_limit_get(&s->alim), memory_order_relaxed);
+    if (sched_adaptive_quiet(s, now)) {
+        if (stalled) {
+            ax_limit_nudge(&s->alim);
+            atomic_store_explicit(&s->alim_value, ax_limit_get(&s->alim), memory_order_relaxed);
+        }
+        /* Also when it could not act (paused, closing, orphans at their
+         * bound): worker 0 would otherwise find the stall due at every turn
+         * and spin (review: a paused scheduler, a core at 100 %). Only
+         * forward: a sample's later time stays. */
         atomic_store_explicit(&s->alim_news_ns, now, memory_order_relaxed);
     }
     pthread_mutex_unlock(&s->alim_lk);

@@ -191,12 +191,12 @@ static void dispatch(struct worker *w)
     if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
         atomic_store_explicit(&s->parked_ready, false, memory_order_seq_cst);
     if (AX_UNLIKELY(s->cfg.adaptive_limit)) {
-        if (s->running >= s->cap && !s->paused && !s->closing &&
-            (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) ||
-             bucket_nonempty(&s->b[2])) &&
-            w->now_ns - atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) >=
-                AX_ALIM_STALL_NS)
-            sched_adaptive_nudge_locked(s, w->now_ns);
+        if (sched_adaptive_quiet(s, w->now_ns))
+            sched_adaptive_nudge_locked(
+                s, w->now_ns,
+                s->running >= s->cap && !s->paused && !s->closing && !orphans_full_locked(s) &&
+                    (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) ||
+                     bucket_nonempty(&s->b[2])));
         sched_adaptive_apply_locked(s);
     }
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
