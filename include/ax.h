@@ -224,7 +224,8 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms);
 
 /* Shut down (if not yet, with no wait) and free everything, all within
  * config.shutdown_timeout_ms (its last tenth, 10 to 100 ms, is the worker
- * threads' to exit in): if a task's coroutine never returns, ax_free
+ * threads' to exit in; workers on no task's stack get up to 100 ms more,
+ * all together): if a task's coroutine never returns, ax_free
  * names it on stderr and returns, leaking the scheduler rather than freeing
  * memory its worker still uses. NULL is ok. Refused (a message on stderr,
  * nothing freed) from one of the scheduler's own tasks or callbacks. */

@@ -345,16 +345,21 @@ static bool join_worker(struct worker *w, uint64_t left)
 /* Join the workers, waiting at most until `until` in all (they are all told
  * to stop first, so they leave side by side); false if one is still held
  * by a task that never returns. A worker on no task's stack (pub_run NULL)
- * is not held: it only waits to be scheduled, which a busy machine can
- * delay past a small budget (review: budget 0, 8 idle workers beside 6
- * busy loops, 17 of 150 ax_free calls leaked the scheduler "held" by idle
- * workers), so it gets at least FREE_IDLE_JOIN_NS. */
+ * is most likely not held: it only waits to be scheduled, which a busy
+ * machine can delay past a small budget (review: budget 0, 8 idle workers
+ * beside 6 busy loops, 17 of 150 ax_free calls leaked the scheduler "held"
+ * by idle workers). Those get until FREE_IDLE_JOIN_NS after the join
+ * began, one deadline for all of them: a worker stuck in an on_done (run
+ * inline, pub_run NULL) must not add 100 ms each (review). */
 #define FREE_IDLE_JOIN_NS 100000000u
 static bool join_workers_until(struct ax_sched *s, uint64_t until)
 {
     atomic_store(&s->stop, 1);
     for (unsigned i = 0; i < s->nworkers; i++)
         worker_kick(&s->workers[i]);
+    uint64_t idle_until = now_ns() + FREE_IDLE_JOIN_NS;
+    if (idle_until < until)
+        idle_until = until;
     bool all = true;
     for (unsigned i = 0; i < s->nworkers; i++) {
         struct worker *w = &s->workers[i];
@@ -363,8 +368,9 @@ static bool join_workers_until(struct ax_sched *s, uint64_t until)
         uint64_t now = now_ns();
         if (join_worker(w, until > now ? until - now : 0))
             continue;
+        now = now_ns();
         if (!atomic_load_explicit(&w->pub_run, memory_order_acquire) &&
-            join_worker(w, FREE_IDLE_JOIN_NS))
+            join_worker(w, idle_until > now ? idle_until - now : 0))
             continue;
         all = false;
     }
