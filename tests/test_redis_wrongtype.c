@@ -11,9 +11,9 @@
  *
  * Expected: the script checks its keys' types first and writes nothing on
  * a wrong one. The messages stay pending and held, the consumer counts
- * the errors and says WRONGTYPE; once the keys are fixed, both end where
- * they should (the retried one in the delayed set, then both dead), and
- * nothing was ack_lost.
+ * the errors, other messages' records go through meanwhile, and
+ * ax_redis_queue_stats_get says WRONGTYPE; once the key is fixed, both end
+ * dead, and nothing was ack_lost.
  */
 #include "redis_server.h"
 #include "util.h"
@@ -25,6 +25,12 @@ static int fail(ax_task *t, const ax_redis_msg *m, void *arg)
     (void)m, (void)arg;
     ax_task_set_error(t, "boom");
     return -1;
+}
+
+static int ok(ax_task *t, const ax_redis_msg *m, void *arg)
+{
+    (void)t, (void)m, (void)arg;
+    return 0;
 }
 
 static ax_redis_consumer_stats cstats(ax_redis_consumer *c)
@@ -49,12 +55,9 @@ int main(void)
     CHECK_EQ(ax_redis_submit(NULL, q, &retry, 5000, NULL), 0);
     ax_redis_spec dead = {.kind = "fail", .timeout_ms = 5000};
     CHECK_EQ(ax_redis_submit(NULL, q, &dead, 5000, NULL), 0);
-    /* Then the wrong keys (submitting checks the delayed set's size too,
-     * and would refuse with WRONGTYPE). */
-    redisReply *r = redisCommand(rc, "SET ax:{wt}:delayed oops");
-    CHECK(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    r = redisCommand(rc, "SET ax:{wt}:dead oops");
+    /* Then the wrong key. (A wrong delayed set is refused at submit, whose
+     * admission counts it; the scripts check it as they check this one.) */
+    redisReply *r = redisCommand(rc, "SET ax:{wt}:dead oops");
     CHECK(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
 
@@ -66,14 +69,17 @@ int main(void)
     ax_redis_consumer *c;
     CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);
     CHECK_EQ(ax_redis_handle(c, "fail", fail, NULL), 0);
+    CHECK_EQ(ax_redis_handle(c, "ok", ok, NULL), 0);
     CHECK_EQ(ax_redis_consumer_start(c), 0);
 
-    /* Both ran; neither outcome could be written; both still pending. */
-    CHECK(WAIT_UNTIL(cstats(c).pulled == 2 && cstats(c).redis_errors >= 2, 30000));
+    /* The retried one's first outcome is written (the delayed set is
+     * fine); then it and the other fail for good, and neither dead letter
+     * can be written: both stay pending and held. */
+    CHECK(WAIT_UNTIL(cstats(c).pulled == 3 && cstats(c).redis_errors >= 2, 30000));
     ax_redis_consumer_stats st = cstats(c);
-    CHECK_EQ(st.pulled, 2);
     CHECK_EQ(st.held, 2);
-    CHECK_EQ(st.retried, 0);
+    CHECK_EQ(st.succeeded, 0);
+    CHECK_EQ(st.retried, 1);
     CHECK_EQ(st.dead, 0);
     CHECK_EQ(st.ack_lost, 0);
     CHECK_EQ(rs_int(rc, "XLEN ax:{wt}:normal"), 2);
@@ -82,14 +88,21 @@ int main(void)
     CHECK_EQ(r->element[0]->integer, 2);
     freeReplyObject(r);
 
+    /* They hold back no one else's record (review: the acker retried the
+     * same batch for ever, and every success waited behind it). */
+    ax_redis_spec good = {.kind = "ok", .timeout_ms = 5000};
+    CHECK_EQ(ax_redis_submit(NULL, q, &good, 5000, NULL), 0);
+    CHECK(WAIT_UNTIL(cstats(c).succeeded == 1, 30000));
+    CHECK_EQ(cstats(c).held, 2);
+
     /* The queue's numbers say what is wrong rather than read 0. */
     ax_redis_queue_stats qs;
     CHECK_EQ(ax_redis_queue_stats_get(NULL, q, 5000, &qs), AX_ENET);
     CHECK(strstr(ax_error_detail(), "WRONGTYPE") != NULL);
 
     /* The keys fixed: the writes go through on the consumer's next try. */
-    r = redisCommand(rc, "DEL ax:{wt}:delayed ax:{wt}:dead");
-    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 2);
+    r = redisCommand(rc, "DEL ax:{wt}:dead");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
     freeReplyObject(r);
     CHECK(WAIT_UNTIL(rs_int(rc, "XLEN ax:{wt}:dead") == 2, 60000));
     CHECK(WAIT_UNTIL(cstats(c).held == 0, 10000));

@@ -1246,29 +1246,30 @@ static int acker(ax_task *t, void *arg)
                 break;
             continue;
         }
-        while (ack_batch(t, c, batch, n) != AX_OK) {
-            /* keep what is not settled, in order, and try again */
-            size_t k = 0;
-            for (size_t i = 0; i < n; i++)
-                if (batch[i])
-                    batch[k++] = batch[i];
-            n = k;
-            if (ax_cancelled(t) || ax_sleep(t, 50) != AX_OK) {
-                /* Cancelled (ax_shutdown, ax_free, a stop's timeout): the
-                 * unsettled ones go back to the front of the done list,
-                 * where ax_redis_consumer_free finds them (they were lost,
-                 * a leak ASan saw); in Redis they stay pending, for
-                 * another consumer to claim. */
-                pthread_mutex_lock(&c->lock);
-                for (size_t i = n; i-- > 0;) {
-                    batch[i]->next = c->done_head;
+        if (ack_batch(t, c, batch, n) != AX_OK) {
+            /* What is not settled goes to the back of the done list and is
+             * written again after a pause, with whatever is done by then:
+             * one message whose record cannot be written (its queue's
+             * dead-letter or delayed key of the wrong type: the scripts
+             * refuse it) must not hold back everyone else's (review; it
+             * retried the same batch for ever). There ax_redis_consumer_free
+             * also finds them if we are cancelled meanwhile (they were
+             * lost once, a leak ASan saw); in Redis they stay pending, for
+             * another consumer to claim. */
+            pthread_mutex_lock(&c->lock);
+            for (size_t i = 0; i < n; i++) {
+                if (!batch[i])
+                    continue;
+                batch[i]->next = NULL;
+                if (c->done_tail)
+                    c->done_tail->next = batch[i];
+                else
                     c->done_head = batch[i];
-                    if (!c->done_tail)
-                        c->done_tail = batch[i];
-                }
-                pthread_mutex_unlock(&c->lock);
-                goto out;
+                c->done_tail = batch[i];
             }
+            pthread_mutex_unlock(&c->lock);
+            if (ax_cancelled(t) || ax_sleep(t, 50) != AX_OK)
+                goto out;
         }
     }
 out:
