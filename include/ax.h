@@ -189,7 +189,8 @@ typedef struct ax_config {
                                   (Gradient2, as a class's adaptive limit, over every attempt)
                                   between adaptive_min and max_concurrency, which becomes its
                                   bound; ax_stats.limit shows it. With every slot held, work
-                                  waiting and no attempt ended for a second, it rises by one
+                                  waiting and no attempt ended for a second (or twice the
+                                  usual run time, if longer), it rises by one
                                   (tasks that never end, a poller, cannot hold it down for
                                   good). Default false: the cap is max_concurrency. Task
                                   classes have their own (ax_class_config) */

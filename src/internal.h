@@ -534,6 +534,7 @@ struct ax_sched {
     /* When it last had news: its last sample, or its last nudge (a stall
      * with every slot held and work waiting; sched.c). */
     _Atomic uint64_t alim_news_ns;
+    _Atomic uint64_t alim_quiet_ns; /* how long without news is a stall (sched.c) */
     /* The last dispatch left every slot taken (s->lock): workers do not spin
      * on queued work until a slot is released (`freed` moves) or the cap
      * changes. */
@@ -659,8 +660,9 @@ void sched_adaptive_take(struct ax_sched *s, struct job *j); /* j took a slot (s
 void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
                            uint64_t now, bool slot_freed);
 void sched_adaptive_apply_locked(struct ax_sched *s);
-/* No sample for AX_ALIM_STALL_NS: with every slot held and work waiting,
- * the limiter has no evidence and must not stay where it is (sched.c). */
+/* No sample for AX_ALIM_STALL_NS, or twice the limiter's baseline run time
+ * if longer: with every slot held and work waiting, the limiter has no
+ * evidence and must not stay where it is (sched.c). */
 #define AX_ALIM_STALL_NS 1000000000ull
 /* `now` a worker's cached clock, which may be older than news another
  * worker stored: not a stall (review: the difference wrapped, and the limit
@@ -668,7 +670,8 @@ void sched_adaptive_apply_locked(struct ax_sched *s);
 static inline bool sched_adaptive_quiet(struct ax_sched *s, uint64_t now)
 {
     uint64_t news = atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed);
-    return now > news && now - news >= AX_ALIM_STALL_NS;
+    return now > news &&
+           now - news >= atomic_load_explicit(&s->alim_quiet_ns, memory_order_relaxed);
 }
 static inline bool sched_adaptive_stall_due(struct ax_sched *s, uint64_t now)
 {

@@ -665,6 +665,7 @@ void sched_adaptive_init(struct ax_sched *s)
     ax_limit_init(&s->alim, &lc, now_ns());
     atomic_init(&s->alim_value, ax_limit_get(&s->alim));
     atomic_init(&s->alim_news_ns, now_ns());
+    atomic_init(&s->alim_quiet_ns, AX_ALIM_STALL_NS);
 }
 
 /* Which attempts began before the last drop (the slow start's count,
@@ -699,6 +700,13 @@ void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run
     ax_limit_sample_timeout(&s->alim, now, run_ns, inflight, dropped, run_ns, before);
     unsigned v = ax_limit_get(&s->alim);
     atomic_store_explicit(&s->alim_news_ns, now, memory_order_relaxed);
+    /* A slow upstream's attempts end seconds apart at a low limit: that is
+     * news arriving slowly, not a stall (review: a 1 s rule alone would
+     * have held the limit near the run time in seconds). */
+    double quiet = 2 * s->alim.long_rtt;
+    atomic_store_explicit(&s->alim_quiet_ns,
+                          quiet > AX_ALIM_STALL_NS ? (uint64_t)quiet : AX_ALIM_STALL_NS,
+                          memory_order_relaxed);
     pthread_mutex_unlock(&s->alim_lk);
     if (v != atomic_load_explicit(&s->alim_value, memory_order_relaxed))
         atomic_store_explicit(&s->alim_value, v, memory_order_relaxed);
@@ -710,12 +718,14 @@ void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run
  * 1 in a timeout storm, the poller keep that slot, and 1 810 tasks wait
  * for good after the upstream was fast again) it had no way back. So a
  * dispatch that finds every slot held, work waiting and no sample for
- * AX_ALIM_STALL_NS raises the limit by one (worker 0 wakes for it:
- * worker.c next_wake_tick); an attempt that then ends is news again. In a
- * storm of hanging attempts this adds at most one attempt per second, and
- * only while none of the attempts in flight has ended for a second: the
- * timeouts' drops bring it down again. In s->lock, then alim_lk (no path
- * takes them the other way). */
+ * AX_ALIM_STALL_NS, or twice the baseline run time if longer, raises the
+ * limit by one (worker 0 wakes for it: worker.c next_wake_tick); an
+ * attempt that then ends is news again. In a storm of hanging attempts
+ * this adds at most one attempt per quiet period, and only while none of
+ * the attempts in flight has ended for that long: the timeouts' drops
+ * bring it down again. Known gap: if worker 0 itself is held (a hog), only
+ * another worker's dispatch, on some other event, looks. In s->lock, then
+ * alim_lk (no path takes them the other way). */
 void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now, bool stalled)
 {
     pthread_mutex_lock(&s->alim_lk);

@@ -320,9 +320,9 @@ static uint64_t next_wake_tick(struct worker *w)
         if (AX_UNLIKELY(s->cfg.adaptive_limit) &&
             atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) &&
             atomic_load_explicit(&s->hint_queued, memory_order_relaxed)) {
-            uint64_t at = ns_to_tick_ceil(atomic_load_explicit(&s->alim_news_ns,
-                                                                memory_order_relaxed) +
-                                          AX_ALIM_STALL_NS);
+            uint64_t at = ns_to_tick_ceil(
+                atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) +
+                atomic_load_explicit(&s->alim_quiet_ns, memory_order_relaxed));
             if (at < next)
                 next = at;
         }
