@@ -7,6 +7,12 @@
 
 #include "ax.h"
 
+/* Inserted in the printed keys: "" linked to libax.a, "_so" for the copies
+ * of a program linked to libax.so (bench/CMakeLists.txt). */
+#ifndef AB_LIB
+#define AB_LIB ""
+#endif
+
 /* Exit with the code's name and ax's detail when an ax call fails. */
 static inline void ab_check(int rc, const char *what)
 {

@@ -96,10 +96,10 @@ int main(int argc, char **argv)
     }
     ab_wait_all(&done, 600, "fullpath");
     if (many)
-        printf("ax_fullpath_w%u_b%ld_ns %.2f\n", workers, batch,
+        printf("ax_fullpath%s_w%u_b%ld_ns %.2f\n", AB_LIB, workers, batch,
                (double)(done.done_ns - t0) / (double)tasks);
     else
-        printf("ax_fullpath_w%u_ns %.2f\n", workers, (double)(done.done_ns - t0) / (double)tasks);
+        printf("ax_fullpath%s_w%u_ns %.2f\n", AB_LIB, workers, (double)(done.done_ns - t0) / (double)tasks);
     free(many);
     ab_check(ax_shutdown(s, 1000), "ax_shutdown");
     ax_free(s);

@@ -64,7 +64,7 @@ int main(int argc, char **argv)
     }
     ab_check(ax_resume(s), "ax_resume");
     ab_wait_all(&done, 120, "switch");
-    printf("ax_switch_ns %.2f\n", (double)(t_end - t_begin) / (2.0 * (double)rounds));
+    printf("ax_switch%s_ns %.2f\n", AB_LIB, (double)(t_end - t_begin) / (2.0 * (double)rounds));
     ab_check(ax_shutdown(s, 1000), "ax_shutdown");
     ax_free(s);
     return 0;

@@ -89,6 +89,9 @@ def rows(idle_s):
         # name, unit, ax key, peer key, peer name, target
         ("yield hand-off (ax_yield, 1 worker)", "ns/hand-off", "ax_switch_ns", "go_gosched_ns",
          "Go runtime.Gosched, GOMAXPROCS=1", at_most(18, "ns")),
+        # The same programs linked to libax.so: the peer is ax linked to libax.a.
+        ("yield hand-off, linked to libax.so", "ns/hand-off", "ax_switch_so_ns", "ax_switch_ns",
+         "ax linked to libax.a", None),
         # The bare register switch of ax's coroutines: no scheduler, no peer.
         ("raw coro register switch (no scheduler)", "ns/switch", "coro_switch_ns", None,
          "none", None),
@@ -98,6 +101,8 @@ def rows(idle_s):
          "idiomatic Go, GOMAXPROCS=1", fullpath_1w_target()),
         ("full path, 1 worker, vs threads", "ns/task", "ax_fullpath_w1_ns", "tp_fullpath_t1_ns",
          "pthread pool, 1 thread", at_least(2)),
+        ("full path, 1 worker, linked to libax.so", "ns/task", "ax_fullpath_so_w1_ns",
+         "ax_fullpath_w1_ns", "ax linked to libax.a", None),
         ("full path, 1 worker, vs Go seed", "ns/task", "ax_fullpath_w1_ns",
          "go_seed_fullpath_p1_ns", go_seed + ", GOMAXPROCS=1", None),
         ("full path, 2 workers", "ns/task", "ax_fullpath_w2_ns", "go_idiom_fullpath_p2_ns",

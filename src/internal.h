@@ -733,9 +733,16 @@ void worker_kick(struct worker *w);
 int worker_init(struct ax_sched *s, struct worker *w, unsigned index);
 void worker_destroy(struct worker *w);
 /* The task running on this thread, or NULL. */
-extern _Thread_local struct ax_task *ax_current_run;
+/* The two thread-locals of every task call and switch use the initial-exec
+ * model: in libax.so a read is then two moves instead of a call through a
+ * TLS descriptor or __tls_get_addr (CMakeLists.txt: ax_shared_binding). It
+ * takes 16 bytes of the static TLS block, which glibc keeps spare room for
+ * even when libax.so is dlopen()ed. In libax.a the executable's linker
+ * makes every thread-local local-exec anyway. */
+#define AX_TLS_HOT __attribute__((tls_model("initial-exec")))
+extern _Thread_local struct ax_task *ax_current_run AX_TLS_HOT;
 /* The worker this thread is, or NULL. */
-extern _Thread_local struct worker *ax_current_worker;
+extern _Thread_local struct worker *ax_current_worker AX_TLS_HOT;
 /* The scheduler whose callback pool this thread serves, or NULL. */
 extern _Thread_local struct ax_sched *ax_current_cb_sched;
 /* Set on the event thread of a scheduler (obs/events.c): its callback. */

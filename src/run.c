@@ -37,7 +37,7 @@
 
 #define RUN_CHUNK 64
 
-_Thread_local struct ax_task *ax_current_run;
+_Thread_local struct ax_task *ax_current_run AX_TLS_HOT;
 
 /* ---- the worker's wheel ---------------------------------------------------- */
 

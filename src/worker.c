@@ -39,7 +39,7 @@
 #define TRIM_MIN_GAP_NS 2000000 /* and none with a timer due sooner than this */
 #define SPIN_NS 50000          /* polling before epoll_wait */
 
-_Thread_local struct worker *ax_current_worker;
+_Thread_local struct worker *ax_current_worker AX_TLS_HOT;
 
 /* ---- inbox --------------------------------------------------------------- */
 
