@@ -12,7 +12,11 @@
  *  3. 200 tasks each wait on their own pipe on 2 workers: no thread is added
  *     (the /proc/self/task count stays put), another task still runs
  *     meanwhile, and all 200 wake and read their own byte.
- *  4. AX_EINVAL for fd -1, a closed fd, events 0 and events 8.
+ *  4. AX_EINVAL for fd -1, a closed fd, events 0 and events 8; and for
+ *     numbers far above any open fd (4 000 000, 2^30) without the worker's
+ *     fd table growing to them first (new-user trial of 460650d: +192 MB of
+ *     resident memory for 4 000 000, AX_ENOMEM after a 96 GiB realloc for
+ *     2^30, and an abort under ASan).
  */
 #include "util.h"
 
@@ -253,6 +257,21 @@ static void test_many(ax_sched *s)
 
 static int bad_fd_num;
 static atomic_int bad_neg = 1, bad_closed = 1, bad_ev0 = 1, bad_ev8 = 1, bad_detail = 1;
+static atomic_int bad_huge = 1, bad_vast = 1;
+static atomic_long bad_grew_kb = -1;
+
+/* Resident memory in KiB (statm's second field, in pages). */
+static long rss_kb(void)
+{
+    long pages = -1, res = -1;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &res) != 2)
+            res = -1;
+        fclose(f);
+    }
+    return res < 0 ? -1 : res * (sysconf(_SC_PAGESIZE) / 1024);
+}
 static atomic_int bad_done;
 
 static int bad_fn(ax_task *t, void *arg)
@@ -265,6 +284,12 @@ static int bad_fn(ax_task *t, void *arg)
     atomic_store(&bad_ev0, ax_wait_fd(t, fd, 0, 10));
     detail &= ax_error_detail()[0] != 0;
     atomic_store(&bad_ev8, ax_wait_fd(t, fd, 8, 10));
+    detail &= ax_error_detail()[0] != 0;
+    long before = rss_kb();
+    atomic_store(&bad_huge, ax_wait_fd(t, 4000000, AX_READ, 10));
+    detail &= ax_error_detail()[0] != 0;
+    atomic_store(&bad_grew_kb, rss_kb() - before);
+    atomic_store(&bad_vast, ax_wait_fd(t, 1 << 30, AX_READ, 10));
     detail &= ax_error_detail()[0] != 0;
     atomic_store(&bad_detail, detail);
     atomic_store(&bad_done, 1);
@@ -287,6 +312,11 @@ static void test_bad(ax_sched *s)
     CHECK_EQ(atomic_load(&bad_closed), AX_EINVAL);
     CHECK_EQ(atomic_load(&bad_ev0), AX_EINVAL);
     CHECK_EQ(atomic_load(&bad_ev8), AX_EINVAL);
+    CHECK_EQ(atomic_load(&bad_huge), AX_EINVAL);
+    long grew = atomic_load(&bad_grew_kb);
+    printf("rss growth across ax_wait_fd(4000000): %ld KiB\n", grew);
+    CHECK(grew < 16 * 1024); /* the old table: 48 bytes x 4 M = 192 MB */
+    CHECK_EQ(atomic_load(&bad_vast), AX_EINVAL);
     CHECK_EQ(atomic_load(&bad_detail), 1);
     CHECK_EQ(atomic_load(&o.state), AX_STATE_SUCCEEDED);
     close(p[0]);
