@@ -444,7 +444,9 @@ typedef struct ax_class_config {
     bool adaptive;             /* default true; false: limit_max is a fixed limit
                                   (limit_min and limit_initial are then ignored) */
     unsigned limit_min;        /* default 1 */
-    unsigned limit_max;        /* 0 = max_concurrency (default 0) */
+    unsigned limit_max;        /* 0 = max_concurrency, and follows ax_set_max_concurrency: a
+                                  limit at that bound moves with it both ways, one the
+                                  latency holds below it stays (default 0) */
     unsigned limit_initial;    /* 0 = limit_max (default 0) */
     bool retry_budget;         /* default true */
     double retry_budget_ratio; /* default 0.2 (Finagle) */

@@ -688,7 +688,13 @@ void class_cap_changed(struct ax_sched *s, unsigned cap)
             continue; /* fixed limits, and none at all (the cap bounds it) */
         pthread_mutex_lock(&c->lk);
         unsigned old = ax_limit_get(&c->lim);
+        /* A limit at its bound was held there by the cap, not by latency
+         * (a class starts at it, and one the cap lowered stays at it): it
+         * follows the cap up too. One its latency holds below stays. */
+        bool at_bound = old >= c->lim.cfg.max;
         ax_limit_set_max(&c->lim, cap);
+        if (at_bound && cap > old)
+            ax_limit_restart(&c->lim, cap);
         unsigned now_limit = ax_limit_get(&c->lim);
         atomic_store_explicit(&c->limit, now_limit, memory_order_seq_cst);
         pthread_mutex_unlock(&c->lk);

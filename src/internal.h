@@ -517,7 +517,13 @@ struct ax_sched {
     /* --- task classes (class.c): published once, never removed --- */
     struct ax_class_rt *classes[AX_CLASS_MAX + 1]; /* [1 .. nclasses] */
     _Atomic unsigned nclasses;
-    pthread_mutex_t class_reg_lock; /* serialises ax_class_register */
+    /* Serialises ax_class_register and ax_set_max_concurrency: a class
+     * that follows the cap reads it at registration, and each change walks
+     * the registered classes, so either order ends with every class at the
+     * last cap (new-user trial: a class registered during a change, or two
+     * changes at once, left a class's limit off the cap for good). Taken
+     * before s->lock, alim_lk and a class's lk. */
+    pthread_mutex_t class_reg_lock;
     /* Some class with parked jobs may start one again (class.c room_made):
      * the next dispatch looks, even if the buckets' lists are empty. Set by
      * whoever made the room, after it, then a sleeping worker is woken;

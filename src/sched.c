@@ -772,6 +772,7 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
         return ax_fail(AX_EINVAL,
                        "max_concurrency %u plus the buckets' capacities (%llu) exceeds %u tasks", n,
                        (unsigned long long)total, AX_MAX_JOBS / 2);
+    pthread_mutex_lock(&s->class_reg_lock); /* internal.h: why */
     if (s->cfg.adaptive_limit) {
         /* The limiter's bound moves, and it starts over from it, as at
          * ax_new: an operator who raises the cap wants more in flight now
@@ -793,6 +794,7 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
     sched_hint_locked(s);
     pthread_mutex_unlock(&s->lock);
     class_cap_changed(s, n); /* classes whose limit_max is 0 follow the cap */
+    pthread_mutex_unlock(&s->class_reg_lock);
     sched_wake_workers(s, s->nworkers);
     return AX_OK;
 }
