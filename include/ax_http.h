@@ -52,7 +52,9 @@ int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code);
 
 typedef struct ax_http_response {
     long status;        /* HTTP status, 0 if none was received */
-    char *headers;      /* raw response header lines, NUL-terminated */
+    char *headers;      /* raw response header lines, NUL-terminated; "" when none came,
+                           also when the call was refused (never NULL once the call
+                           returned with out set) */
     size_t headers_len;
     char *body;         /* NUL-terminated (the NUL is not counted in body_len) */
     size_t body_len;

@@ -561,12 +561,19 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *userp)
     return buf_append(userp, data, size * nmemb);
 }
 
+/* An empty response's headers and body: never written, never freed
+ * (ax_http_response_free). ax_http.h promises NUL-terminated strings, also
+ * when the request was refused before it was made (new-user trial: NULL
+ * after a bad URL or content_type, or timeout_ms 0). */
+static char http_empty[1];
+
 static int request(ax_task *t, const char *url, const char *content_type, const void *body,
                    size_t len, bool post, int64_t timeout_ms, ax_http_response *out)
 {
     if (!out)
         return ax_fail_static(AX_EINVAL, "ax_http: response is NULL");
     memset(out, 0, sizeof *out);
+    out->headers = out->body = http_empty;
     const char *fn = post ? "ax_http_post" : "ax_http_get";
     if (!url)
         return ax_fail(AX_EINVAL, "%s: url is NULL", fn);
@@ -679,9 +686,9 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     else
         curl_easy_cleanup(easy);
     curl_slist_free_all(hdrs);
-    out->headers = hb.p ? hb.p : calloc(1, 1);
+    out->headers = hb.p ? hb.p : http_empty;
     out->headers_len = hb.len;
-    out->body = bb.p ? bb.p : calloc(1, 1);
+    out->body = bb.p ? bb.p : http_empty;
     out->body_len = bb.len;
     return rc;
 }
@@ -701,7 +708,9 @@ void ax_http_response_free(ax_http_response *r)
 {
     if (!r)
         return;
-    free(r->headers);
-    free(r->body);
+    if (r->headers != http_empty)
+        free(r->headers);
+    if (r->body != http_empty)
+        free(r->body);
     memset(r, 0, sizeof *r);
 }

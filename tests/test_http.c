@@ -156,12 +156,25 @@ static int bounded(ax_task *t, void *arg)
     return 0;
 }
 
+/* A refused or failed call still leaves NUL-terminated headers and body
+ * (ax_http.h): "" (new-user trial: NULL after ax's own refusals). */
+static void check_empty(const ax_http_response *r)
+{
+    CHECK(r->headers != NULL && r->body != NULL);
+    if (r->headers && r->body) {
+        CHECK_EQ(r->headers[0], 0);
+        CHECK_EQ(r->body[0], 0);
+    }
+    CHECK_EQ(r->body_len, 0u);
+}
+
 static int errors(ax_task *t, void *arg)
 {
     uint16_t dead_port = (uint16_t)(uintptr_t)arg;
     ax_http_response r;
     CHECK_EQ(ax_http_get(t, "ht!tp://nonsense", 1000, &r), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "url must begin with http:// or https://") != NULL);
+    check_empty(&r);
     ax_http_response_free(&r);
     CHECK_EQ(ax_http_get(t, "http://[::1", 1000, &r), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "curl") != NULL);
@@ -169,13 +182,14 @@ static int errors(ax_task *t, void *arg)
     /* Only http(s): libcurl's other protocols would read a local file
      * (a trial got /etc/passwd back with rc 0) or speak ftp. */
     CHECK_EQ(ax_http_get(t, "file:///etc/passwd", 1000, &r), AX_EINVAL);
-    CHECK_EQ(r.body, NULL);
+    check_empty(&r);
     CHECK(strstr(ax_error_detail(), "file:///etc/passwd") != NULL);
     CHECK_EQ(ax_http_get(t, "FTP://127.0.0.1:1/", 1000, &r), AX_EINVAL);
     /* A POST body NULL with a length: refused (curl read len bytes past an
      * empty string and sent them). */
     CHECK_EQ(ax_http_post(t, url("/ok"), "text/plain", NULL, 4096, 1000, &r), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "body is NULL with len 4096") != NULL);
+    check_empty(&r);
     ax_http_response_free(&r);
     CHECK_EQ(ax_http_post(t, url("/ok"), NULL, NULL, 0, 1000, &r), 0);
     CHECK_EQ(r.status, 200);
@@ -189,13 +203,20 @@ static int errors(ax_task *t, void *arg)
     ct[sizeof ct - 1] = 0;
     CHECK_EQ(ax_http_post(t, url("/ok"), ct, "a", 1, 1000, &r), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "longer than 255 bytes") != NULL);
+    check_empty(&r);
+    ax_http_response_free(&r);
     CHECK_EQ(ax_http_post(t, url("/ok"), "application/json;\tcharset=utf-8", "{}", 2, 1000, &r),
              0);
     ax_http_response_free(&r);
     /* timeout_ms 0: no time, nothing sent, and a detail that says so. */
     CHECK_EQ(ax_http_get(t, url("/ok"), 0, &r), AX_ETIMEDOUT);
     CHECK(strcmp(ax_error_detail(), "ax_http_get: timeout_ms is 0: no time for a request") == 0);
+    check_empty(&r);
     ax_http_response_free(&r);
+    CHECK_EQ(ax_http_get(t, NULL, 1000, &r), AX_EINVAL);
+    check_empty(&r);
+    ax_http_response_free(&r);
+    ax_http_response_free(&r); /* twice: a freed response is an empty one */
     /* A URL longer than curl takes (8 MiB): curl's refusal, not "No URL set". */
     size_t ul = (size_t)9 << 20;
     char *huge = malloc(ul + 1);
@@ -220,6 +241,7 @@ static int errors(ax_task *t, void *arg)
     snprintf(u, sizeof u, "http://127.0.0.1:%u/", dead_port);
     CHECK_EQ(ax_http_get(t, u, 1000, &r), AX_ENET);
     CHECK(strstr(ax_error_detail(), "onnect") != NULL); /* "Couldn't connect" / refused */
+    check_empty(&r);
     ax_http_response_free(&r);
     CHECK_EQ(ax_http_perform(t, NULL, NULL), AX_EINVAL);
     /* A call-level timeout shorter than the deadline. */
