@@ -109,7 +109,8 @@ typedef struct ax_http_config {
                                   (default 64) */
     size_t max_body;           /* bytes of response body ax_http_get/post keep in memory; a
                                   longer body aborts the request with AX_ENET and a detail
-                                  that says so (the header lines are bounded at 1 MiB);
+                                  that says so (the header lines are bounded at 1 MiB;
+                                  libcurl 7.84 and later refuse 300 KiB first);
                                   SIZE_MAX: no bound; 0: the default (64 MiB), as in a
                                   config made without ax_http_config_default */
 } ax_http_config;
@@ -117,8 +118,11 @@ typedef struct ax_http_config {
 void ax_http_config_default(ax_http_config *cfg);
 
 /* Set s's HTTP settings, from any thread, at any time: each worker applies
- * them before its next request (lowering a limit closes no connection at
- * once; curl trims the cache as transfers end). AX_EINVAL with a detail
+ * them before its next request. Lowering a connection limit (max_connects,
+ * max_host_connections, max_total_connections) closes the worker's idle
+ * connections as soon as none of its transfers is in flight: at that
+ * request if none is, else when the last of them ends (all of them: the
+ * cache starts empty under the new limits). AX_EINVAL with a detail
  * naming the field for a bad value, a NULL s or cfg, or an HTTP version
  * this libcurl lacks. */
 int ax_http_configure(ax_sched *s, const ax_http_config *cfg);
