@@ -387,7 +387,12 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out);
 
 /* ---- run-time control (thread-safe) ------------------------------------- */
 
-/* Quotas left at 0 in the config follow max_concurrency when it changes.
+/* From any thread, tasks and callbacks included. After ax_shutdown they
+ * still return AX_OK and change the setting, which can no longer start
+ * anything: the drain runs what had started. Quotas are per round: a large
+ * quota_high delays LOW by that many HIGH starts per round (low_guaranteed
+ * is what each round owes LOW, not a share of time).
+ * Quotas left at 0 in the config follow max_concurrency when it changes.
  * With config.adaptive_limit, n is the limiter's new bound and it starts
  * over from n, as at ax_new. */
 int ax_set_max_concurrency(ax_sched *s, unsigned n);
