@@ -803,17 +803,20 @@ static inline struct ax_task *ready_pop(struct worker *w)
 }
 
 /* What is on the worker's CPU, for the watchdog: a seqlock, odd while
- * written. Relaxed stores and fences: plain moves on x86. */
+ * written. Without fences, which gcc's TSan refuses (-Wtsan, an error
+ * under -Werror: review): each field is a release store, so a reader whose
+ * acquire load sees one also sees the odd sequence before it, and its
+ * second read of the sequence cannot match the first (watchdog.c
+ * read_published). Plain moves on x86, as before. */
 static inline void worker_publish(struct worker *w, struct ax_task *t)
 {
     uint64_t seq = atomic_load_explicit(&w->pub_seq, memory_order_relaxed);
     atomic_store_explicit(&w->pub_seq, seq + 1, memory_order_relaxed);
-    atomic_thread_fence(memory_order_release);
-    atomic_store_explicit(&w->pub_run, t, memory_order_relaxed);
+    atomic_store_explicit(&w->pub_run, t, memory_order_release);
     if (t) {
-        atomic_store_explicit(&w->pub_job, t->job, memory_order_relaxed);
-        atomic_store_explicit(&w->pub_expect, t->expect_sw, memory_order_relaxed);
-        atomic_store_explicit(&w->pub_deadline, t->deadline_ns, memory_order_relaxed);
+        atomic_store_explicit(&w->pub_job, t->job, memory_order_release);
+        atomic_store_explicit(&w->pub_expect, t->expect_sw, memory_order_release);
+        atomic_store_explicit(&w->pub_deadline, t->deadline_ns, memory_order_release);
     }
     atomic_store_explicit(&w->pub_seq, seq + 2, memory_order_release);
 }

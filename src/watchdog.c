@@ -50,11 +50,13 @@ static bool read_published(struct worker *w, struct ax_task **t, struct job **j,
         uint64_t s1 = atomic_load_explicit(&w->pub_seq, memory_order_acquire);
         if (s1 & 1)
             continue;
-        *t = atomic_load_explicit(&w->pub_run, memory_order_relaxed);
-        *j = atomic_load_explicit(&w->pub_job, memory_order_relaxed);
-        *expect = atomic_load_explicit(&w->pub_expect, memory_order_relaxed);
-        *deadline = atomic_load_explicit(&w->pub_deadline, memory_order_relaxed);
-        atomic_thread_fence(memory_order_acquire);
+        /* Acquire loads: one that reads a later publish's field also
+         * sees that publish's odd sequence, so the check below fails
+         * (internal.h worker_publish). */
+        *t = atomic_load_explicit(&w->pub_run, memory_order_acquire);
+        *j = atomic_load_explicit(&w->pub_job, memory_order_acquire);
+        *expect = atomic_load_explicit(&w->pub_expect, memory_order_acquire);
+        *deadline = atomic_load_explicit(&w->pub_deadline, memory_order_acquire);
         if (atomic_load_explicit(&w->pub_seq, memory_order_relaxed) == s1) {
             *seq = s1;
             return true;
