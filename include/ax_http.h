@@ -53,10 +53,11 @@ int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code);
 typedef struct ax_http_response {
     long status;        /* HTTP status, 0 if none was received */
     char *headers;      /* raw response header lines, NUL-terminated; "" when none came,
-                           also when the call was refused (never NULL once the call
-                           returned with out set) */
+                           also when the call was refused before any request */
     size_t headers_len;
-    char *body;         /* NUL-terminated (the NUL is not counted in body_len) */
+    char *body;         /* NUL-terminated (the NUL is not counted in body_len); "" as
+                           headers. Both are malloc'd (NULL only if even "" could
+                           not be): ax_http_response_free, or free() each */
     size_t body_len;
 } ax_http_response;
 

@@ -398,6 +398,15 @@ static bool lowered(long was, long now)
     return now > 0 && (was == 0 || now < was);
 }
 
+/* The same for max_connects, whose 0 is not "none" but the auto size in
+ * force (cache_size): raising it from auto to a larger number closed every
+ * idle connection (review of f7705f4). */
+static bool cache_lowered(const struct http_worker *hw, long was, long now)
+{
+    long in_force = was ? was : hw->cache_size;
+    return now > 0 && now < in_force;
+}
+
 /* After a limit was lowered, with no transfer in flight: close every idle
  * connection by swapping in a fresh multi handle. curl itself closes at most
  * one idle connection as each transfer ends, and none while there is no
@@ -434,7 +443,7 @@ static void conf_refresh(struct http_worker *hw)
         hw->conf = *(const ax_http_config *)s->http_conf;
     hw->conf_gen = atomic_load_explicit(&s->http_conf_gen, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
-    if (lowered(was.max_connects, hw->conf.max_connects) ||
+    if (cache_lowered(hw, was.max_connects, hw->conf.max_connects) ||
         lowered(was.max_host_connections, hw->conf.max_host_connections) ||
         lowered(was.max_total_connections, hw->conf.max_total_connections))
         hw->trim = true;
@@ -619,19 +628,9 @@ static size_t on_data(char *data, size_t size, size_t nmemb, void *userp)
     return buf_append(userp, data, size * nmemb);
 }
 
-/* An empty response's headers and body: never written, never freed
- * (ax_http_response_free). ax_http.h promises NUL-terminated strings, also
- * when the request was refused before it was made (new-user trial: NULL
- * after a bad URL or content_type, or timeout_ms 0). */
-static char http_empty[1];
-
-static int request(ax_task *t, const char *url, const char *content_type, const void *body,
-                   size_t len, bool post, int64_t timeout_ms, ax_http_response *out)
+static int request_do(ax_task *t, const char *url, const char *content_type, const void *body,
+                      size_t len, bool post, int64_t timeout_ms, ax_http_response *out)
 {
-    if (!out)
-        return ax_fail_static(AX_EINVAL, "ax_http: response is NULL");
-    memset(out, 0, sizeof *out);
-    out->headers = out->body = http_empty;
     const char *fn = post ? "ax_http_post" : "ax_http_get";
     if (!url)
         return ax_fail(AX_EINVAL, "%s: url is NULL", fn);
@@ -744,10 +743,29 @@ static int request(ax_task *t, const char *url, const char *content_type, const 
     else
         curl_easy_cleanup(easy);
     curl_slist_free_all(hdrs);
-    out->headers = hb.p ? hb.p : http_empty;
+    out->headers = hb.p;
     out->headers_len = hb.len;
-    out->body = bb.p ? bb.p : http_empty;
+    out->body = bb.p;
     out->body_len = bb.len;
+    return rc;
+}
+
+/* ax_http.h promises NUL-terminated headers and body, also when the
+ * request was refused before it was made (new-user trial: NULL after a bad
+ * URL or content_type, or timeout_ms 0) and when no byte came. Allocated,
+ * as a response's: callers free() them (test_http_10k keeps a body), and a
+ * static "" there crashed (review of 68c8f50). Out of memory: NULL still. */
+static int request(ax_task *t, const char *url, const char *content_type, const void *body,
+                   size_t len, bool post, int64_t timeout_ms, ax_http_response *out)
+{
+    if (!out)
+        return ax_fail_static(AX_EINVAL, "ax_http: response is NULL");
+    memset(out, 0, sizeof *out);
+    int rc = request_do(t, url, content_type, body, len, post, timeout_ms, out);
+    if (!out->headers)
+        out->headers = calloc(1, 1);
+    if (!out->body)
+        out->body = calloc(1, 1);
     return rc;
 }
 
@@ -766,9 +784,7 @@ void ax_http_response_free(ax_http_response *r)
 {
     if (!r)
         return;
-    if (r->headers != http_empty)
-        free(r->headers);
-    if (r->body != http_empty)
-        free(r->body);
+    free(r->headers);
+    free(r->body);
     memset(r, 0, sizeof *r);
 }
