@@ -169,11 +169,23 @@ static int check_config(ax_sched *s, const ax_class_config *c, unsigned cap)
     return AX_OK;
 }
 
-/* The scheduler's cap now (ax_set_max_concurrency changes it). */
+/* The scheduler's cap now (ax_set_max_concurrency changes it; with
+ * config.adaptive_limit it is the limiter's value). */
 static unsigned sched_cap(ax_sched *s)
 {
     pthread_mutex_lock(&s->lock);
     unsigned cap = s->cap;
+    pthread_mutex_unlock(&s->lock);
+    return cap;
+}
+
+/* What limit_max 0 means: max_concurrency as last set, not the adaptive
+ * cap of the moment (review of a3a7dd5: registered while a timeout storm
+ * held it at 31 of 64, a class kept 31 as its bound for good). */
+static unsigned sched_cap_max(ax_sched *s)
+{
+    pthread_mutex_lock(&s->lock);
+    unsigned cap = s->cap_max;
     pthread_mutex_unlock(&s->lock);
     return cap;
 }
@@ -187,7 +199,7 @@ int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
     if (atomic_load_explicit(&s->closing, memory_order_relaxed))
         return ax_fail_static(AX_ESHUTDOWN, "ax_class_register: the scheduler is shutting down");
     pthread_mutex_lock(&s->class_reg_lock);
-    unsigned cap = sched_cap(s);
+    unsigned cap = sched_cap_max(s);
     int rc = check_config(s, cfg, cap);
     if (rc) {
         pthread_mutex_unlock(&s->class_reg_lock);
