@@ -741,10 +741,13 @@ void worker_destroy(struct worker *w);
 /* The task running on this thread, or NULL. */
 /* The two thread-locals of every task call and switch use the initial-exec
  * model: in libax.so a read is then two moves instead of a call through a
- * TLS descriptor or __tls_get_addr (CMakeLists.txt: ax_shared_binding). It
- * takes 16 bytes of the static TLS block, which glibc keeps spare room for
- * even when libax.so is dlopen()ed. In libax.a the executable's linker
- * makes every thread-local local-exec anyway. */
+ * TLS descriptor or __tls_get_addr (CMakeLists.txt: ax_binding). That marks
+ * libax.so (and libax_http.so, which reads ax_current_run) STATIC_TLS: the
+ * library's whole TLS segment, ~320 bytes with the error detail's buffer,
+ * goes in the static TLS block, where glibc keeps spare room for modules
+ * loaded by dlopen (512 bytes by default; a dlopen of libax_http.so works
+ * with glibc.rtld.optional_static_tls=200: review). In an executable
+ * linked to libax.a the linker makes them local-exec anyway. */
 #define AX_TLS_HOT __attribute__((tls_model("initial-exec")))
 extern _Thread_local struct ax_task *ax_current_run AX_TLS_HOT;
 /* The worker this thread is, or NULL. */
