@@ -184,7 +184,9 @@ static int errors(ax_task *t, void *arg)
     CHECK_EQ(ax_http_get(t, "file:///etc/passwd", 1000, &r), AX_EINVAL);
     check_empty(&r);
     CHECK(strstr(ax_error_detail(), "file:///etc/passwd") != NULL);
+    ax_http_response_free(&r); /* also after a refusal (ax_http.h) */
     CHECK_EQ(ax_http_get(t, "FTP://127.0.0.1:1/", 1000, &r), AX_EINVAL);
+    ax_http_response_free(&r);
     /* A POST body NULL with a length: refused (curl read len bytes past an
      * empty string and sent them). */
     CHECK_EQ(ax_http_post(t, url("/ok"), "text/plain", NULL, 4096, 1000, &r), AX_EINVAL);
@@ -198,6 +200,7 @@ static int errors(ax_task *t, void *arg)
     CHECK_EQ(ax_http_post(t, url("/ok"), "text/plain\r\nX-Injected: yes", "a", 1, 1000, &r),
              AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "control character (byte 10: 0x0d)") != NULL);
+    ax_http_response_free(&r);
     char ct[300];
     memset(ct, 'a', sizeof ct - 1);
     ct[sizeof ct - 1] = 0;
