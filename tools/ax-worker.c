@@ -413,10 +413,25 @@ int main(int argc, char **argv)
         }
     }
     int stop_rc = ax_redis_consumer_stop(cons, o.drain_ms);
+    bool drained = stop_rc == AX_OK;
+    /* A drain that timed out leaves handlers parked (a slow HTTP call):
+     * they are cancelled here, not later by ax_free, so that each has
+     * written its ledger line and counted its outcome before the counters
+     * are printed -- executed = _ok + _failed + _timed_out + _cancelled.
+     * ax_shutdown returns once their coroutines have ended (1 s at most);
+     * the second stop settles their messages as abandoned (pending in
+     * Redis for another consumer), which the acker, already gone, could
+     * not. */
+    if (!drained) {
+        if (ax_shutdown(s, 0) != AX_OK)
+            fprintf(stderr, "ax-worker %s: a handler did not return after its cancellation: %s\n",
+                    name, ax_error_detail());
+        ax_redis_consumer_stop(cons, 0);
+    }
     ax_redis_consumer_stats st;
     ax_redis_consumer_stats_get(cons, &st);
     printf("signal %s\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
-    printf("drained %s\n", stop_rc == AX_OK ? "yes" : "no");
+    printf("drained %s\n", drained ? "yes" : "no");
     printf("executed %" PRIu64 "\n", atomic_load(&n_exec));
     printf("executed_ok %" PRIu64 "\n", atomic_load(&n_ok));
     printf("executed_failed %" PRIu64 "\n", atomic_load(&n_fail));
@@ -434,9 +449,10 @@ int main(int argc, char **argv)
     printf("redis_errors %" PRIu64 "\n", st.redis_errors);
     printf("abandoned %" PRIu64 "\n", st.abandoned);
     fflush(stdout);
-    /* After a drain that timed out, messages still run: the scheduler goes
-     * first, so their on_done reaches the consumer before it is freed. */
-    if (stop_rc == AX_OK) {
+    /* After a drain that timed out, the scheduler goes first: a handler
+     * that did not return even when cancelled still reaches the consumer
+     * through its on_done before the consumer is freed. */
+    if (drained) {
         ax_redis_consumer_free(cons);
         ax_free(s);
     } else {

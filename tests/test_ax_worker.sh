@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# test_ax_worker.sh - ax-worker by itself, against a private redis-server (a
+# free loopback port, no persistence) and ax-upstream (--port 0):
+#   - a drain that times out (--drain 0 and 500, handlers parked in a 5 s
+#     HTTP call at SIGTERM): the counters it prints are final and add up,
+#     executed = _ok + _failed + _timed_out + _cancelled (here 10 = 10
+#     cancelled), the ledger has a line for each, and the consumer's own
+#     books balance (abandoned 10, held 0).
+# Its exit-2 cases beside ax-demo --cluster's are in test_ax_demo_cluster.sh.
+# Skips (exit 77) only when redis-server or redis-cli is not installed.
+#
+# usage: tests/test_ax_worker.sh path/to/ax-worker path/to/ax-upstream
+set -euo pipefail
+
+WORKER=${1:?usage: $0 path/to/ax-worker path/to/ax-upstream}
+UP=${2:?usage: $0 path/to/ax-worker path/to/ax-upstream}
+for b in redis-server redis-cli; do
+    if ! command -v "$b" >/dev/null 2>&1; then
+        echo "$b is not installed (Debian: apt-get install redis-server): skipped"
+        exit 77
+    fi
+done
+if ! command -v python3 >/dev/null 2>&1; then
+    echo "FAIL: python3 not installed (Debian: apt-get install python3)" >&2
+    exit 1
+fi
+
+TMP=$(mktemp -d)
+rpid=
+upid=
+cleanup() {
+    if [ -n "$upid" ]; then kill -TERM "$upid" 2>/dev/null || true; wait "$upid" 2>/dev/null || true; fi
+    if [ -n "$rpid" ]; then kill -KILL "$rpid" 2>/dev/null || true; wait "$rpid" 2>/dev/null || true; fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+fail=0
+bad() {
+    fail=1
+    echo "FAIL: $*" >&2
+}
+
+# redis-server on a free port (one the kernel just gave out), in $TMP.
+for _ in 1 2 3; do
+    RPORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$RPORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" \
+        --logfile "$TMP/redis.log" &
+    rpid=$!
+    for _ in $(seq 50); do
+        redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && break
+        sleep 0.1
+    done
+    redis-cli -p "$RPORT" ping 2>/dev/null | grep -q PONG && break
+    kill -KILL "$rpid" 2>/dev/null || true
+    wait "$rpid" 2>/dev/null || true
+    rpid=
+done
+[ -n "$rpid" ] || { echo "FAIL: redis-server did not start" >&2; exit 1; }
+R=(redis-cli -p "$RPORT")
+
+# ax-upstream: /quote answers after 5 s, longer than any drain below.
+"$UP" --port 0 --endpoint '/quote latency=fixed:5s' >"$TMP/up.out" 2>"$TMP/up.err" &
+upid=$!
+for _ in $(seq 50); do grep -q '^listening on ' "$TMP/up.out" 2>/dev/null && break; sleep 0.1; done
+UPADDR=$(sed -n 's/^listening on //p' "$TMP/up.out")
+[ -n "$UPADDR" ] || { echo "FAIL: ax-upstream did not start" >&2; exit 1; }
+
+# put N quote messages on QUEUE's NORMAL stream, as ax_redis_submit writes
+# them (src/redis/queue.c, sub_build: kind, payload, trace id, timeout ms,
+# max retries, deadline, attempt) into the stream and group it creates.
+put() {
+    local queue=$1 n=$2 key="ax:{$1}:normal"
+    "${R[@]}" XGROUP CREATE "$key" ax 0 MKSTREAM >/dev/null
+    for i in $(seq "$n"); do
+        "${R[@]}" XADD "$key" '*' k quote p x t "tr-$queue-$i" to 10000 r 0 dl 0 a 0 >/dev/null
+    done
+}
+
+# counter NAME FILE: the value of ax-worker's "NAME value" line.
+counter() { sed -n "s/^$1 //p" "$2"; }
+
+# --- a drain that times out: the counters printed are final and add up ------------------
+for drain in 0 500; do
+    q=drain$drain
+    put "$q" 10
+    out=$TMP/$q.out ledger=$TMP/$q.ledger
+    "$WORKER" --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue "$q" --name d1 \
+        --drain "$drain" --ledger "$ledger" >"$out" 2>"$TMP/$q.err" &
+    w=$!
+    # SIGTERM once all 10 are parked in their HTTP call (at most 3 s).
+    for _ in $(seq 30); do
+        [ "$("${R[@]}" XPENDING "ax:{$q}:normal" ax | head -1)" = 10 ] && break
+        sleep 0.1
+    done
+    sleep 0.3
+    kill -TERM "$w"
+    rc=0
+    wait "$w" || rc=$?
+    e=$(counter executed "$out") ok=$(counter executed_ok "$out")
+    f=$(counter executed_failed "$out") to=$(counter executed_timed_out "$out")
+    c=$(counter executed_cancelled "$out")
+    lines=$(wc -l <"$ledger")
+    cancels=$(awk '$6 == "cancel"' "$ledger" | wc -l)
+    got="exit $rc, drained $(counter drained "$out"), executed $e = ok $ok + failed $f + timed_out $to + cancelled $c, ledger $lines lines ($cancels cancel), held $(counter held "$out"), abandoned $(counter abandoned "$out")"
+    want="exit 0, drained no, executed 10 = ok 0 + failed 0 + timed_out 0 + cancelled 10, ledger 10 lines (10 cancel), held 0, abandoned 10"
+    if [ "$got" != "$want" ]; then
+        bad "--drain $drain with 10 handlers parked: $got; want $want"
+    else
+        echo "ok: --drain $drain: $got"
+    fi
+done
+
+if [ "$fail" -ne 0 ]; then
+    exit 1
+fi
+echo "PASS"
