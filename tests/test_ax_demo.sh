@@ -91,6 +91,12 @@ expect_exit2 "--config: missing timeout" "cap= and timeout= are required" --conf
 printf 'phase p 2s rate=10 upstream=wobble=1\n' >"$TMP/bad4.conf"
 expect_exit2 "--config: bad upstream key" "unknown key 'wobble'" --config "$TMP/bad4.conf"
 expect_exit2 "--config: no such file" "No such file" --config "$TMP/nosuch.conf"
+# (trial-tools) Two classes of one name: refused at its line, as two configs
+# are, not registered twice at run time (ax-auto: "ax_class_register(report):
+# resource busy", exit 1, after the other configurations ran).
+printf 'speed 4\ndrain 1s\nclass report path=/report latency=fixed:5ms share=50 timeout=1s\nclass report path=/r2 latency=fixed:5ms share=50 timeout=1s\nphase steady 2s rate=20\n' >"$TMP/dupclass.conf"
+expect_exit2 "--config: a class defined twice" "dupclass.conf:4: class report is defined twice" \
+    --config "$TMP/dupclass.conf" --only ax-auto --out "$TMP/dupclass"
 
 # --print-config writes what --config reads, for both built-in scenarios.
 for scen in overload retry-storm; do

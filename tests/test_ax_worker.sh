@@ -5,7 +5,8 @@
 #     HTTP call at SIGTERM): the counters it prints are final and add up,
 #     executed = _ok + _failed + _timed_out + _cancelled (here 10 = 10
 #     cancelled), the ledger has a line for each, and the consumer's own
-#     books balance (abandoned 10, held 0).
+#     books balance (abandoned 10, held 0);
+#   - scenario files it refuses at parse time, FILE:LINE and exit 2.
 # Its exit-2 cases beside ax-demo --cluster's are in test_ax_demo_cluster.sh.
 # Skips (exit 77) only when redis-server or redis-cli is not installed.
 #
@@ -75,6 +76,26 @@ put() {
         "${R[@]}" XADD "$key" '*' k quote p x t "tr-$queue-$i" to 10000 r 0 dl 0 a 0 >/dev/null
     done
 }
+
+# expect2 WHAT MESSAGE ARG...: ax-worker exits 2 with MESSAGE on stderr.
+expect2() {
+    local what=$1 msg=$2
+    shift 2
+    local rc=0
+    timeout -s TERM 10 "$WORKER" "$@" >"$TMP/o" 2>"$TMP/e" || rc=$?
+    if [ "$rc" -ne 2 ] || ! grep -qF -- "$msg" "$TMP/e"; then
+        bad "$what: exit $rc, want 2 and '$msg'; stderr: $(head -1 "$TMP/e")"
+    else
+        echo "ok: $what"
+    fi
+}
+
+# --- scenario files: refused at the line, exit 2 ------------------------------------------
+# Two classes of one name: the second kind's ax_class_register said "resource
+# busy" at start (exit 1).
+printf 'class report path=/report timeout=1s\nclass report path=/r2 timeout=1s\n' >"$TMP/dupclass.conf"
+expect2 "--config: a class defined twice" "dupclass.conf:2: class report is defined twice" \
+    --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue dupclass --config "$TMP/dupclass.conf"
 
 # counter NAME FILE: the value of ax-worker's "NAME value" line.
 counter() { sed -n "s/^$1 //p" "$2"; }

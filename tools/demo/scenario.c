@@ -427,6 +427,12 @@ static int parse_class(struct parse *ps, struct dm_scenario *sc, char **tok, int
     if (n < 2 || !name_ok(tok[1]))
         return perr(ps, "class needs a name (letters, digits, - _ .): class NAME key=value...");
     if (sc->ncls == DM_MAX_CLASSES) return perr(ps, "more than %d classes", DM_MAX_CLASSES);
+    /* A class is a task class registered by name (ax_class_register) and a
+     * kind handled by name (ax_redis_handle_class): a second one of the same
+     * name would be refused only at run time. */
+    for (unsigned i = 0; i < sc->ncls; i++)
+        if (strcmp(sc->cls[i].name, tok[1]) == 0)
+            return perr(ps, "class %s is defined twice", tok[1]);
     struct dm_class c = {.share = 1};
     snprintf(c.name, sizeof c.name, "%s", tok[1]);
     bool have_timeout = false;
