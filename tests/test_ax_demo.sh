@@ -95,6 +95,12 @@ expect_exit2 "--config: no such file" "No such file" --config "$TMP/nosuch.conf"
 # are, not registered twice at run time (ax-auto: "ax_class_register(report):
 # resource busy", exit 1, after the other configurations ran).
 printf 'speed 4\ndrain 1s\nclass report path=/report latency=fixed:5ms share=50 timeout=1s\nclass report path=/r2 latency=fixed:5ms share=50 timeout=1s\nphase steady 2s rate=20\n' >"$TMP/dupclass.conf"
+# (trial-tools) A NUL byte ended the line for the parser: the rest of it (here
+# the config's bounds, retry and timeout) was dropped without a word.
+printf 'speed 4\nconfig seed-tuned engine=ax cap=60\0 queues=1/1/1 retry=none timeout=class\n' >"$TMP/nul.conf"
+expect_exit2 "--config: NUL in a line" "nul.conf:2: NUL byte in line" --config "$TMP/nul.conf" --print-config
+printf 'speed 4\nphase steady 2s rate=20\0 upstream=hang=1\n' >"$TMP/nul2.conf"
+expect_exit2 "--config: NUL in a line (2)" "nul2.conf:2: NUL byte in line" --config "$TMP/nul2.conf" --print-config
 expect_exit2 "--config: a class defined twice" "dupclass.conf:4: class report is defined twice" \
     --config "$TMP/dupclass.conf" --only ax-auto --out "$TMP/dupclass"
 

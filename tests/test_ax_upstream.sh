@@ -381,6 +381,10 @@ printf 'phase 1s:p path=/missing\n' >"$TMP/bad3.scn"
 expect_usage "scenario target" "$TMP/bad3.scn:1: path=/missing names no endpoint" \
     --scenario "$TMP/bad3.scn"
 expect_exit2 "missing scenario" "$TMP/none.scn: No such file" --scenario "$TMP/none.scn"
+# (trial-tools) A NUL byte ended the line for the parser: the rest of it
+# (here ' latency=fixed:800ms') was dropped and the server started.
+printf 'endpoint /a\0 latency=fixed:800ms\n' >"$TMP/nul.scn"
+expect_exit2 "NUL in a scenario line" "$TMP/nul.scn:1: NUL byte in line" --scenario "$TMP/nul.scn"
 
 rc=0
 "$BIN" --help >"$TMP/help.out" 2>&1 || rc=$?

@@ -82,7 +82,7 @@ expect2() {
     local what=$1 msg=$2
     shift 2
     local rc=0
-    timeout -s TERM 10 "$WORKER" "$@" >"$TMP/o" 2>"$TMP/e" || rc=$?
+    timeout -s TERM 5 "$WORKER" "$@" >"$TMP/o" 2>"$TMP/e" || rc=$?
     if [ "$rc" -ne 2 ] || ! grep -qF -- "$msg" "$TMP/e"; then
         bad "$what: exit $rc, want 2 and '$msg'; stderr: $(head -1 "$TMP/e")"
     else
@@ -96,6 +96,12 @@ expect2() {
 printf 'class report path=/report timeout=1s\nclass report path=/r2 timeout=1s\n' >"$TMP/dupclass.conf"
 expect2 "--config: a class defined twice" "dupclass.conf:2: class report is defined twice" \
     --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue dupclass --config "$TMP/dupclass.conf"
+
+# A NUL byte ended the line for the parser: the rest of it dropped, and the
+# class served without its path.
+printf 'class quote timeout=1s\0 path=/q\n' >"$TMP/nul.conf"
+expect2 "--config: NUL in a line" "nul.conf:1: NUL byte in line" \
+    --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue nul --config "$TMP/nul.conf"
 
 # counter NAME FILE: the value of ax-worker's "NAME value" line.
 counter() { sed -n "s/^$1 //p" "$2"; }

@@ -638,6 +638,7 @@ static int parse_config(struct parse *ps, struct dm_scenario *sc, char **tok, in
 }
 
 #define MAX_TOK 32
+#define MAX_LINE 2047 /* bytes, the newline included */
 
 int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t errlen)
 {
@@ -655,13 +656,20 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
     }
     *in = *sc;
     in->ncls = in->nph = in->nprof = 0;
-    char line[2048];
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t got;
     int rc = 0;
-    while (rc == 0 && fgets(line, sizeof line, f)) {
+    while (rc == 0 && (got = getline(&line, &cap, f)) >= 0) {
         ps.line++;
-        size_t len = strlen(line);
-        if (len == sizeof line - 1 && line[len - 1] != '\n') {
-            rc = perr(&ps, "line too long");
+        if ((size_t)got > MAX_LINE) {
+            rc = perr(&ps, "line too long (more than %d bytes)", MAX_LINE);
+            break;
+        }
+        /* A NUL would end the line for every string function below, the
+         * rest of it silently dropped. */
+        if (memchr(line, 0, (size_t)got)) {
+            rc = perr(&ps, "NUL byte in line");
             break;
         }
         char *hash = strchr(line, '#');
@@ -738,6 +746,7 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
         }
     }
     if (rc == 0 && ferror(f)) rc = perr(&ps, "read error");
+    free(line);
     fclose(f);
     if (rc == 0) {
         /* Kinds the file did not mention keep the built-in lists. */

@@ -414,6 +414,12 @@ int scenario_file(struct scenario *sc, const char *path, char *err, size_t errle
         lineno++;
         char origin[UP_ORIGIN_MAX];
         snprintf(origin, sizeof origin, "%s:%u", path, lineno);
+        /* A NUL would end the line for every string function below, the
+         * rest of it silently dropped. */
+        if (memchr(line, 0, (size_t)got)) {
+            rc = fail(err, errlen, origin, "NUL byte in line");
+            break;
+        }
         char *p = line;
         while (isspace((unsigned char)*p))
             p++;
