@@ -80,6 +80,9 @@ expect_exit2 "unknown scenario" "--scenario: no built-in scenario 'nosuch'" --sc
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 expect_exit2 "unreachable --url" "cannot reach it" --url "http://127.0.0.1:$PORT"
 expect_exit2 "--url not http" "is not an http:// or https:// URL" --url "ftp://127.0.0.1/"
+# (trial-tools) the rule ax-worker shares (tools/demo/url.c): no host is a
+# bad flag, said so, not an upstream it "cannot reach".
+expect_exit2 "--url without a host" "--url: 'http://' has no host" --url "http://"
 
 printf 'speed 4\nphase steady 2s rate=10\nwobble 3\n' >"$TMP/bad1.conf"
 expect_exit2 "--config: unknown item" "bad1.conf:3: unknown item 'wobble'" --config "$TMP/bad1.conf"

@@ -6,7 +6,8 @@
 #     executed = _ok + _failed + _timed_out + _cancelled (here 10 = 10
 #     cancelled), the ledger has a line for each, and the consumer's own
 #     books balance (abandoned 10, held 0);
-#   - scenario files it refuses at parse time, FILE:LINE and exit 2.
+#   - scenario files it refuses at parse time, FILE:LINE and exit 2;
+#   - flags it refuses, exit 2.
 # Its exit-2 cases beside ax-demo --cluster's are in test_ax_demo_cluster.sh.
 # Skips (exit 77) only when redis-server or redis-cli is not installed.
 #
@@ -102,6 +103,14 @@ expect2 "--config: a class defined twice" "dupclass.conf:2: class report is defi
 printf 'class quote timeout=1s\0 path=/q\n' >"$TMP/nul.conf"
 expect2 "--config: NUL in a line" "nul.conf:1: NUL byte in line" \
     --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue nul --config "$TMP/nul.conf"
+
+# --- flags: exit 2 -------------------------------------------------------------------------
+# A --url without a host: the class paths became host names ("http://" +
+# "/quote": a GET of host "quote"), and it ran. ax-demo's rule now
+# (tools/demo/url.c), which refused it.
+for u in 'http://' 'http:///x' 'http://:80'; do
+    expect2 "--url $u" "--url: '$u' has no host" --url "$u" --redis "127.0.0.1:$RPORT" --queue nohost
+done
 
 # counter NAME FILE: the value of ax-worker's "NAME value" line.
 counter() { sed -n "s/^$1 //p" "$2"; }

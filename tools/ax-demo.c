@@ -742,9 +742,8 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char up_exe[PATH_MAX] = "";
     if (o.url) {
-        if (strlen(o.url) >= DM_URL_MAX - DM_PATH_MAX) usage_error("--url: too long");
-        if (strncmp(o.url, "http://", 7) != 0 && strncmp(o.url, "https://", 8) != 0)
-            usage_error("--url: '%s' is not an http:// or https:// URL", o.url);
+        char why[DM_URL_MAX + 100];
+        if (dm_url_base_check(o.url, why, sizeof why) != 0) usage_error("--url: %s", why);
         char err[CURL_ERROR_SIZE + 64];
         if (dm_url_check(o.url, 3000, NULL, err, sizeof err) != 0)
             die(2, "--url %s: cannot reach it: %s", o.url, err);

@@ -178,9 +178,9 @@ static void parse_args(int argc, char **argv, struct options *o)
         }
     }
     if (!o->url) usage_error("--url is required (the HTTP upstream the handlers call)");
-    if (strncmp(o->url, "http://", 7) != 0 && strncmp(o->url, "https://", 8) != 0)
-        usage_error("--url: '%s' is not an http:// or https:// URL", o->url);
-    if (strlen(o->url) >= DM_URL_MAX - DM_PATH_MAX) usage_error("--url: too long");
+    char why[DM_URL_MAX + 100];
+    if (dm_url_base_check(o->url, why, sizeof why) != 0)
+        usage_error("--url: %s", why); /* ax-demo's rule */
     if (o->scenario && o->config) usage_error("--scenario and --config: give one");
 }
 

@@ -8,6 +8,7 @@
  *   hist.c       a lock-free latency histogram with windowed quantiles
  *   upstream.c   starting and stopping ax-upstream, reading its /stats,
  *                checking that a --url answers
+ *   url.c        the rule for a --url (ax-worker's too)
  *   run.c        one configuration, in a forked child: submit, sample every
  *                100 ms, drain, tally (engines: eng_ax.c, eng_threads.c)
  *   verdict.c    the seed's five goals (§1.3), PASS/FAIL per configuration
@@ -325,6 +326,10 @@ void dm_upstream_stats(void *curl_easy, const char *base, long timeout_ms,
 /* 0 if url answers a GET within timeout_ms (its HTTP status in *status if
  * not NULL), else -1 with curl's reason. */
 int dm_url_check(const char *url, long timeout_ms, long *status, char *err, size_t errlen);
+/* url.c: 0 if url is a base URL the tools take (http:// or https://, a
+ * host, libcurl's syntax, short enough for a class path after it), else -1
+ * with the reason, without the flag's name. Text only: nothing is sent. */
+int dm_url_base_check(const char *url, char *err, size_t errlen);
 
 /* ---- verdicts (verdict.c) --------------------------------------------------- */
 
