@@ -107,6 +107,20 @@ expect_exit2 "--config: NUL in a line (2)" "nul2.conf:2: NUL byte in line" --con
 expect_exit2 "--config: a class defined twice" "dupclass.conf:4: class report is defined twice" \
     --config "$TMP/dupclass.conf" --only ax-auto --out "$TMP/dupclass"
 
+# (trial-tools) --out where results.json or report.html cannot be written (a
+# directory of that name): refused before the runs, exit 2, not found out
+# after them ("results.json: Is a directory", exit 1, nothing written); and
+# the check leaves no empty file behind.
+printf 'speed 4\ndrain 1s\nclass quote path=/quote latency=fixed:5ms share=100 timeout=1s\nphase steady 2s rate=20\n' >"$TMP/mini.conf"
+for f in results.json report.html; do
+    rm -rf "$TMP/dout"
+    mkdir -p "$TMP/dout/$f"
+    expect_exit2 "--out with $f a directory" "cannot write $f there: Is a directory" \
+        --config "$TMP/mini.conf" --only ax-auto --out "$TMP/dout"
+    left=$(cd "$TMP/dout" && ls -A | grep -vx "$f" || true)
+    if [ -n "$left" ]; then bad "--out with $f a directory: left [$left] in it"; else ok; fi
+done
+
 # --print-config writes what --config reads, for both built-in scenarios.
 for scen in overload retry-storm; do
     if "$BIN" --scenario $scen --print-config >"$TMP/a.conf" &&

@@ -23,6 +23,7 @@
 #include <curl/curl.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -240,6 +241,31 @@ static int mkdir_p(const char *dir)
     if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
     struct stat st;
     return stat(buf, &st) == 0 && S_ISDIR(st.st_mode) && access(buf, W_OK) == 0 ? 0 : -1;
+}
+
+/* 0 if dir/name can be written by fopen(..., "w") at the end of the runs:
+ * absent (dir is writable: mkdir_p checked), or a regular file this process
+ * may open for writing -- opened without O_TRUNC and closed, so nothing is
+ * created or changed now, and a run refused later leaves no empty file.
+ * Else -1 with errno (EISDIR for a directory, EINVAL for anything else not a
+ * regular file: a FIFO's open would block). */
+static int out_file_ok(const char *dir, const char *name)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0) return errno == ENOENT ? 0 : -1;
+    if (!S_ISREG(st.st_mode)) {
+        errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+        return -1;
+    }
+    int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    close(fd);
+    return 0;
 }
 
 /* ---- text output ------------------------------------------------------------------ */
@@ -738,6 +764,14 @@ int main(int argc, char **argv)
     const char *out = o.out ? o.out : ".";
     if (mkdir_p(out) != 0)
         die(2, "--out %s: cannot create or write to it: %s", out, strerror(errno ? errno : EACCES));
+    /* Before the runs, not after them: results.json or report.html that
+     * cannot be (over)written failed only once everything had run (trial). */
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "report.html" : "results.json";
+        if (out_file_ok(out, name) != 0)
+            die(2, "--out %s: cannot write %s there: %s", out, name,
+                errno == EINVAL ? "not a regular file" : strerror(errno));
+    }
 
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char up_exe[PATH_MAX] = "";
