@@ -121,6 +121,15 @@ for f in results.json report.html; do
     if [ -n "$left" ]; then bad "--out with $f a directory: left [$left] in it"; else ok; fi
 done
 
+# (trial-tools) --print-config after every flag is checked, not before: it
+# exited 0 with --only bogus or --url http://.
+expect_exit2 "--print-config --only bogus" "--only: no configuration 'bogus'" --print-config --only bogus
+expect_exit2 "--print-config --url http://" "--url: 'http://' has no host" --print-config --url http://
+# (trial-tools) An item of one value given twice: the first was silently lost.
+printf 'speed 4\nspeed 5\n' >"$TMP/speed2.conf"
+expect_exit2 "--config: speed twice" "speed2.conf:2: speed is given twice (first on line 1)" \
+    --config "$TMP/speed2.conf" --print-config
+
 # --print-config writes what --config reads, for both built-in scenarios.
 for scen in overload retry-storm; do
     if "$BIN" --scenario $scen --print-config >"$TMP/a.conf" &&
@@ -183,6 +192,29 @@ sys.exit(0 if n is not None and a <= n <= s else 1)' "$TMP/quick/results.json"; 
     ok
 else
     bad "quick run: ax-upstream counted fewer requests than were answered (tools/demo/upstream.c subtracts stats_requests from a total that never included /stats)"
+fi
+
+# ---- (trial-tools) --url with a trailing '/', a scenario with no degraded phase ---
+# The requests dropped the '/' before the class path, the header did not
+# ("GET http://HOST:PORT//quote"); and T2, with no task admitted while
+# degraded, read "nan upstream requests per task ... > 1.1".
+"$UP" --port 0 >"$TMP/slash-up.out" 2>/dev/null &
+slash_up=$!
+for _ in $(seq 50); do grep -q '^listening on ' "$TMP/slash-up.out" 2>/dev/null && break; sleep 0.1; done
+addr=$(sed -n 's/^listening on //p' "$TMP/slash-up.out")
+rc=0
+"$BIN" --config "$TMP/mini.conf" --only ax-auto --url "http://$addr/" --out "$TMP/slash" \
+    >"$TMP/slash.out" 2>"$TMP/slash.err" || rc=$?
+kill -TERM "$slash_up" 2>/dev/null || true
+wait "$slash_up" 2>/dev/null || true
+if [ "$rc" -ne 0 ]; then
+    bad "--url http://$addr/: exit $rc: $(tail -2 "$TMP/slash.err")"
+elif ! grep -qF "GET http://$addr/quote" "$TMP/slash.out" || grep -qF "$addr//" "$TMP/slash.out"; then
+    bad "--url http://$addr/: header: $(grep -F 'GET ' "$TMP/slash.out" | head -1)"
+elif ! grep -qE '^ *T2 .* N/A ' "$TMP/slash.out" || grep -qi 'nan' "$TMP/slash.out"; then
+    bad "no degraded phase: T2: $(grep -E '^ *T2 ' "$TMP/slash.out")"
+else
+    ok
 fi
 
 # ---- (trial-tools) SIGTERM to ax-demo: no process left behind --------------------

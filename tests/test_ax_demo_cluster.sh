@@ -173,6 +173,8 @@ expect2 "ax-worker --retry" "--retry: '5:1:0'" "$WORKER" --url http://127.0.0.1:
 expect2 "ax-worker --url ftp" "is not an http" "$WORKER" --url ftp://x
 expect2 "--cluster 1" "--cluster: '1'" "$BIN" --cluster 1
 expect2 "--cluster with --url" "no --url" "$BIN" --cluster 2 --url http://127.0.0.1:1
+# (trial-tools) also with --print-config, which exited 0 before the check.
+expect2 "--print-config --cluster with --only" "no --only" "$BIN" --print-config --cluster 2 --only ax-auto
 # Redis unreachable: a line on stderr, not silence (port 1: nothing listens).
 "$WORKER" --url http://127.0.0.1:1 --redis 127.0.0.1:1 --queue unreach >"$TMP/uo" 2>"$TMP/ue" &
 upid=$!

@@ -112,6 +112,12 @@ for u in 'http://' 'http:///x' 'http://:80'; do
     expect2 "--url $u" "--url: '$u' has no host" --url "$u" --redis "127.0.0.1:$RPORT" --queue nohost
 done
 
+# A --name over ax_redis's 127 bytes: exit 1 and no usage, as if it could
+# not run; a bad argument is exit 2 (tools/README.md).
+long=$(printf 'w%.0s' $(seq 200))
+expect2 "--name of 200 bytes" "--name must be 1-127 bytes (it has 200)" \
+    --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue longname --name "$long"
+
 # counter NAME FILE: the value of ax-worker's "NAME value" line.
 counter() { sed -n "s/^$1 //p" "$2"; }
 

@@ -583,15 +583,11 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
  * words of the end-of-run check. */
 static void check_class_paths(const struct dm_scenario *sc, const char *url)
 {
-    char base[DM_URL_MAX];
-    snprintf(base, sizeof base, "%s", url);
-    size_t l = strlen(base);
-    if (l && base[l - 1] == '/') base[l - 1] = 0;
     char said[DM_MAX_CLASSES][CURL_ERROR_SIZE + 64];
     char full[DM_MAX_CLASSES][DM_URL_MAX + DM_PATH_MAX]; /* never truncated */
     bool bad = false;
     for (unsigned c = 0; c < sc->ncls; c++) {
-        snprintf(full[c], sizeof full[c], "%s%s", base, sc->cls[c].path);
+        snprintf(full[c], sizeof full[c], "%s%s", url, sc->cls[c].path); /* url: no trailing '/' */
         /* The class's own timeout at full scale, at least 3 s. */
         long tmo = sc->cls[c].timeout_ms > 3000 ? (long)sc->cls[c].timeout_ms : 3000;
         long status = 0;
@@ -725,11 +721,6 @@ int main(int argc, char **argv)
     }
     if (o.speed > 0) sc.speed = o.speed;
     if (o.seed_given) sc.seed = o.seed;
-    if (o.print_config) {
-        dm_scenario_print(&sc, stdout);
-        return 0;
-    }
-
     if (o.cluster && (o.url || o.only))
         usage_error("--cluster runs its own ax-upstream and no configuration: no %s",
                     o.url ? "--url" : "--only");
@@ -760,6 +751,23 @@ int main(int argc, char **argv)
         if (sc.cls[i].timeout_ms / sc.speed < 1)
             usage_error("--speed %g: class %s's timeout (%g ms) would be under 1 ms", sc.speed,
                         sc.cls[i].name, sc.cls[i].timeout_ms);
+    /* Its text; whether it answers is asked below, after --print-config. One
+     * trailing '/' is dropped here, once, for the requests and for what is
+     * printed ("http://host/" + "/fast" was printed "http://host//fast"). */
+    static char url[DM_URL_MAX];
+    if (o.url) {
+        char why[DM_URL_MAX + 100];
+        if (dm_url_base_check(o.url, why, sizeof why) != 0) usage_error("--url: %s", why);
+        snprintf(url, sizeof url, "%s", o.url);
+        size_t l = strlen(url);
+        if (l && url[l - 1] == '/') url[l - 1] = 0;
+        o.url = url;
+    }
+    /* After every flag is checked: --print-config --only bogus exited 0. */
+    if (o.print_config) {
+        dm_scenario_print(&sc, stdout);
+        return 0;
+    }
 
     const char *out = o.out ? o.out : ".";
     if (mkdir_p(out) != 0)
@@ -776,8 +784,6 @@ int main(int argc, char **argv)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char up_exe[PATH_MAX] = "";
     if (o.url) {
-        char why[DM_URL_MAX + 100];
-        if (dm_url_base_check(o.url, why, sizeof why) != 0) usage_error("--url: %s", why);
         char err[CURL_ERROR_SIZE + 64];
         if (dm_url_check(o.url, 3000, NULL, err, sizeof err) != 0)
             die(2, "--url %s: cannot reach it: %s", o.url, err);
@@ -815,9 +821,7 @@ int main(int argc, char **argv)
         struct dm_upstream u = {.log_fd = -1};
         struct dm_run_opts ro = {.sc = &sc, .prof = &sc.prof[i], .tty = tty};
         if (o.url) {
-            snprintf(ro.base_url, sizeof ro.base_url, "%s", o.url);
-            size_t l = strlen(ro.base_url);
-            if (l && ro.base_url[l - 1] == '/') ro.base_url[l - 1] = 0;
+            snprintf(ro.base_url, sizeof ro.base_url, "%s", o.url); /* no trailing '/' */
         } else {
             char err[800];
             if (dm_upstream_start(up_exe, &sc, &u, err, sizeof err) != 0) {

@@ -102,6 +102,8 @@ static void die(const char *what, int rc)
     exit(1);
 }
 
+enum { AX_WORKER_NAME_MAX = 128 }; /* a consumer name, its NUL included (ax_redis's bound) */
+
 struct options {
     const char *url, *redis, *queue, *name, *metrics, *ledger, *scenario, *config;
     unsigned slots, workers;
@@ -182,6 +184,10 @@ static void parse_args(int argc, char **argv, struct options *o)
     if (dm_url_base_check(o->url, why, sizeof why) != 0)
         usage_error("--url: %s", why); /* ax-demo's rule */
     if (o->scenario && o->config) usage_error("--scenario and --config: give one");
+    /* Not cut: two names that differ after byte 127 would share one consumer. */
+    if (o->name && strlen(o->name) >= AX_WORKER_NAME_MAX)
+        usage_error("--name must be 1-%d bytes (it has %zu)", AX_WORKER_NAME_MAX - 1,
+                    strlen(o->name));
 }
 
 /* "HOST:PORT" (IPv6 in brackets) into host and port. */
@@ -328,13 +334,9 @@ int main(int argc, char **argv)
     if (o.visibility_ms) cc.visibility_ms = o.visibility_ms;
     if (o.claim_ms) cc.claim_interval_ms = o.claim_ms;
     if (o.retry.base_ms) cc.retry = o.retry;
-    char name[128];
+    char name[AX_WORKER_NAME_MAX];
     if (o.name) {
-        if (strlen(o.name) >= sizeof name) { /* cut, two names could meet (trial) */
-            fprintf(stderr, "ax-worker: --name must be 1-127 bytes (it has %zu)\n", strlen(o.name));
-            return 1;
-        }
-        snprintf(name, sizeof name, "%s", o.name);
+        snprintf(name, sizeof name, "%s", o.name); /* fits: parse_args */
     } else {
         char hn[64] = "host";
         gethostname(hn, sizeof hn);

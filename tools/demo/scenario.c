@@ -660,6 +660,12 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
     size_t cap = 0;
     ssize_t got;
     int rc = 0;
+    /* An item of one value, given twice, is refused as a second config or
+     * class of one name is: the first would silently lose. */
+    static const char *const once[] = {"speed",    "seed",    "mix",     "drain",
+                                       "deadline", "context", "upstream"};
+    enum { ONCE = sizeof once / sizeof *once };
+    unsigned seen[ONCE] = {0}; /* the line of each, 0 = not yet */
     while (rc == 0 && (got = getline(&line, &cap, f)) >= 0) {
         ps.line++;
         if ((size_t)got > MAX_LINE) {
@@ -686,6 +692,14 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
         if (rc || n == 0) continue;
         const char *what = tok[0];
         double x = 0;
+        int k = 0;
+        while (k < ONCE && strcmp(what, once[k]) != 0)
+            k++;
+        if (k < ONCE && seen[k]) {
+            rc = perr(&ps, "%s is given twice (first on line %u)", what, seen[k]);
+            break;
+        }
+        if (k < ONCE) seen[k] = ps.line;
         if (strcmp(what, "class") == 0) {
             rc = parse_class(&ps, in, tok, n);
         } else if (strcmp(what, "phase") == 0) {

@@ -404,11 +404,15 @@ void dm_targets(const struct dm_scenario *sc, const struct dm_result *a, const s
            ull(a->wait_high_peak.count));
 
     double q = dm_requests_per_degraded_task(a);
-    target(&v[1], "T2 requests per task, degraded", isfinite(q), q <= TARGET_REQ_PER_TASK,
-           "%.3f upstream requests per task admitted while degraded %s %.1f (%llu requests, "
-           "%llu tasks)",
-           q, q <= TARGET_REQ_PER_TASK ? "<=" : ">", TARGET_REQ_PER_TASK, ull(a->degraded_requests),
-           ull(a->degraded_tasks));
+    if (!isfinite(q)) /* not "nan ... > 1.1" */
+        target(&v[1], "T2 requests per task, degraded", false, false,
+               "no task admitted while degraded (no degraded phase, or no traffic in it)");
+    else
+        target(&v[1], "T2 requests per task, degraded", true, q <= TARGET_REQ_PER_TASK,
+               "%.3f upstream requests per task admitted while degraded %s %.1f (%llu "
+               "requests, %llu tasks)",
+               q, q <= TARGET_REQ_PER_TASK ? "<=" : ">", TARGET_REQ_PER_TASK,
+               ull(a->degraded_requests), ull(a->degraded_tasks));
 
     if (vs)
         target(&v[2], "T3 peak RSS", true, a->peak_rss_mb <= t->peak_rss_mb,
