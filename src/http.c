@@ -340,7 +340,7 @@ int ax_http_configure(ax_sched *s, const ax_http_config *c)
 }
 
 /* CURLMOPT_MAXCONNECTS for the current settings and peak. */
-static void cache_fit(struct http_worker *hw)
+static long cache_want(const struct http_worker *hw)
 {
     long want = hw->conf.max_connects;
     if (want == 0) {
@@ -348,6 +348,12 @@ static void cache_fit(struct http_worker *hw)
         if (want < HTTP_CACHE_MIN)
             want = HTTP_CACHE_MIN;
     }
+    return want;
+}
+
+static void cache_fit(struct http_worker *hw)
+{
+    long want = cache_want(hw);
     if (want != hw->cache_size) {
         curl_multi_setopt(hw->multi, CURLMOPT_MAXCONNECTS, want);
         hw->cache_size = want;
@@ -398,13 +404,15 @@ static bool lowered(long was, long now)
     return now > 0 && (was == 0 || now < was);
 }
 
-/* The same for max_connects, whose 0 is not "none" but the auto size in
- * force (cache_size): raising it from auto to a larger number closed every
- * idle connection (review of f7705f4). */
-static bool cache_lowered(const struct http_worker *hw, long was, long now)
+/* The same for max_connects, whose 0 is not "none" but the auto size:
+ * the sizes the old and the new settings give are compared (hw->conf is
+ * the new one, cache_size still the old size): raising it from auto to a
+ * larger number closed every idle connection (review of f7705f4), and
+ * going back to an auto size below the old number closed none (review of
+ * 5b302fe). */
+static bool cache_lowered(const struct http_worker *hw)
 {
-    long in_force = was ? was : hw->cache_size;
-    return now > 0 && now < in_force;
+    return hw->cache_size > 0 && cache_want(hw) < hw->cache_size;
 }
 
 /* After a limit was lowered, with no transfer in flight: close every idle
@@ -443,7 +451,7 @@ static void conf_refresh(struct http_worker *hw)
         hw->conf = *(const ax_http_config *)s->http_conf;
     hw->conf_gen = atomic_load_explicit(&s->http_conf_gen, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
-    if (cache_lowered(hw, was.max_connects, hw->conf.max_connects) ||
+    if (cache_lowered(hw) ||
         lowered(was.max_host_connections, hw->conf.max_host_connections) ||
         lowered(was.max_total_connections, hw->conf.max_total_connections))
         hw->trim = true;

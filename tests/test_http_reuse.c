@@ -70,11 +70,12 @@ out:
     return 0;
 }
 
+/* arg: NULL for lfd, else a listening fd + 1. */
 static int server(ax_task *t, void *arg)
 {
-    (void)arg;
+    int l = arg ? (int)(intptr_t)arg - 1 : lfd;
     for (;;) {
-        int fd = ax_accept(t, lfd, NULL, NULL, -1);
+        int fd = ax_accept(t, l, NULL, NULL, -1);
         if (fd < 0)
             return 0;
         atomic_fetch_add(&accepted, 1);
@@ -247,6 +248,73 @@ static void lowered_limits(void)
     CHECK(WAIT_UNTIL(atomic_load(&open_now) == 0, 10000));
 }
 
+/* Back from a fixed max_connects to auto, whose size is below the idle
+ * connections: they go too (review of 5b302fe, which compared only the old
+ * value with the auto size: 40 hosts one after another, max_connects 1000
+ * -> 0, 39 of 40 connections stayed open). One connection per host, to 20
+ * loopback addresses (127.0.0.2 ...), one after another: 20 idle against
+ * an auto size of 16 (4 x a peak of 1, at least 16). */
+#define HOSTS 20
+static char host_url[HOSTS][64];
+
+static int each_host(ax_task *t, void *arg)
+{
+    (void)arg;
+    for (int i = 0; i < HOSTS; i++) {
+        ax_http_response r;
+        int rc = ax_http_get(t, host_url[i], 10000, &r);
+        atomic_fetch_add(rc == 0 && r.status == 200 ? &ok : &bad, 1);
+        ax_http_response_free(&r);
+    }
+    return 0;
+}
+
+static void auto_again(ax_sched *up)
+{
+    int lf[HOSTS];
+    for (int i = 0; i < HOSTS; i++) {
+        lf[i] = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET,
+                                .sin_addr.s_addr = htonl(INADDR_LOOPBACK + 1 + (uint32_t)i)};
+        CHECK_EQ(bind(lf[i], (struct sockaddr *)&a, sizeof a), 0);
+        CHECK_EQ(listen(lf[i], 64), 0);
+        socklen_t al = sizeof a;
+        getsockname(lf[i], (struct sockaddr *)&a, &al);
+        snprintf(host_url[i], sizeof host_url[i], "http://127.0.0.%d:%u/", 2 + i,
+                 ntohs(a.sin_port));
+        ax_spec srv = {.fn = server, .arg = (void *)(intptr_t)(lf[i] + 1), .timeout_ms = 600000};
+        CHECK_EQ(ax_submit(up, &srv, NULL), 0);
+    }
+    ax_sched *s = test_sched(1, 4);
+    ax_http_config hc;
+    ax_http_config_default(&hc);
+    hc.max_connects = 1000;
+    CHECK_EQ(ax_http_configure(s, &hc), 0);
+    atomic_store(&ok, 0);
+    atomic_store(&bad, 0);
+    int open0 = atomic_load(&open_now);
+    ax_spec sp = {.fn = each_host, .timeout_ms = 60000};
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&ok) + atomic_load(&bad) == HOSTS, 60000));
+    CHECK_EQ(atomic_load(&ok), HOSTS);
+    fprintf(stderr, "auto again: %d connections idle to %d hosts\n",
+            atomic_load(&open_now) - open0, HOSTS);
+    CHECK_EQ(atomic_load(&open_now) - open0, HOSTS);
+    ax_http_config_default(&hc); /* max_connects 0: auto, 16 here */
+    CHECK_EQ(ax_http_configure(s, &hc), 0);
+    ax_spec one = {.fn = getter, .arg = (void *)(intptr_t)1, .timeout_ms = 60000};
+    CHECK_EQ(ax_submit(s, &one, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&ok) + atomic_load(&bad) == HOSTS + 1, 60000));
+    bool trimmed = WAIT_UNTIL(atomic_load(&open_now) - open0 <= 16, 10000);
+    fprintf(stderr, "auto again: %d open after max_connects 1000 -> auto and a GET (want <= 16)\n",
+            atomic_load(&open_now) - open0);
+    CHECK(trimmed);
+    ax_free(s);
+    CHECK(WAIT_UNTIL(atomic_load(&open_now) == open0, 10000));
+    for (int i = 0; i < HOSTS; i++)
+        shutdown(lf[i], SHUT_RDWR); /* its server task's accept fails: it returns */
+}
+
 static void bad_configs(void)
 {
     ax_sched *s = test_sched(1, 10);
@@ -382,6 +450,7 @@ int main(void)
     idle_max = -1;
 
     lowered_limits();
+    auto_again(up);
 
     CHECK_EQ(ax_shutdown(up, 1000), 0);
     ax_free(up);
