@@ -83,6 +83,10 @@ expect_exit2 "--url not http" "is not an http:// or https:// URL" --url "ftp://1
 # (trial-tools) the rule ax-worker shares (tools/demo/url.c): no host is a
 # bad flag, said so, not an upstream it "cannot reach".
 expect_exit2 "--url without a host" "--url: 'http://' has no host" --url "http://"
+# (review) A query or fragment would take the class paths after it.
+expect_exit2 "--url with a query" "--url: 'http://127.0.0.1:1/?x=1' has a query" \
+    --url "http://127.0.0.1:1/?x=1"
+expect_exit2 "--url with a fragment" "has a fragment" --url "http://127.0.0.1:1#f"
 
 printf 'speed 4\nphase steady 2s rate=10\nwobble 3\n' >"$TMP/bad1.conf"
 expect_exit2 "--config: unknown item" "bad1.conf:3: unknown item 'wobble'" --config "$TMP/bad1.conf"

@@ -111,6 +111,14 @@ expect2 "--config: NUL in a line" "nul.conf:1: NUL byte in line" \
 for u in 'http://' 'http:///x' 'http://:80'; do
     expect2 "--url $u" "--url: '$u' has no host" --url "$u" --redis "127.0.0.1:$RPORT" --queue nohost
 done
+# (review) A query or a fragment took the class paths after it ("?x=1" +
+# "/quote" asked for "/"), and port 0 reaches nothing: refused, as ax-demo.
+expect2 "--url with a query" "has a query" --url "http://127.0.0.1:1?x=1" \
+    --redis "127.0.0.1:$RPORT" --queue q
+expect2 "--url with a fragment" "has a fragment" --url "http://127.0.0.1:1#f" \
+    --redis "127.0.0.1:$RPORT" --queue q
+expect2 "--url with port 0" "has port 0" --url "http://127.0.0.1:0" --redis "127.0.0.1:$RPORT" \
+    --queue q
 
 # A --name over ax_redis's 127 bytes: exit 1 and no usage, as if it could
 # not run; a bad argument is exit 2 (tools/README.md).

@@ -38,6 +38,19 @@ int dm_url_base_check(const char *url, char *err, size_t errlen)
         return -1;
     }
     CURLUcode rc = curl_url_set(u, CURLUPART_URL, url, 0);
+    /* A query or fragment would take the class paths appended after it:
+     * "http://h?x=1" + "/quote" asked for "/" with a query, "#f" + "/quote"
+     * for "/" alone (review). Port 0 reaches nothing. */
+    char *part = NULL;
+    const char *why = NULL;
+    if (rc == CURLUE_OK && curl_url_get(u, CURLUPART_QUERY, &part, 0) == CURLUE_OK)
+        why = "has a query (class paths are appended to the URL)";
+    else if (rc == CURLUE_OK && curl_url_get(u, CURLUPART_FRAGMENT, &part, 0) == CURLUE_OK)
+        why = "has a fragment (class paths are appended to the URL)";
+    else if (rc == CURLUE_OK && curl_url_get(u, CURLUPART_PORT, &part, 0) == CURLUE_OK &&
+             strcmp(part, "0") == 0)
+        why = "has port 0";
+    curl_free(part);
     curl_url_cleanup(u);
     if (rc == CURLUE_NO_HOST) { /* "http://:80", "http://user@" */
         snprintf(err, errlen, "'%s' has no host", url);
@@ -45,6 +58,10 @@ int dm_url_base_check(const char *url, char *err, size_t errlen)
     }
     if (rc != CURLUE_OK) {
         snprintf(err, errlen, "'%s': %s", url, curl_url_strerror(rc));
+        return -1;
+    }
+    if (why) {
+        snprintf(err, errlen, "'%s' %s", url, why);
         return -1;
     }
     return 0;
