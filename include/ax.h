@@ -523,6 +523,18 @@ unsigned ax_class_count(ax_sched *s);
 
 /* ---- statistics --------------------------------------------------------- */
 
+/* One priority's books in ax_stats.prio[p]: what was offered at that
+ * priority and how it ended. At rest, per priority, submitted = succeeded +
+ * failed + timed_out + cancelled (a task keeps its priority for life). */
+typedef struct ax_prio_stats {
+    uint64_t submitted; /* admitted */
+    uint64_t rejected;  /* refused, other than shed, for a spec of this priority
+                           (a NULL spec or an out-of-range priority counts in
+                           ax_stats.rejected only) */
+    uint64_t shed;      /* refused with AX_ESHED */
+    uint64_t succeeded, failed, timed_out, cancelled; /* terminal states */
+} ax_prio_stats;
+
 typedef struct ax_stats {
     uint64_t queued[AX_PRIO_COUNT]; /* waiting in each bucket; may briefly exceed
                                        capacity[p], which bounds new submissions
@@ -544,6 +556,9 @@ typedef struct ax_stats {
     uint64_t stacks_in_use;
     uint64_t callback_overruns; /* on_timeout calls that ran past callback_timeout_ms */
     uint64_t callback_dropped;  /* on_timeout calls dropped: callback_queue was full */
+    ax_prio_stats prio[AX_PRIO_COUNT]; /* the same books per priority (indexed by
+                                          ax_priority): each field's sum over p is
+                                          the total above, except rejected */
 } ax_stats;
 
 /* A snapshot taken without stopping the workers: each counter is exact, but

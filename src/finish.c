@@ -65,25 +65,16 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
     r->error[n] = 0;
 }
 
-static inline void count_terminal(struct ax_sched *s, struct worker *w, unsigned state)
+static inline void count_terminal(struct ax_sched *s, struct worker *w, const struct job *j,
+                                  unsigned state)
 {
-    if (w) {
-        struct worker_counts *c = &w->counts;
-        switch (state) {
-        case JS_SUCCEEDED: wc_inc(&c->succeeded); break;
-        case JS_FAILED: wc_inc(&c->failed); break;
-        case JS_TIMED_OUT: wc_inc(&c->timed_out); break;
-        default: wc_inc(&c->cancelled); break;
-        }
-        return;
-    }
-    struct worker_counts *c = &s->shared_counts;
-    switch (state) {
-    case JS_SUCCEEDED: atomic_fetch_add(&c->succeeded, 1); break;
-    case JS_FAILED: atomic_fetch_add(&c->failed, 1); break;
-    case JS_TIMED_OUT: atomic_fetch_add(&c->timed_out, 1); break;
-    default: atomic_fetch_add(&c->cancelled, 1); break;
-    }
+    /* A terminal state: 0 .. WC_ENDS - 1 (anything else counted cancelled,
+     * as the switch this replaced did). */
+    unsigned k = state - JS_SUCCEEDED < WC_ENDS ? state - JS_SUCCEEDED : WC_ENDS - 1;
+    if (w)
+        wc_inc(&w->counts.ended[j->prio][k]);
+    else
+        atomic_fetch_add(&s->shared_counts.ended[j->prio][k], 1);
 }
 
 static unsigned terminal_event(unsigned state)
@@ -136,7 +127,7 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
                               uint64_t give)
 {
     ax_result r;
-    count_terminal(s, w, state);
+    count_terminal(s, w, j, state);
     char why[AX_ERROR_MAX * 2];
     if (AX_UNLIKELY(j->cls)) {
         class_count_terminal(s, j, state);

@@ -296,9 +296,14 @@ struct worker_pending {
 };
 
 /* Terminal outcomes counted by a worker without the lock (single writer,
- * relaxed load + store); ax_stats_get adds them up. */
+ * relaxed load + store); ax_stats_get adds them up. ended[p][k]: tasks of
+ * priority p that ended in terminal state JS_SUCCEEDED + k (succeeded,
+ * failed, timed out, cancelled): one counter per task, as before the
+ * per-priority books, only indexed. */
+#define WC_ENDS (JS_CANCELLED - JS_SUCCEEDED + 1)
 struct worker_counts {
-    _Atomic uint64_t started, succeeded, failed, timed_out, cancelled, panicked;
+    _Atomic uint64_t started, panicked;
+    _Atomic uint64_t ended[AX_PRIO_COUNT][WC_ENDS];
 };
 static inline void wc_inc(_Atomic uint64_t *c)
 {

@@ -466,14 +466,26 @@ int ax_stats_get(ax_sched *s, ax_stats *out)
     for (unsigned i = 0; i <= s->nworkers; i++) {
         struct worker_counts *c = i < s->nworkers ? &s->workers[i].counts : &s->shared_counts;
         out->started += atomic_load_explicit(&c->started, memory_order_relaxed);
-        out->succeeded += atomic_load_explicit(&c->succeeded, memory_order_relaxed);
-        out->failed += atomic_load_explicit(&c->failed, memory_order_relaxed);
-        out->timed_out += atomic_load_explicit(&c->timed_out, memory_order_relaxed);
-        out->cancelled += atomic_load_explicit(&c->cancelled, memory_order_relaxed);
         out->panicked += atomic_load_explicit(&c->panicked, memory_order_relaxed);
+        for (int p = 0; p < AX_PRIO_COUNT; p++) {
+            uint64_t e[WC_ENDS];
+            for (int k = 0; k < WC_ENDS; k++)
+                e[k] = atomic_load_explicit(&c->ended[p][k], memory_order_relaxed);
+            ax_prio_stats *ps = &out->prio[p];
+            ps->succeeded += e[JS_SUCCEEDED - JS_SUCCEEDED];
+            ps->failed += e[JS_FAILED - JS_SUCCEEDED];
+            ps->timed_out += e[JS_TIMED_OUT - JS_SUCCEEDED];
+            ps->cancelled += e[JS_CANCELLED - JS_SUCCEEDED];
+        }
         if (i < s->nworkers)
             out->stacks_in_use +=
                 atomic_load_explicit(&s->workers[i].stacks_in_use, memory_order_relaxed);
+    }
+    for (int p = 0; p < AX_PRIO_COUNT; p++) {
+        out->succeeded += out->prio[p].succeeded;
+        out->failed += out->prio[p].failed;
+        out->timed_out += out->prio[p].timed_out;
+        out->cancelled += out->prio[p].cancelled;
     }
     out->callback_overruns = cb_pool_overruns(s);
     out->callback_dropped = cb_pool_dropped(s);

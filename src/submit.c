@@ -172,15 +172,30 @@ static __attribute__((noinline)) int submit_derive(struct ax_sched *s, const ax_
     return AX_OK;
 }
 
+/* A refusal's count (s->lock held): in the totals and, for a spec whose
+ * priority is in range, in that priority's books. */
+static inline void count_refusal_locked(struct ax_sched *s, const ax_spec *sp, int code)
+{
+    bool shed = code == AX_ESHED;
+    if (shed)
+        s->st.shed++;
+    else
+        s->st.rejected++;
+    if (sp && (unsigned)sp->priority < AX_PRIO_COUNT) {
+        ax_prio_stats *ps = &s->st.prio[sp->priority];
+        if (shed)
+            ps->shed++;
+        else
+            ps->rejected++;
+    }
+}
+
 /* A refusal at admission (s->lock held, and still held on return): counted,
  * its event emitted, its code returned with msg as the detail. */
 static int refuse_locked(struct ax_sched *s, const ax_spec *sp, int code, const char *msg)
 {
     unsigned kind = code == AX_ESHED ? AX_EV_SHED : AX_EV_REJECTED;
-    if (code == AX_ESHED)
-        s->st.shed++;
-    else
-        s->st.rejected++;
+    count_refusal_locked(s, sp, code);
     if (AX_UNLIKELY(ev_on(s, kind))) {
         ev_under_lock = true;
         ev_emit_refusal(s, sp, kind, code, msg);
@@ -221,7 +236,7 @@ static inline __attribute__((always_inline)) int admit_locked(struct ax_sched *s
     if (AX_LIKELY(!rc))
         rc = job_alloc_locked(s, jp);
     if (AX_UNLIKELY(rc))
-        s->st.rejected++;
+        count_refusal_locked(s, sp, rc);
     return rc;
 }
 
@@ -257,6 +272,7 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
     s->load++;
     s->live_prio[p]++; /* job_free_locked: -- */
     s->st.submitted++;
+    s->st.prio[p].submitted++;
     if (cls)
         atomic_fetch_add_explicit(&cls->submitted, 1, memory_order_relaxed);
     j->submit_ns = now;
@@ -306,7 +322,7 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
             return reject_locked(s, sp, AX_ESHUTDOWN, "the scheduler is shutting down");
         if (open)
             rc = class_refuse_open(cls, now);
-        s->st.rejected++;
+        count_refusal_locked(s, sp, rc);
         if (AX_UNLIKELY(ev_on(s, AX_EV_REJECTED))) {
             ev_under_lock = true;
             ev_emit_refusal(s, sp, AX_EV_REJECTED, rc, ax_error_detail());

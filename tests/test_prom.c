@@ -312,6 +312,18 @@ static void build_snapshot(void)
     st->stacks_in_use = 9;
     st->callback_overruns = 0;
     st->callback_dropped = 5;
+    /* Every per-priority field distinct, so a swapped field or priority shows. */
+    for (int p = 0; p < AX_PRIO_COUNT; p++) {
+        ax_prio_stats *ps = &st->prio[p];
+        uint64_t b = 100u * (uint64_t)(p + 1);
+        ps->submitted = b + 1;
+        ps->rejected = b + 2;
+        ps->shed = b + 3;
+        ps->succeeded = b + 4;
+        ps->failed = b + 5;
+        ps->timed_out = b + 6;
+        ps->cancelled = b + 7;
+    }
     snap.events_dropped = 123456789; /* prints as 1.23456789e+08 */
     snap.nclasses = 2;
     snprintf(snap.cls[0].name, sizeof snap.cls[0].name, "quote");
@@ -391,9 +403,25 @@ static void check_counters(void)
         CHECK_STR(fams[s->fam].type, "gauge");
         CHECK(s->value == (double)st->queued[prio_ids[i]]);
     }
-    /* 14 counters, 6 gauges, 2 histograms; with classes 9 gauges and 12
+    /* Per priority: 7 counter families, one sample per priority each. */
+    static const char *pnames[7] = {
+        "ax_priority_submitted_total", "ax_priority_rejected_total",
+        "ax_priority_shed_total",      "ax_priority_succeeded_total",
+        "ax_priority_failed_total",    "ax_priority_timed_out_total",
+        "ax_priority_cancelled_total",
+    };
+    for (int k = 0; k < 7; k++)
+        for (int i = 0; i < AX_PRIO_COUNT; i++) {
+            const ax_prio_stats *ps = &st->prio[prio_ids[i]];
+            const uint64_t want[7] = {ps->submitted, ps->rejected,  ps->shed,     ps->succeeded,
+                                      ps->failed,    ps->timed_out, ps->cancelled};
+            const struct sample *s = find(pnames[k], prio_names[i], "");
+            CHECK_STR(fams[s->fam].type, "counter");
+            CHECK(s->value == (double)want[k]);
+        }
+    /* 14 + 7 counters, 6 gauges, 2 histograms; with classes 9 gauges and 12
      * counters more, one sample per class each. */
-    CHECK_EQ(nfam, 14 + 6 + 2 + (snap.nclasses ? 9 + 12 : 0));
+    CHECK_EQ(nfam, 14 + 7 + 6 + 2 + (snap.nclasses ? 9 + 12 : 0));
 }
 
 /* Every histogram series: buckets in ascending le, cumulative, ending at

@@ -8,7 +8,9 @@
  *
  *   counters   ax_tasks_{submitted,started,succeeded,failed,timed_out,
  *              cancelled,retried,rejected,shed,panicked,lingering}_total,
- *              ax_callback_{overruns,dropped}_total, ax_events_dropped_total
+ *              ax_callback_{overruns,dropped}_total, ax_events_dropped_total,
+ *              per priority (label priority) ax_priority_{submitted,
+ *              rejected,shed,succeeded,failed,timed_out,cancelled}_total
  *   gauges     ax_queue_length{priority}, ax_tasks_delayed, ax_tasks_running,
  *              ax_concurrency_limit, ax_tasks_orphaned, ax_stacks_in_use
  *   histograms ax_wait_seconds{priority}, ax_run_seconds{priority}
@@ -36,11 +38,12 @@
  * bucket counts under every bound >= its midpoint, so a bound is effectively
  * placed within 1.6 % of its nominal value. _sum is in seconds.
  *
- * Complexity: O(families + 2 * 3 * AX_HIST_NBUCKETS); about 14 KB of text.
+ * Complexity: O(families + 2 * 3 * AX_HIST_NBUCKETS); about 16 KB of text.
  */
 #include "prom.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -319,6 +322,47 @@ static void histogram(struct out *o, const char *name, const char *help,
         hist_series(o, name, prio_order[i].name, &h[prio_order[i].prio]);
 }
 
+/* One counter family with a sample per priority: the ax_prio_stats field
+ * at offset off. */
+static void prio_counter(struct out *o, const ax_stats *st, const char *name, const char *help,
+                         size_t off)
+{
+    family(o, name, "counter", help);
+    for (unsigned i = 0; i < AX_PRIO_COUNT; i++) {
+        uint64_t v;
+        memcpy(&v, (const char *)&st->prio[prio_order[i].prio] + off, sizeof v);
+        sample(o, name, "", "priority", prio_order[i].name, NULL, (double)v);
+    }
+}
+
+static void prio_counters(struct out *o, const ax_stats *st)
+{
+    static const struct {
+        const char *name, *help;
+        size_t off;
+    } f[] = {
+        {"ax_priority_submitted_total", "Tasks of each priority admitted.",
+         offsetof(ax_prio_stats, submitted)},
+        {"ax_priority_rejected_total",
+         "Submissions of each priority refused (not shed): invalid, bucket full, rate limit, "
+         "shutdown, breaker open.",
+         offsetof(ax_prio_stats, rejected)},
+        {"ax_priority_shed_total", "Submissions of each priority refused by load shedding.",
+         offsetof(ax_prio_stats, shed)},
+        {"ax_priority_succeeded_total", "Tasks of each priority that ended successfully.",
+         offsetof(ax_prio_stats, succeeded)},
+        {"ax_priority_failed_total", "Tasks of each priority that ended failed, no retry left.",
+         offsetof(ax_prio_stats, failed)},
+        {"ax_priority_timed_out_total",
+         "Tasks of each priority that ended timed out, no retry left.",
+         offsetof(ax_prio_stats, timed_out)},
+        {"ax_priority_cancelled_total", "Tasks of each priority that ended cancelled.",
+         offsetof(ax_prio_stats, cancelled)},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        prio_counter(o, st, f[i].name, f[i].help, f[i].off);
+}
+
 /* One family with a sample per class; field() picks the value. */
 static void class_family(struct out *o, const struct ax_metrics_snapshot *m, const char *name,
                          const char *type, const char *help,
@@ -432,6 +476,8 @@ size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len
     counter(&o, "ax_events_dropped_total",
             "Lifecycle events dropped because a worker's event buffer was full.",
             m->events_dropped);
+
+    prio_counters(&o, st);
 
     family(&o, "ax_queue_length", "gauge", "Tasks waiting in each priority bucket.");
     for (unsigned i = 0; i < AX_PRIO_COUNT; i++)
