@@ -68,6 +68,7 @@
  * mention keeps the built-in one.
  */
 #include "demo.h"
+#include "../read_line.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -638,30 +639,6 @@ static int parse_config(struct parse *ps, struct dm_scenario *sc, char **tok, in
 }
 
 #define MAX_TOK 32
-#define MAX_LINE 2047 /* bytes, the newline included */
-
-/* One line of f into buf (MAX_LINE + 1 bytes), NUL-terminated, its length
- * (NUL bytes in it included) in *len. 1: a line; 0: the end of the file;
- * -1: longer than MAX_LINE, of which no more is read; -2: a read error.
- * Bounded, unlike getline: a 300 MB line made ax-demo take 300 MB to say
- * "line too long", and a getline that ran out of memory ended the file
- * there without a word (review). */
-static int read_line(FILE *f, char *buf, size_t *len)
-{
-    size_t n = 0;
-    int c = 0;
-    while ((c = getc(f)) != EOF) {
-        if (n == MAX_LINE) return -1;
-        buf[n++] = (char)c;
-        if (c == '\n') break;
-    }
-    if (c == EOF && ferror(f)) return -2;
-    if (c == EOF && n == 0) return 0;
-    buf[n] = 0;
-    *len = n;
-    return 1;
-}
-
 int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t errlen)
 {
     struct parse ps = {.file = path, .err = err, .errlen = errlen};
@@ -678,7 +655,7 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
     }
     *in = *sc;
     in->ncls = in->nph = in->nprof = 0;
-    char line[MAX_LINE + 1];
+    char line[TOOL_MAX_LINE + 1];
     size_t got = 0;
     int rc = 0, rd;
     /* An item of one value, given twice, is refused as a second config or
@@ -687,10 +664,10 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
                                        "deadline", "context", "upstream"};
     enum { ONCE = sizeof once / sizeof *once };
     unsigned seen[ONCE] = {0}; /* the line of each, 0 = not yet */
-    while (rc == 0 && (rd = read_line(f, line, &got)) != 0) {
+    while (rc == 0 && (rd = tool_read_line(f, line, &got)) != 0) {
         ps.line++;
         if (rd == -1) {
-            rc = perr(&ps, "line too long (more than %d bytes)", MAX_LINE);
+            rc = perr(&ps, "line too long (more than %d bytes)", TOOL_MAX_LINE);
             break;
         }
         if (rd == -2) break; /* said below */

@@ -21,6 +21,7 @@
  * endpoint has in each phase, so a request does one table lookup.
  */
 #include "upstream.h"
+#include "../read_line.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -205,8 +206,8 @@ static int apply_kv(struct behaviour *b, const char *kv, char *target, const cha
         if (!e || *e || !(b->slow > 0) || b->slow > 1000)
             return fail(err, errlen, origin, "slow=%s: a factor in (0, 1000]", v);
         b->set |= K_SLOW;
-    } else if (strcmp(key, "error") == 0 || strcmp(key, "hang") == 0 ||
-               strcmp(key, "reset") == 0 || strcmp(key, "stall") == 0) {
+    } else if (strcmp(key, "error") == 0 || strcmp(key, "hang") == 0 || strcmp(key, "reset") == 0 ||
+               strcmp(key, "stall") == 0) {
         double p;
         if (parse_prob(v, &p))
             return fail(err, errlen, origin, "%s=%s: a probability from 0 to 1", key, v);
@@ -405,18 +406,17 @@ int scenario_file(struct scenario *sc, const char *path, char *err, size_t errle
 {
     FILE *f = fopen(path, "r");
     if (!f) return fail(err, errlen, path, "%s", strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t got;
+    char line[TOOL_MAX_LINE + 1];
+    size_t got = 0;
     unsigned lineno = 0;
-    int rc = 0;
-    while (rc == 0 && (got = getline(&line, &cap, f)) >= 0) {
+    int rc = 0, rd = 0;
+    while (rc == 0 && (rd = tool_read_line(f, line, &got)) > 0) {
         lineno++;
         char origin[UP_ORIGIN_MAX];
         snprintf(origin, sizeof origin, "%s:%u", path, lineno);
         /* A NUL would end the line for every string function below, the
          * rest of it silently dropped. */
-        if (memchr(line, 0, (size_t)got)) {
+        if (memchr(line, 0, got)) {
             rc = fail(err, errlen, origin, "NUL byte in line");
             break;
         }
@@ -453,8 +453,12 @@ int scenario_file(struct scenario *sc, const char *path, char *err, size_t errle
                       word);
         }
     }
-    if (rc == 0 && ferror(f)) rc = fail(err, errlen, path, "read error: %s", strerror(errno));
-    free(line);
+    if (rc == 0 && rd == -1) {
+        char origin[UP_ORIGIN_MAX];
+        snprintf(origin, sizeof origin, "%s:%u", path, lineno + 1);
+        rc = fail(err, errlen, origin, "line too long (more than %d bytes)", TOOL_MAX_LINE);
+    }
+    if (rc == 0 && rd == -2) rc = fail(err, errlen, path, "read error: %s", strerror(errno));
     fclose(f);
     return rc;
 }
