@@ -222,8 +222,19 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
     }
     struct ev_attempt a = {js_attempt(expect), j->wait_ns, j->run_ns};
     const void *task_fn = (const void *)j->fn;
-    if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
-        return; /* it returned meanwhile: the copy may be of another job */
+    /* It returned meanwhile: the copy may be of another job. The check is
+     * a read-don't-modify-write (adds 0) with release order, not a load:
+     * an acquire load keeps later accesses after it but lets the plain
+     * reads of the job above drift past it on a weakly ordered CPU (ARM),
+     * where they could then see a reused job that the check passed. A
+     * release RMW keeps them before it, and needs no fence, which gcc's
+     * TSan refuses (Boehm, "Can seqlocks get along with programming
+     * language memory models?", 2012). It writes the value it read: the
+     * worker's own publish (a load, then stores) loses nothing to it. On
+     * x86 the reads already stay in order: no test here can show the
+     * difference. */
+    if (atomic_fetch_add_explicit(&w->pub_seq, 0, memory_order_acq_rel) != seq)
+        return;
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text,
              "still running %.1f s after its timeout on worker %u without yielding:",
