@@ -353,6 +353,11 @@ typedef struct ax_redis_consumer_stats {
                                ax_cancel): left pending in Redis for another consumer.
                                pulled + claimed = succeeded + retried + dead + ack_lost
                                + abandoned + held */
+    uint64_t handed_back;   /* of the abandoned, entries made claimable at once (their
+                               idle time set past any visibility_ms, so another
+                               consumer's next claim pass takes them); the others
+                               (Redis unreachable then, or the entry already taken
+                               by another consumer) wait out visibility_ms */
 } ax_redis_consumer_stats;
 
 int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *out);

@@ -151,8 +151,8 @@ for drain in 0 500; do
     c=$(counter executed_cancelled "$out")
     lines=$(wc -l <"$ledger")
     cancels=$(awk '$6 == "cancel"' "$ledger" | wc -l)
-    got="exit $rc, drained $(counter drained "$out"), executed $e = ok $ok + failed $f + timed_out $to + cancelled $c, ledger $lines lines ($cancels cancel), held $(counter held "$out"), abandoned $(counter abandoned "$out")"
-    want="exit 0, drained no, executed 10 = ok 0 + failed 0 + timed_out 0 + cancelled 10, ledger 10 lines (10 cancel), held 0, abandoned 10"
+    got="exit $rc, drained $(counter drained "$out"), executed $e = ok $ok + failed $f + timed_out $to + cancelled $c, ledger $lines lines ($cancels cancel), held $(counter held "$out"), abandoned $(counter abandoned "$out"), handed_back $(counter handed_back "$out")"
+    want="exit 0, drained no, executed 10 = ok 0 + failed 0 + timed_out 0 + cancelled 10, ledger 10 lines (10 cancel), held 0, abandoned 10, handed_back 10"
     if [ "$got" != "$want" ]; then
         bad "--drain $drain with 10 handlers parked: $got; want $want"
     else

@@ -8,8 +8,9 @@
  * "41 messages still held", though every one had ended.
  *
  * Expected: after ax_shutdown, ax_redis_consumer_stop returns 0 with all 8
- * abandoned and none held; in Redis all 8 stay pending, for another
- * consumer to claim.
+ * abandoned and none held; in Redis all 8 stay pending, handed back (their
+ * idle time past any visibility_ms) for another consumer to claim at once
+ * (test_redis_hand_back).
  */
 #include "redis_server.h"
 #include "util.h"
@@ -60,6 +61,9 @@ int main(void)
     CHECK_EQ(st.pulled, N);
     CHECK_EQ(st.abandoned, N);
     CHECK_EQ(st.held, 0);
+    /* Handed back through the queue's connection (the scheduler is not
+     * touched: it may be freed): pending still, claimable at once. */
+    CHECK_EQ(st.handed_back, N);
     CHECK_EQ(st.pulled + st.claimed,
              st.succeeded + st.retried + st.dead + st.ack_lost + st.abandoned + st.held);
     ax_redis_queue_stats qs;

@@ -450,6 +450,7 @@ int main(int argc, char **argv)
     printf("held %" PRIu64 "\n", st.held);
     printf("redis_errors %" PRIu64 "\n", st.redis_errors);
     printf("abandoned %" PRIu64 "\n", st.abandoned);
+    printf("handed_back %" PRIu64 "\n", st.handed_back);
     fflush(stdout);
     /* After a drain that timed out, the scheduler goes first: a handler
      * that did not return even when cancelled still reaches the consumer

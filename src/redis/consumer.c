@@ -37,8 +37,9 @@
  *
  * Outcomes: SUCCEEDED -> ok; FAILED / TIMED_OUT with retries left and the
  * deadline not passed by the back-off -> retry; else -> dead; CANCELLED
- * (shutdown, consumer stopped) -> nothing is written: the entry stays
- * pending and another consumer claims it after visibility_ms.
+ * (shutdown, consumer stopped) -> no record: the entry stays pending,
+ * handed back (hand_back: its idle time set past any visibility_ms) for
+ * another consumer's next claim pass.
  */
 #define _GNU_SOURCE
 #include "redis.h"
@@ -121,7 +122,7 @@ struct ax_redis_consumer {
     unsigned rr, taken;
     char cursor[3][AX_REDIS_ID_MAX];
     _Atomic uint64_t pulled, claimed, redelivered, succeeded, retried, dead, ack_lost, errors,
-        abandoned;
+        abandoned, handed_back;
     /* The queue's stats as the puller last read them (every claim
      * interval), for the /metrics scrape: no Redis round trip on the
      * metrics thread. Under lock. */
@@ -478,6 +479,7 @@ int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o
     o->held = atomic_load(&c->held);
     o->redis_errors = atomic_load(&c->errors);
     o->abandoned = atomic_load(&c->abandoned);
+    o->handed_back = atomic_load(&c->handed_back);
     return AX_OK;
 }
 
@@ -509,6 +511,9 @@ long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len)
          offsetof(ax_redis_consumer_stats, redis_errors)},
         {"abandoned_total", "counter", "Messages left pending unrun (their task cancelled).",
          offsetof(ax_redis_consumer_stats, abandoned)},
+        {"handed_back_total", "counter",
+         "Abandoned messages made claimable by other consumers at once.",
+         offsetof(ax_redis_consumer_stats, handed_back)},
         {"held", "gauge", "Messages pulled and not yet acknowledged.",
          offsetof(ax_redis_consumer_stats, held)},
     };
@@ -1214,6 +1219,52 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
     return failed ? AX_ENET : AX_OK;
 }
 
+/* Abandoned messages (their tasks cancelled: this consumer will not run
+ * them) are handed back: their entries, still pending to this consumer,
+ * get an idle time of HAND_BACK_IDLE_MS, so another consumer's next claim
+ * pass (every claim_interval_ms) takes them, instead of its claim after
+ * this consumer's visibility_ms (30 s by default) -- a rolling restart no
+ * longer leaves the messages it interrupted unrun for that long. Only an
+ * entry still pending to this consumer is touched (RS_RELEASE). Best
+ * effort, at most HAND_BACK_WAIT_MS per round trip: if Redis cannot be
+ * reached, the entries are claimed after visibility_ms as before. Each
+ * message's handler has returned (the hold it kept): nothing of this
+ * process runs it any more. t: the calling task, NULL on a plain thread;
+ * r: a connection no one else uses meanwhile. */
+#define HAND_BACK_IDLE_MS "31536000000" /* a year: past any visibility_ms */
+#define HAND_BACK_WAIT_MS 1000
+#define HAND_BACK_BATCH 128
+static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg *list)
+{
+    for (int k = 0; k < 3; k++) {
+        struct rmsg *m = list;
+        while (m) {
+            const char *args[2 + HAND_BACK_BATCH] = {c->name, HAND_BACK_IDLE_MS};
+            int n = 2;
+            for (; m && n < 2 + HAND_BACK_BATCH; m = m->next)
+                if (m->key == k)
+                    args[n++] = m->entry_id;
+            if (n == 2)
+                break;
+            const char *keys[] = {c->q->key[round_key[k]]};
+            int64_t wait = c->q->cfg.conn.command_timeout_ms;
+            if (wait <= 0 || wait > HAND_BACK_WAIT_MS)
+                wait = HAND_BACK_WAIT_MS;
+            redisReply *rep = NULL;
+            int rc = rscript_call(t, r, wait, RS_RELEASE, 1, keys, n, args, NULL, &rep);
+            if (rc == AX_OK && rep && rep->type == REDIS_REPLY_INTEGER)
+                atomic_fetch_add(&c->handed_back, (uint64_t)rep->integer);
+            else if (rc != AX_OK && rc != AX_ECANCELED)
+                atomic_fetch_add(&c->errors, 1);
+            else if (rep && rep->type == REDIS_REPLY_ERROR)
+                atomic_fetch_add(&c->errors, 1);
+            freeReplyObject(rep);
+            if (rc != AX_OK)
+                return; /* Redis is away: the rest waits for visibility_ms too */
+        }
+    }
+}
+
 static int acker(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
@@ -1222,16 +1273,15 @@ static int acker(ax_task *t, void *arg)
     for (;;) {
         pthread_mutex_lock(&c->lock);
         size_t n = 0;
+        struct rmsg *gone = NULL;
         while (c->done_head && n < ACK_BATCH) {
             struct rmsg *m = c->done_head;
             c->done_head = m->next;
             if (!c->done_head) /* before the lock is let go below */
                 c->done_tail = NULL;
             if (m->outcome == OUT_ABANDON) {
-                pthread_mutex_unlock(&c->lock);
-                atomic_fetch_add(&c->abandoned, 1);
-                release(c, m);
-                pthread_mutex_lock(&c->lock);
+                m->next = gone;
+                gone = m;
                 continue;
             }
             batch[n++] = m;
@@ -1239,6 +1289,15 @@ static int acker(ax_task *t, void *arg)
         if (!c->done_head)
             c->done_tail = NULL;
         pthread_mutex_unlock(&c->lock);
+        if (gone) {
+            hand_back(c, t, c->ack_conn, gone);
+            while (gone) {
+                struct rmsg *m = gone;
+                gone = m->next;
+                atomic_fetch_add(&c->abandoned, 1);
+                release(c, m);
+            }
+        }
         if (n == 0) {
             if (atomic_load(&c->stopping) && atomic_load(&c->held) == 0)
                 break;
@@ -1423,6 +1482,17 @@ static void settle_abandoned(ax_redis_consumer *c)
     }
     c->done_tail = last;
     pthread_mutex_unlock(&c->lock);
+    if (gone) {
+        /* The queue's connections serve blocking callers; the calling
+         * task's I/O parks it (stop is refused from the consumer's own
+         * scheduler's tasks), a plain thread blocks. The scheduler itself
+         * is not touched: it may be freed. */
+        ax_redis *r = rq_conn_get(c->q);
+        if (r) {
+            hand_back(c, ax_task_current(), r, gone);
+            rq_conn_put(c->q, r);
+        }
+    }
     while (gone) {
         struct rmsg *m = gone;
         gone = m->next;

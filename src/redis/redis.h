@@ -35,7 +35,7 @@ const char *rconn_addr(const ax_redis *r);
 
 /* ---- script.c -------------------------------------------------------------- */
 
-enum { RS_SUBMIT, RS_ACK, RS_ACK_OK, RS_CLAIM, RS_PROMOTE, RS_COUNT };
+enum { RS_SUBMIT, RS_ACK, RS_ACK_OK, RS_CLAIM, RS_PROMOTE, RS_RELEASE, RS_COUNT };
 
 /* Fill cmd (argv storage of at least 3 + nkeys + nargs, lens likewise) as
  * EVALSHA of script id with its keys and args. */

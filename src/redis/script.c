@@ -157,8 +157,28 @@ static const char promote_lua[] =
     "end\n"
     "return #due\n";
 
-static const char *const bodies[RS_COUNT] = {submit_lua, ack_lua, ack_ok_lua, claim_lua,
-                                              promote_lua};
+/* Hand entries back: a consumer that will not run them (their tasks were
+ * cancelled: it is stopping, or its scheduler shut down) makes them
+ * claimable at once, instead of after its visibility_ms. KEYS: stream.
+ * ARGV: consumer, idle ms, then the entry ids. Only an entry still pending
+ * to this consumer is touched: one another consumer took meanwhile (it ran
+ * past the visibility) stays with it, which a plain XCLAIM would have
+ * taken back and exposed to a second claim while it runs there. XCLAIM to
+ * itself with IDLE and JUSTID sets the entry's idle time and leaves its
+ * delivery count alone. Returns how many were handed back. */
+static const char release_lua[] =
+    "local n = 0\n"
+    "for i = 3, #ARGV do\n"
+    "  local p = redis.call('XPENDING', KEYS[1], 'ax', ARGV[i], ARGV[i], 1, ARGV[1])\n"
+    "  if #p == 1 then\n"
+    "    redis.call('XCLAIM', KEYS[1], 'ax', ARGV[1], 0, ARGV[i], 'IDLE', ARGV[2], 'JUSTID')\n"
+    "    n = n + 1\n"
+    "  end\n"
+    "end\n"
+    "return n\n";
+
+static const char *const bodies[RS_COUNT] = {submit_lua, ack_lua,     ack_ok_lua,
+                                              claim_lua,  promote_lua, release_lua};
 static char shas[RS_COUNT][41];
 static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
 
