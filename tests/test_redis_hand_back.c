@@ -86,14 +86,26 @@ static void submit_n(ax_redis_queue *q)
     }
 }
 
+/* Queue `name` with N messages, and consumer A on *sa holding them all in
+ * handlers that hang. */
+static ax_redis_queue *pulled_and_hanging(const char *name, int port, ax_sched **sa,
+                                          ax_redis_consumer **a)
+{
+    atomic_store(&hanging, 0);
+    ax_redis_queue *q = queue(name, port);
+    submit_n(q);
+    *sa = test_sched(2, 32);
+    *a = consumer(*sa, q, "a", hang);
+    CHECK_EQ(ax_redis_consumer_start(*a), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&hanging) == N, 30000));
+    return q;
+}
+
 static void handed_back_and_run(int port)
 {
-    ax_redis_queue *q = queue("hb", port);
-    submit_n(q);
-    ax_sched *sa = test_sched(2, 32);
-    ax_redis_consumer *a = consumer(sa, q, "a", hang);
-    CHECK_EQ(ax_redis_consumer_start(a), 0);
-    CHECK(WAIT_UNTIL(atomic_load(&hanging) == N, 30000));
+    ax_sched *sa;
+    ax_redis_consumer *a;
+    ax_redis_queue *q = pulled_and_hanging("hb", port, &sa, &a);
     ax_redis_consumer_stats st = stop_a(sa, a);
     fprintf(stderr, "A: pulled %llu abandoned %llu handed_back %llu held %llu errors %llu\n",
             (unsigned long long)st.pulled, (unsigned long long)st.abandoned,
@@ -134,13 +146,9 @@ static void handed_back_and_run(int port)
 
 static void not_ours_any_more(int port)
 {
-    atomic_store(&hanging, 0);
-    ax_redis_queue *q = queue("hb2", port);
-    submit_n(q);
-    ax_sched *sa = test_sched(2, 32);
-    ax_redis_consumer *a = consumer(sa, q, "a", hang);
-    CHECK_EQ(ax_redis_consumer_start(a), 0);
-    CHECK(WAIT_UNTIL(atomic_load(&hanging) == N, 30000));
+    ax_sched *sa;
+    ax_redis_consumer *a;
+    ax_redis_queue *q = pulled_and_hanging("hb2", port, &sa, &a);
     /* Another consumer takes every entry (as a claim after a stall would). */
     redisContext *rc = rs_connect();
     redisReply *r = redisCommand(rc, "XAUTOCLAIM ax:{hb2}:normal ax ghost 0 0 COUNT 100 JUSTID");
