@@ -396,6 +396,29 @@ expect_exit2 "NUL in a scenario line" "$TMP/nul.scn:1: NUL byte in line" --scena
     >"$TMP/long.scn"
 expect_exit2 "long scenario line" "$TMP/long.scn:2: line too long (more than 2047 bytes)" \
     --scenario "$TMP/long.scn"
+# (trial) The bound is the line's bytes, its ending not counted: a line of
+# 2 047 bytes was refused with "\n" after it (the newline counted) and
+# accepted as the file's last line without one; "\r\n" cost one more byte.
+long_line() { # long_line BYTES ENDING WANT: a comment of BYTES bytes, then ENDING
+    { printf 'endpoint /a latency=fixed:5ms\n#'; head -c "$(($1 - 1))" /dev/zero | tr '\0' x
+      printf '%b' "$2"; } >"$TMP/edge.scn"
+    rc=0
+    timeout 10 "$BIN" --scenario "$TMP/edge.scn" --duration 50ms >/dev/null 2>"$TMP/edge.err" || rc=$?
+    if [ "$rc" -ne "$3" ]; then
+        bad "a $1-byte line ending '$2': exit $rc, want $3: $(head -1 "$TMP/edge.err")"
+    elif [ "$3" = 2 ] && ! grep -qF "edge.scn:2: line too long" "$TMP/edge.err"; then
+        bad "a $1-byte line ending '$2': $(head -1 "$TMP/edge.err")"
+    else
+        ok
+    fi
+}
+long_line 2047 '\n' 0
+long_line 2047 '\r\n' 0
+long_line 2047 '' 0
+long_line 2046 '\r\n' 0
+long_line 2048 '\n' 2
+long_line 2048 '' 2
+long_line 2048 '\r\n' 2
 if [ -z "$SANITIZED" ]; then
     rc=0
     (ulimit -v 300000; timeout 20 "$BIN" --scenario /dev/zero) >"$TMP/zero.out" 2>"$TMP/zero.err" || rc=$?

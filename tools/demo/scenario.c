@@ -655,7 +655,7 @@ int dm_scenario_file(struct dm_scenario *sc, const char *path, char *err, size_t
     }
     *in = *sc;
     in->ncls = in->nph = in->nprof = 0;
-    char line[TOOL_MAX_LINE + 1];
+    char line[TOOL_LINE_BUF];
     size_t got = 0;
     int rc = 0, rd;
     /* An item of one value, given twice, is refused as a second config or

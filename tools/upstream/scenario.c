@@ -406,7 +406,7 @@ int scenario_file(struct scenario *sc, const char *path, char *err, size_t errle
 {
     FILE *f = fopen(path, "r");
     if (!f) return fail(err, errlen, path, "%s", strerror(errno));
-    char line[TOOL_MAX_LINE + 1];
+    char line[TOOL_LINE_BUF];
     size_t got = 0;
     unsigned lineno = 0;
     int rc = 0, rd = 0;
