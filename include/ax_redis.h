@@ -316,7 +316,12 @@ int ax_redis_handle_class(ax_redis_consumer *c, const char *kind, unsigned class
 int ax_redis_consumer_start(ax_redis_consumer *c);
 /* Stop pulling, let the messages held run and be acknowledged for up to
  * timeout_ms, then stop. What is still unacknowledged stays pending in Redis
- * and is claimed by another consumer. Not from one of s's tasks: from any
+ * and is claimed by another consumer. Messages whose task was cancelled
+ * (ax_shutdown, ax_free: unrun) are handed back, claimable at once (stats:
+ * handed_back), by a round trip to Redis that ends within timeout_ms, or
+ * within 250 ms when less is left (it never takes more than 1 s, nor the
+ * connection's command_timeout_ms); if it fails, they are claimed after
+ * visibility_ms. Not from one of s's tasks: from any
  * task of s (ax_task_current), or an on_done on a worker thread that has
  * run one of the consumer's tasks, it returns AX_ESTATE at once, nothing
  * stopped, as ax_shutdown does. On a consumer never started it only marks
@@ -325,7 +330,8 @@ int ax_redis_consumer_start(ax_redis_consumer *c);
 int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms);
 /* Free a stopped consumer. If stop returned AX_ETIMEDOUT (messages still
  * running), free the scheduler first (ax_free: their tasks end and their
- * on_done still reaches the consumer), then the consumer; the same when it
+ * on_done still reaches the consumer), then the consumer, which hands
+ * their messages back as stop does (up to 250 ms); the same when it
  * was never stopped (ax_free, then this). Called on a
  * consumer that still has a task running (its puller or acker, or a
  * message's task whose on_done has not returned: not stopped, or stopped

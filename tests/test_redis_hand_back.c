@@ -16,6 +16,8 @@
  *  2. an entry another consumer took meanwhile is not the stopping one's to
  *     hand back: A's entries XCLAIMed to "ghost" before the stop stay
  *     ghost's, with their idle time (handed back 0).
+ *  3. a stop that timed out, then ax_free and ax_redis_consumer_free (the
+ *     order ax_redis.h gives, no second stop): the free hands them back.
  */
 #include "redis_server.h"
 #include "util.h"
@@ -175,11 +177,41 @@ static void not_ours_any_more(int port)
     ax_redis_queue_free(q);
 }
 
+/* The order ax_redis.h gives after a stop that timed out: ax_free, then
+ * ax_redis_consumer_free, no second stop. The free hands them back (it
+ * did not: 6 entries left with the idle time of their delivery). */
+static void freed_after_timeout(int port)
+{
+    ax_sched *sa;
+    ax_redis_consumer *a;
+    ax_redis_queue *q = pulled_and_hanging("hb3", port, &sa, &a);
+    CHECK_EQ(ax_redis_consumer_stop(a, 200), AX_ETIMEDOUT);
+    ax_free(sa);
+    ax_redis_consumer_free(a);
+    redisContext *rc = rs_connect();
+    redisReply *r = redisCommand(rc, "XPENDING ax:{hb3}:normal ax - + 100");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY);
+    CHECK_EQ(r->elements, N);
+    for (size_t i = 0; i < r->elements; i++) {
+        redisReply *e = r->element[i];
+        CHECK(e->type == REDIS_REPLY_ARRAY && e->elements == 4);
+        if (e->element[2]->integer < 1000000000ll)
+            fprintf(stderr, "entry %s idle %lld ms: not handed back\n", e->element[0]->str,
+                    e->element[2]->integer);
+        CHECK(e->element[2]->integer >= 1000000000ll); /* the hand-back's year, not ms */
+        CHECK_EQ(e->element[3]->integer, 1);            /* still one delivery */
+    }
+    freeReplyObject(r);
+    redisFree(rc);
+    ax_redis_queue_free(q);
+}
+
 int main(void)
 {
     int port = rs_start();
     handed_back_and_run(port);
     not_ours_any_more(port);
+    freed_after_timeout(port);
     puts("test_redis_hand_back: ok");
     return 0;
 }

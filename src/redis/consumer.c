@@ -1230,11 +1230,31 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
  * reached, the entries are claimed after visibility_ms as before. Each
  * message's handler has returned (the hold it kept): nothing of this
  * process runs it any more. t: the calling task, NULL on a plain thread;
- * r: a connection no one else uses meanwhile. */
+ * r: a connection no one else uses meanwhile; its round trips end by
+ * deadline_ns (hand_back_deadline). */
 #define HAND_BACK_IDLE_MS "31536000000" /* a year: past any visibility_ms */
 #define HAND_BACK_WAIT_MS 1000
+#define HAND_BACK_MIN_MS 250
 #define HAND_BACK_BATCH 128
-static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg *list)
+
+/* The hand-back's deadline: by `until` (a stop's own, 0 none), but at
+ * least HAND_BACK_MIN_MS from now (a stop with timeout 0 still hands back:
+ * ax-worker's second stop, ax_redis_consumer_free) and at most the
+ * connection's command_timeout_ms or HAND_BACK_WAIT_MS, the smaller. */
+static uint64_t hand_back_deadline(const ax_redis_consumer *c, uint64_t until)
+{
+    uint64_t now = ax_now_ns();
+    uint64_t most = HAND_BACK_WAIT_MS;
+    if (c->q->cfg.conn.command_timeout_ms > 0 && c->q->cfg.conn.command_timeout_ms < most)
+        most = c->q->cfg.conn.command_timeout_ms;
+    uint64_t lo = now + (uint64_t)HAND_BACK_MIN_MS * 1000000u, hi = now + most * 1000000u;
+    if (lo > hi)
+        lo = hi;
+    return until < lo ? lo : until > hi ? hi : until;
+}
+
+static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg *list,
+                      uint64_t deadline_ns)
 {
     for (int k = 0; k < 3; k++) {
         struct rmsg *m = list;
@@ -1247,9 +1267,10 @@ static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg
             if (n == 2)
                 break;
             const char *keys[] = {c->q->key[round_key[k]]};
-            int64_t wait = c->q->cfg.conn.command_timeout_ms;
-            if (wait <= 0 || wait > HAND_BACK_WAIT_MS)
-                wait = HAND_BACK_WAIT_MS;
+            uint64_t now = ax_now_ns();
+            if (now >= deadline_ns)
+                return; /* out of time: the rest waits for visibility_ms */
+            int64_t wait = (int64_t)((deadline_ns - now + 999999u) / 1000000u);
             redisReply *rep = NULL;
             int rc = rscript_call(t, r, wait, RS_RELEASE, 1, keys, n, args, NULL, &rep);
             if (rc == AX_OK && rep && rep->type == REDIS_REPLY_INTEGER)
@@ -1290,7 +1311,7 @@ static int acker(ax_task *t, void *arg)
             c->done_tail = NULL;
         pthread_mutex_unlock(&c->lock);
         if (gone) {
-            hand_back(c, t, c->ack_conn, gone);
+            hand_back(c, t, c->ack_conn, gone, hand_back_deadline(c, 0));
             while (gone) {
                 struct rmsg *m = gone;
                 gone = m->next;
@@ -1465,7 +1486,7 @@ static bool wait_flag(atomic_bool *f, uint64_t until_ns)
  * ax_shutdown cancels the acker with the handlers, so the ones it had not
  * reached stayed held for good (a trial: abandoned 23, held 41, and
  * ax_redis_consumer_stop said AX_ETIMEDOUT). */
-static void settle_abandoned(ax_redis_consumer *c)
+static void settle_abandoned(ax_redis_consumer *c, uint64_t until)
 {
     struct rmsg *gone = NULL, *last = NULL;
     pthread_mutex_lock(&c->lock);
@@ -1489,7 +1510,7 @@ static void settle_abandoned(ax_redis_consumer *c)
          * is not touched: it may be freed. */
         ax_redis *r = rq_conn_get(c->q);
         if (r) {
-            hand_back(c, ax_task_current(), r, gone);
+            hand_back(c, ax_task_current(), r, gone, hand_back_deadline(c, until));
             rq_conn_put(c->q, r);
         }
     }
@@ -1518,7 +1539,7 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
         atomic_store(&c->stopping, true);
         wait_flag(&c->puller_running, ax_now_ns() + 1000000000u);
         if (wait_flag(&c->acker_running, ax_now_ns() + 1000000000u))
-            settle_abandoned(c);
+            settle_abandoned(c, until);
         return atomic_load(&c->held) == 0
                    ? AX_OK
                    : ax_fail(AX_ETIMEDOUT,
@@ -1543,7 +1564,7 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
     }
     if (atomic_load(&c->puller_running) || atomic_load(&c->acker_running))
         return ax_fail_static(AX_ETIMEDOUT, "ax_redis_consumer_stop: a consumer task did not end");
-    settle_abandoned(c); /* what the acker, cancelled above, had not reached */
+    settle_abandoned(c, until); /* what the acker, cancelled above, had not reached */
     if (!drained && atomic_load(&c->held) != 0)
         return ax_fail(AX_ETIMEDOUT,
                        "ax_redis_consumer_stop: %u messages still held (left pending in Redis)",
@@ -1569,6 +1590,11 @@ void ax_redis_consumer_free(ax_redis_consumer *c)
                 c->name, c->q->name, atomic_load(&c->inflight));
         return;
     }
+    /* Stopped with messages still running (AX_ETIMEDOUT), then ax_free:
+     * their tasks ended since, and their messages are handed back here, as
+     * a second stop would (trial: the order this header gives skipped it,
+     * 6 messages left to visibility_ms and counted held, not abandoned). */
+    settle_abandoned(c, 0);
     while (c->done_head) {
         struct rmsg *m = c->done_head;
         c->done_head = m->next;
