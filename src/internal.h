@@ -246,6 +246,7 @@ struct ax_task {
     uint64_t gen;       /* the job's generation: with attempt, names this attempt */
     uint64_t id;        /* copies, valid after the job moved on */
     uint64_t start_ns, deadline_ns;
+    uint64_t wait_ns;   /* this attempt's queue wait (the job's moves on to a retry's) */
     struct run_timer deadline_timer; /* the attempt's deadline */
     struct run_timer wait_timer;     /* a sleep / wait bound */
     struct ax_task *next;                /* ready queue, or the free list */

@@ -505,6 +505,7 @@ struct ax_task *run_start(struct worker *w, struct job *j)
     t->stack = stk;
     stk->user = t;
     t->start_ns = now;
+    t->wait_ns = j->wait_ns;
     t->deadline_ns = now + j->timeout_ns;
     if (j->deadline_ns && j->deadline_ns < t->deadline_ns)
         t->deadline_ns = j->deadline_ns;

@@ -97,7 +97,18 @@ int linger_init(void)
     return AX_OK;
 }
 
-/* a: the attempt's numbers, when j is a copy (NULL: read them from j). */
+/* The numbers of t's attempt, which ended at end_ns: from its run, not
+ * from its job, whose attempt, wait and run time a retry scheduled at the
+ * timeout moves on (the parked report said attempt 1 for attempt 0), and
+ * which the thread scheduling it writes with no order against a report on
+ * another thread (TSan, review). t's fields were written before it ran. */
+static struct ev_attempt attempt_of(const struct ax_task *t, uint64_t end_ns)
+{
+    uint64_t run = end_ns > t->start_ns ? end_ns - t->start_ns : 1;
+    return (struct ev_attempt){t->attempt, t->wait_ns, run};
+}
+
+/* a: the attempt's numbers (attempt_of). */
 static void report(struct ax_sched *s, struct worker *w_or_null, const struct job *j,
                    const struct ev_attempt *a, const char *text)
 {
@@ -176,7 +187,8 @@ void linger_check(struct worker *w)
         }
         struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn};
         bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
-        report(w->s, w, t->job, NULL, text);
+        struct ev_attempt a = attempt_of(t, e->since_ns);
+        report(w->s, w, t->job, &a, text);
         w->linger[i] = w->linger[--w->nlinger];
     }
 }
@@ -220,7 +232,7 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         }
         pthread_mutex_unlock(&s->lock);
     }
-    struct ev_attempt a = {js_attempt(expect), j->wait_ns, j->run_ns};
+    struct ev_attempt a = attempt_of(t, deadline);
     const void *task_fn = (const void *)j->fn;
     /* It returned meanwhile: the copy may be of another job. The check is
      * a read-don't-modify-write (adds 0) with release order, not a load:
