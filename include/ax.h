@@ -534,6 +534,10 @@ typedef struct ax_prio_stats {
     uint64_t shed;      /* refused with AX_ESHED */
     uint64_t succeeded, failed, timed_out, cancelled; /* terminal states */
 } ax_prio_stats;
+/* Defined since ax_stats.prio (and the ax_priority_*_total families): a
+ * program built against an older ax.h has a shorter ax_stats and
+ * ax_metrics, so rebuild against this one (0.x: the ABI may change). */
+#define AX_HAVE_PRIO_STATS 1
 
 typedef struct ax_stats {
     uint64_t queued[AX_PRIO_COUNT]; /* waiting in each bucket; may briefly exceed

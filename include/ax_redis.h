@@ -365,6 +365,8 @@ typedef struct ax_redis_consumer_stats {
                                (Redis unreachable then, or the entry already taken
                                by another consumer) wait out visibility_ms */
 } ax_redis_consumer_stats;
+/* Defined since ax_redis_consumer_stats.handed_back. */
+#define AX_REDIS_HAVE_HANDED_BACK 1
 
 int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *out);
 /* This consumer's counters in Prometheus text format (ax_redis_consumer_*

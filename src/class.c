@@ -376,18 +376,21 @@ int class_resolve_spec(struct ax_sched *s, const ax_spec *in, ax_spec *out,
                        struct ax_class_rt **cp)
 {
     *cp = NULL;
-    if (in->overrides & ~(AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY))
-        return ax_fail(AX_EINVAL, "spec.overrides has unknown bits 0x%x",
-                       in->overrides & ~(AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY));
-    if (in->class_id == 0)
-        return AX_OK;
-    struct ax_class_rt *c = class_get(s, in->class_id);
-    if (!c)
+    struct ax_class_rt *c = in->class_id ? class_get(s, in->class_id) : NULL;
+    if (in->class_id && !c)
         return ax_fail(AX_EINVAL, "spec.class_id %u is not a registered class (%u registered)",
                        in->class_id, ax_class_count(s));
     *out = *in;
-    if (!(in->overrides & AX_SPEC_PRIORITY))
+    /* Before any check below: a refusal is booked under the priority the
+     * task would have had (ax_stats.prio; review: unknown bits were booked
+     * under spec.priority, NORMAL for a LOW class). */
+    if (c && !(in->overrides & AX_SPEC_PRIORITY))
         out->priority = c->cfg.priority;
+    if (in->overrides & ~(AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY))
+        return ax_fail(AX_EINVAL, "spec.overrides has unknown bits 0x%x",
+                       in->overrides & ~(AX_SPEC_PRIORITY | AX_SPEC_MAX_RETRY));
+    if (!c)
+        return AX_OK;
     if (!(in->overrides & AX_SPEC_MAX_RETRY))
         out->max_retry = c->cfg.max_retry;
     if (!in->timeout_ms)

@@ -309,6 +309,11 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
     bool open = AX_UNLIKELY(!rc && cls &&
                             !(cls->cfg.protect_high && sp->priority == AX_PRIO_HIGH) &&
                             class_open_now(cls, now));
+    /* spec.ref's copy: a failure is a refusal like the others, counted
+     * (review: an AX_ENOMEM here was counted nowhere). */
+    struct job_ext *ext = NULL;
+    if (AX_UNLIKELY(!rc && !open && sp->ref && sp->ref[0]))
+        ext = ref_ext(sp->ref, &rc);
     if (AX_UNLIKELY(rc || open)) {
         /* The event is emitted under the lock, where it may not wait: room
          * first (lossless mode), as for every other refusal (user trial:
@@ -333,9 +338,6 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
     }
     unsigned p = (unsigned)sp->priority;
     struct job *j;
-    struct job_ext *ext = NULL;
-    if (AX_UNLIKELY(sp->ref && sp->ref[0]) && !(ext = ref_ext(sp->ref, &rc)))
-        return rc;
 
     if (AX_UNLIKELY(s->ev_lossless))
         ev_reserve(s);

@@ -464,7 +464,8 @@ size_t ax_prom_render(const struct ax_metrics_snapshot *m, char *buf, size_t len
     counter(&o, "ax_tasks_cancelled_total", "Tasks that ended cancelled.", st->cancelled);
     counter(&o, "ax_tasks_retried_total", "Retries scheduled.", st->retried);
     counter(&o, "ax_tasks_rejected_total",
-            "Submissions refused: invalid, bucket full, rate limit or shutdown.", st->rejected);
+            "Submissions refused: invalid, bucket full, rate limit, shutdown or breaker open.",
+            st->rejected);
     counter(&o, "ax_tasks_shed_total", "Submissions refused by load shedding.", st->shed);
     counter(&o, "ax_tasks_panicked_total", "Task attempts ended by ax_panic.", st->panicked);
     counter(&o, "ax_tasks_lingering_total",
