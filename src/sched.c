@@ -719,12 +719,11 @@ void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run
  * for good after the upstream was fast again) it had no way back. So a
  * dispatch that finds every slot held, work waiting and no sample for
  * AX_ALIM_STALL_NS, or twice the baseline run time if longer, raises the
- * limit by one (worker 0 wakes for it: worker.c next_wake_tick); an
+ * limit by one (every worker wakes for it: worker.c next_wake_tick); an
  * attempt that then ends is news again. In a storm of hanging attempts
  * this adds at most one attempt per quiet period, and only while none of
  * the attempts in flight has ended for that long: the timeouts' drops
- * bring it down again. Known gap: if worker 0 itself is held (a hog), only
- * another worker's dispatch, on some other event, looks. In s->lock, then
+ * bring it down again. In s->lock, then
  * alim_lk (no path takes them the other way). */
 void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now, bool stalled)
 {

@@ -276,8 +276,16 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
     if (cls)
         atomic_fetch_add_explicit(&cls->submitted, 1, memory_order_relaxed);
     j->submit_ns = now;
+    /* With the adaptive limit, the first job queued behind a full cap wakes
+     * a sleeping worker all the same, to set its wake-up for the stall
+     * nudge (worker.c next_wake_tick). Else only worker 0 heard of it (the
+     * job's deadline timer kicks it), and a worker 0 held by a task that
+     * never yields never looked (test_adaptive_limit_stall_w0 B). */
+    bool first_behind = AX_UNLIKELY(s->cfg.adaptive_limit) &&
+                        atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0;
     sched_enqueue_new_locked(s, j, now, sp->delay_ms * 1000000u);
-    bool wake = !sp->delay_ms && !s->paused && (s->running < s->cap || running_locked(s) < s->cap);
+    bool wake = !sp->delay_ms && !s->paused &&
+                (first_behind || s->running < s->cap || running_locked(s) < s->cap);
     /* An empty trace id means "generated from the id" (trace_format):
      * formatting it here would lengthen the lock section for nothing. */
     if (sp->trace_id)

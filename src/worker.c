@@ -303,29 +303,36 @@ static bool work_available(struct worker *w)
     return yes;
 }
 
-/* The next tick this worker must wake for: its own wheel, and for worker 0
- * the scheduler's wheel too (delays, back-offs, queued deadlines). */
+/* The next tick this worker must wake for: its own wheel, for worker 0
+ * the scheduler's wheel too (delays, back-offs, queued deadlines; the
+ * watchdog expires it when worker 0 is held), and for every worker a due
+ * adaptive-limit stall. */
 static uint64_t next_wake_tick(struct worker *w)
 {
     wheel_lock(&w->wheel_lk);
     uint64_t next = ax_wheel_next(&w->wheel);
     wheel_unlock(&w->wheel_lk);
+    struct ax_sched *s = w->s;
     if (w->index == 0) {
-        uint64_t jn = atomic_load_explicit(&w->s->jwheel_next, memory_order_seq_cst);
+        uint64_t jn = atomic_load_explicit(&s->jwheel_next, memory_order_seq_cst);
         if (jn < next)
             next = jn;
-        /* config.adaptive_limit with every slot held and work waiting: look
-         * again when the stall is due (sched_adaptive_nudge_locked). */
-        struct ax_sched *s = w->s;
-        if (AX_UNLIKELY(s->cfg.adaptive_limit) &&
-            atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) &&
-            atomic_load_explicit(&s->hint_queued, memory_order_relaxed)) {
-            uint64_t at = ns_to_tick_ceil(
-                atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) +
-                atomic_load_explicit(&s->alim_quiet_ns, memory_order_relaxed));
-            if (at < next)
-                next = at;
-        }
+    }
+    /* config.adaptive_limit with every slot held and work waiting: look
+     * again when the stall is due (sched_adaptive_nudge_locked). Every
+     * worker, not worker 0 alone: held by a task that never yields, it
+     * looked no more, and the work waited until the hog returned
+     * (test_adaptive_limit_stall_w0). The first to look nudges and moves
+     * the next look a stall's length on; the others find it not due. At
+     * most one wake-up per worker per stall period (a second or more). */
+    if (AX_UNLIKELY(s->cfg.adaptive_limit) &&
+        atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) &&
+        atomic_load_explicit(&s->hint_queued, memory_order_relaxed)) {
+        uint64_t at =
+            ns_to_tick_ceil(atomic_load_explicit(&s->alim_news_ns, memory_order_relaxed) +
+                            atomic_load_explicit(&s->alim_quiet_ns, memory_order_relaxed));
+        if (at < next)
+            next = at;
     }
     return next;
 }
