@@ -1226,8 +1226,8 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
  * this consumer's visibility_ms (30 s by default) -- a rolling restart no
  * longer leaves the messages it interrupted unrun for that long. Only an
  * entry still pending to this consumer is touched (RS_RELEASE). Best
- * effort, at most HAND_BACK_WAIT_MS per round trip: if Redis cannot be
- * reached, the entries are claimed after visibility_ms as before. Each
+ * effort, by a deadline (hand_back_deadline): if Redis cannot be reached
+ * in time, the entries are claimed after visibility_ms as before. Each
  * message's handler has returned (the hold it kept): nothing of this
  * process runs it any more. t: the calling task, NULL on a plain thread;
  * r: a connection no one else uses meanwhile; its round trips end by
@@ -1235,7 +1235,10 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
 #define HAND_BACK_IDLE_MS "31536000000" /* a year: past any visibility_ms */
 #define HAND_BACK_WAIT_MS 1000
 #define HAND_BACK_MIN_MS 250
-#define HAND_BACK_BATCH 128
+/* Entry ids per RS_RELEASE call: with its two other arguments, within
+ * rscript_call's 64 (review: 128 made every call with 63 or more fail
+ * before any round trip, and slots is 64 by default). */
+#define HAND_BACK_BATCH 62
 
 /* The hand-back's deadline: by `until` (a stop's own, 0 none), but at
  * least HAND_BACK_MIN_MS from now (a stop with timeout 0 still hands back:
@@ -1253,18 +1256,23 @@ static uint64_t hand_back_deadline(const ax_redis_consumer *c, uint64_t until)
     return until < lo ? lo : until > hi ? hi : until;
 }
 
-static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg *list,
-                      uint64_t deadline_ns)
+struct gone_entry {
+    int key; /* round position of its stream */
+    char id[AX_REDIS_ID_MAX];
+};
+
+static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, const struct gone_entry *e,
+                      size_t n, uint64_t deadline_ns)
 {
     for (int k = 0; k < 3; k++) {
-        struct rmsg *m = list;
-        while (m) {
+        size_t i = 0;
+        for (;;) {
             const char *args[2 + HAND_BACK_BATCH] = {c->name, HAND_BACK_IDLE_MS};
-            int n = 2;
-            for (; m && n < 2 + HAND_BACK_BATCH; m = m->next)
-                if (m->key == k)
-                    args[n++] = m->entry_id;
-            if (n == 2)
+            int na = 2;
+            for (; i < n && na < 2 + HAND_BACK_BATCH; i++)
+                if (e[i].key == k)
+                    args[na++] = e[i].id;
+            if (na == 2)
                 break;
             const char *keys[] = {c->q->key[round_key[k]]};
             uint64_t now = ax_now_ns();
@@ -1272,7 +1280,7 @@ static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg
                 return; /* out of time: the rest waits for visibility_ms */
             int64_t wait = (int64_t)((deadline_ns - now + 999999u) / 1000000u);
             redisReply *rep = NULL;
-            int rc = rscript_call(t, r, wait, RS_RELEASE, 1, keys, n, args, NULL, &rep);
+            int rc = rscript_call(t, r, wait, RS_RELEASE, 1, keys, na, args, NULL, &rep);
             if (rc == AX_OK && rep && rep->type == REDIS_REPLY_INTEGER)
                 atomic_fetch_add(&c->handed_back, (uint64_t)rep->integer);
             else if (rc != AX_OK && rc != AX_ECANCELED)
@@ -1284,6 +1292,37 @@ static void hand_back(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg
                 return; /* Redis is away: the rest waits for visibility_ms too */
         }
     }
+}
+
+/* The abandoned messages of `list`: counted and released, then their
+ * entries handed back through r (NULL: not handed back). Released first:
+ * held, an entry's idle time could be reset by this consumer's own
+ * keep-alive of its held messages, and its own claim pass would take one
+ * back and skip it (review), either way leaving it to visibility_ms; once
+ * released, this consumer's claim may take it like any other's. Without
+ * memory for the ids, nothing is handed back (best effort). */
+static void abandon(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg *list,
+                    uint64_t deadline_ns)
+{
+    size_t n = 0;
+    for (struct rmsg *m = list; m; m = m->next)
+        n++;
+    struct gone_entry *e = n && r ? malloc(n * sizeof *e) : NULL;
+    size_t k = 0;
+    while (list) {
+        struct rmsg *m = list;
+        list = m->next;
+        if (e) {
+            e[k].key = m->key;
+            memcpy(e[k].id, m->entry_id, sizeof e[k].id);
+            k++;
+        }
+        atomic_fetch_add(&c->abandoned, 1);
+        release(c, m);
+    }
+    if (e)
+        hand_back(c, t, r, e, k, deadline_ns);
+    free(e);
 }
 
 static int acker(ax_task *t, void *arg)
@@ -1310,15 +1349,8 @@ static int acker(ax_task *t, void *arg)
         if (!c->done_head)
             c->done_tail = NULL;
         pthread_mutex_unlock(&c->lock);
-        if (gone) {
-            hand_back(c, t, c->ack_conn, gone, hand_back_deadline(c, 0));
-            while (gone) {
-                struct rmsg *m = gone;
-                gone = m->next;
-                atomic_fetch_add(&c->abandoned, 1);
-                release(c, m);
-            }
-        }
+        if (gone)
+            abandon(c, t, c->ack_conn, gone, hand_back_deadline(c, 0));
         if (n == 0) {
             if (atomic_load(&c->stopping) && atomic_load(&c->held) == 0)
                 break;
@@ -1509,16 +1541,9 @@ static void settle_abandoned(ax_redis_consumer *c, uint64_t until)
          * scheduler's tasks), a plain thread blocks. The scheduler itself
          * is not touched: it may be freed. */
         ax_redis *r = rq_conn_get(c->q);
-        if (r) {
-            hand_back(c, ax_task_current(), r, gone, hand_back_deadline(c, until));
+        abandon(c, ax_task_current(), r, gone, hand_back_deadline(c, until));
+        if (r)
             rq_conn_put(c->q, r);
-        }
-    }
-    while (gone) {
-        struct rmsg *m = gone;
-        gone = m->next;
-        atomic_fetch_add(&c->abandoned, 1);
-        release(c, m);
     }
 }
 
