@@ -240,10 +240,15 @@ static inline __attribute__((always_inline)) int admit_locked(struct ax_sched *s
     return rc;
 }
 
+/* Why enqueue_admitted_locked wants a sleeping worker woken: ENQ_WORK, a
+ * slot is free for the job; ENQ_STALL, only to set the stall nudge's
+ * wake-up (one worker is enough, however many a batch admitted). */
+enum { ENQ_WORK = 1, ENQ_STALL = 2 };
+
 /* The admitted job j takes sp's fields, its state word, its counts, and
  * its place in its bucket or the scheduler's wheel (s->lock held). Returns
- * whether a sleeping worker should be woken for it. */
-static inline __attribute__((always_inline)) bool
+ * 0, ENQ_WORK or ENQ_STALL. */
+static inline __attribute__((always_inline)) unsigned
 enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, unsigned p,
                         struct ax_class_rt *cls, struct ax_task *parent, struct job_ext *ext,
                         uint64_t now)
@@ -284,8 +289,13 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
     bool first_behind = AX_UNLIKELY(s->cfg.adaptive_limit) &&
                         atomic_load_explicit(&s->hint_queued, memory_order_relaxed) == 0;
     sched_enqueue_new_locked(s, j, now, sp->delay_ms * 1000000u);
-    bool wake = !sp->delay_ms && !s->paused &&
-                (first_behind || s->running < s->cap || running_locked(s) < s->cap);
+    unsigned wake = 0;
+    if (!sp->delay_ms && !s->paused) {
+        if (s->running < s->cap || running_locked(s) < s->cap)
+            wake = ENQ_WORK;
+        else if (first_behind)
+            wake = ENQ_STALL;
+    }
     /* An empty trace id means "generated from the id" (trace_format):
      * formatting it here would lengthen the lock section for nothing. */
     if (sp->trace_id)
@@ -356,7 +366,7 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
         free(ext);
         return rc;
     }
-    bool wake = enqueue_admitted_locked(s, sp, j, p, cls, parent, ext, now);
+    unsigned wake = enqueue_admitted_locked(s, sp, j, p, cls, parent, ext, now);
     uint64_t id = j->id;
     pthread_mutex_unlock(&s->lock);
 
@@ -461,8 +471,7 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
         while (end < n && end - i < SUBMIT_BATCH_RUN && plain_spec(&specs[end]) &&
                validate(s, &specs[end], now) == AX_OK)
             end++;
-        bool wake = false;
-        unsigned admitted = 0;
+        unsigned wake = 0, admitted = 0;
         pthread_mutex_lock(&s->lock);
         for (size_t k = i; k < end; k++) {
             struct job *j;
@@ -477,8 +486,10 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
             admitted++;
         }
         pthread_mutex_unlock(&s->lock);
-        if (wake)
+        if (wake & ENQ_WORK)
             sched_wake_workers(s, admitted < s->nworkers ? admitted : s->nworkers);
+        else if (wake) /* ENQ_STALL: one worker sets the nudge's wake-up */
+            sched_wake_workers(s, 1);
         if (AX_UNLIKELY(atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) <
                         JOB_PREFILL_LOW))
             job_table_prefill(s);
