@@ -331,7 +331,7 @@ int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
     out->limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
     if (out->limit == UINT32_MAX)
         out->limit = sched_cap(s); /* no class limit: the scheduler's cap */
-    out->in_flight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
+    out->in_flight = class_in_flight(c, memory_order_relaxed);
     pthread_mutex_lock(&s->lock);
     out->queued = c->queued;
     pthread_mutex_unlock(&s->lock);
@@ -451,7 +451,7 @@ int class_check_locked(struct ax_sched *s, struct ax_class_rt *c, const struct j
     if (class_high_lane(c, j))
         return CLASS_START;
     unsigned limit = atomic_load_explicit(&c->limit, memory_order_relaxed);
-    unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_relaxed);
+    unsigned inflight = class_in_flight(c, memory_order_relaxed);
     if (c->cfg.breaker &&
         atomic_load_explicit(&c->brk_state, memory_order_relaxed) != AX_BRK_CLOSED) {
         /* Open fails fast even when the class is also at its limit. */
@@ -479,16 +479,12 @@ void class_take_locked(struct ax_sched *s, struct ax_class_rt *c, struct job *j,
             j->probe = ax_breaker_permit_tag(&c->brk); /* its spell's: release gives it back there */
         pthread_mutex_unlock(&c->lk);
     }
-    /* In flight first, then the drop count: a drop bumps the count, then
-     * reads in_flight (class_attempt_done), so an attempt the drop did not
-     * count among those in flight reads the bumped count (seq_cst both
-     * ways) and never counts back for it. One counted yet stamped after
-     * only keeps the slow start waiting (for the timeout, at most). Not the
+    /* The slot and its stamp, the drop count, in one step (flight.h): a
+     * drop counts this attempt exactly when its stamp is older. Not the
      * worker's clock: a worker preempted between reading it and this take
      * stamped the attempt before a drop it followed (CI of 53f7d4e,
      * test_class_limit_stale_start). */
-    atomic_fetch_add_explicit(&c->in_flight, 1, memory_order_seq_cst);
-    j->cls_drops = (uint8_t)atomic_load_explicit(&c->drops, memory_order_seq_cst);
+    j->cls_drops = fl_take(&c->flight);
 }
 
 void class_room_made(struct ax_sched *s, struct ax_class_rt *c)
@@ -505,7 +501,10 @@ void class_room_made(struct ax_sched *s, struct ax_class_rt *c)
 void class_slot_free(struct ax_sched *s, struct job *j)
 {
     struct ax_class_rt *c = s->classes[j->cls];
-    atomic_fetch_sub_explicit(&c->in_flight, 1, memory_order_seq_cst);
+    bool sampled = j->fl_marks & FLM_CLS;
+    if (sampled)
+        j->fl_marks &= (uint8_t)~FLM_CLS;
+    fl_free(&c->flight, sampled);
     class_room_made(s, c);
 }
 
@@ -559,17 +558,16 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
      * about 10 attempts. */
     c->rtt_short_ns = c->rtt_short_ns ? (c->rtt_short_ns * 9 + run_ns) / 10 : run_ns;
     if (c->cfg.adaptive) {
-        /* The limiter counts this attempt among those in flight (a drop
-         * waits for the others: drop_pending); the watchdog freed its slot
-         * already. */
-        bool dropped = state == JS_TIMED_OUT;
-        if (dropped)
-            atomic_fetch_add_explicit(&c->drops, 1, memory_order_seq_cst);
-        unsigned inflight = atomic_load_explicit(&c->in_flight, memory_order_seq_cst) + slot_freed;
-        /* Began before the last drop: its stamp is older than the count
-         * (class_take_locked; modulo 256: after a multiple of 256 drops one still
-         * out reads as begun after, and the timeout ends the wait). */
-        bool before = (uint8_t)atomic_load_explicit(&c->drops, memory_order_relaxed) != j->cls_drops;
+        /* The attempts out beside this one whose samples are still to come,
+         * itself included (a drop waits for the others: drop_pending), and
+         * whether it began before the last drop: its stamp is older than
+         * the count (flight.h). Marked as sampled until its slot is freed
+         * (class_slot_free), unless the watchdog freed it already. */
+        bool dropped = state == JS_TIMED_OUT, before, marked;
+        unsigned inflight = fl_sample(&c->flight, j->cls_drops, dropped, !slot_freed, &before,
+                                      &marked);
+        if (marked)
+            j->fl_marks |= FLM_CLS;
         /* A drop's wait lasts the class's timeout at the latest, not the
          * drop's latency, which a deadline or a per-spec timeout may have
          * made shorter (review) or longer. Attempts beside it with a longer timeout of their own

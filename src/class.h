@@ -4,10 +4,12 @@
  * through s->classes[] without a lock once nclasses covers it.
  *
  * Who touches what:
- *  - in_flight: +1 by dispatch (s->lock), -1 by whoever frees the slot
- *    (class_slot_free, any thread). Dispatch checks it against `limit`
- *    under s->lock, so dispatch never takes more than the limit; a lowered
- *    limit drains as attempts end.
+ *  - flight (overload/flight.h): its slots held, +1 by dispatch (s->lock),
+ *    -1 by whoever frees the slot (class_slot_free, any thread), with the
+ *    samples in and the drop count the slow start reads beside them.
+ *    Dispatch checks the slots against `limit` under s->lock, so dispatch
+ *    never takes more than the limit; a lowered limit drains as attempts
+ *    end.
  *  - lim, bud, brk (the controllers, overload/): c->lk, held for a few
  *    hundred instructions at the end of an attempt and at a retry decision;
  *    s->lock may be held when c->lk is taken, never the other way round.
@@ -18,6 +20,7 @@
 #ifndef AX_CLASS_H
 #define AX_CLASS_H
 
+#include "overload/flight.h"
 #include "overload/overload.h"
 
 struct ax_class_rt {
@@ -25,8 +28,7 @@ struct ax_class_rt {
     ax_class_config cfg;           /* as registered (cfg.name points at name) */
     unsigned id;
     _Atomic uint64_t timeout_ms;   /* ax_class_set_timeout changes it */
-    _Atomic unsigned in_flight;    /* attempts holding a slot, HIGH ones included */
-    _Atomic unsigned drops;        /* the limiter's dropped samples so far (class.c) */
+    _Atomic uint64_t flight;       /* attempts holding a slot, HIGH ones included (flight.h) */
     _Atomic unsigned limit;
     _Atomic int brk_state;         /* AX_BRK_* as last seen under lk */
     uint64_t queued;               /* s->lock: in a bucket, parked included */
@@ -52,6 +54,12 @@ struct ax_class_rt {
 
 /* j is HIGH in a class with protect_high: no class limit, no breaker, no
  * retry budget hold it back (the cap, the quotas and its deadlines do). */
+/* Attempts of c holding a slot. */
+static inline unsigned class_in_flight(struct ax_class_rt *c, memory_order mo)
+{
+    return fl_held(atomic_load_explicit(&c->flight, mo));
+}
+
 static inline bool class_high_lane(const struct ax_class_rt *c, const struct job *j)
 {
     return c->cfg.protect_high && j->prio == AX_PRIO_HIGH;
@@ -94,8 +102,12 @@ static inline void job_slot_free(struct ax_sched *s, struct job *j, bool wake)
 {
     if (j->cls)
         class_slot_free(s, j);
-    if (AX_UNLIKELY(s->cfg.adaptive_limit))
-        atomic_fetch_sub_explicit(&s->alim_slots, 1, memory_order_seq_cst);
+    if (AX_UNLIKELY(s->cfg.adaptive_limit)) {
+        bool sampled = j->fl_marks & FLM_ALIM;
+        if (sampled)
+            j->fl_marks &= (uint8_t)~FLM_ALIM;
+        fl_free(&s->alim_flight, sampled);
+    }
     sched_slot_free(s, wake);
 }
 

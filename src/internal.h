@@ -37,6 +37,7 @@
 #include "ax.h"
 #include "coro/coro.h"
 #include "coro/stack.h"
+#include "overload/flight.h"
 #include "overload/overload.h"
 #include "state.h"
 #include "wheel.h"
@@ -120,7 +121,12 @@ struct job {
      * whether it began before the last dropped sample (class.c). */
     uint8_t cls_drops;
     uint8_t alim_drops; /* the same for config.adaptive_limit (sched.c) */
+    /* FLM_*: its sample is in while it holds its slot (overload/flight.h);
+     * the slot's free undoes it. Written by the thread ending the attempt. */
+    uint8_t fl_marks;
 };
+#define FLM_CLS 1u
+#define FLM_ALIM 2u
 /* Fields ordered to stay at 248 bytes: memory per queued task is a target
  * (bench "memory per queued task", <= 256 bytes). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct job) == 248, "struct job grew");
@@ -541,8 +547,7 @@ struct ax_sched {
     pthread_mutex_t alim_lk;
     struct ax_limit alim;
     _Atomic unsigned alim_value;
-    _Atomic unsigned alim_drops; /* its dropped samples so far (sched.c) */
-    _Atomic unsigned alim_slots; /* slots held, as running - freed, kept only for it */
+    _Atomic uint64_t alim_flight; /* slots held (running - freed), samples in, drops (flight.h) */
     /* When it last had news: its last sample, or its last nudge (a stall
      * with every slot held and work waiting; sched.c). */
     _Atomic uint64_t alim_news_ns;
@@ -669,7 +674,7 @@ struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **end
  * attempt (any thread); apply its value to s->cap (dispatch, s->lock). */
 void sched_adaptive_init(struct ax_sched *s);
 void sched_adaptive_take(struct ax_sched *s, struct job *j); /* j took a slot (s->lock) */
-void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
+void sched_adaptive_sample(struct ax_sched *s, struct job *j, uint64_t run_ns, bool dropped,
                            uint64_t now, bool slot_freed);
 void sched_adaptive_apply_locked(struct ax_sched *s);
 /* No sample for AX_ALIM_STALL_NS, or twice the limiter's baseline run time

@@ -254,7 +254,7 @@ static void park_locked(struct ax_sched *s, struct job *j, bool limit_blocked)
      * sees the other. */
     atomic_store_explicit(&c->nparked, atomic_load_explicit(&c->nparked, memory_order_relaxed) + 1,
                           memory_order_seq_cst);
-    if (limit_blocked && atomic_load_explicit(&c->in_flight, memory_order_seq_cst) <
+    if (limit_blocked && class_in_flight(c, memory_order_seq_cst) <
                              atomic_load_explicit(&c->limit, memory_order_seq_cst))
         atomic_store_explicit(&s->parked_ready, true, memory_order_relaxed);
 }
@@ -672,31 +672,30 @@ void sched_adaptive_init(struct ax_sched *s)
  * limit.c) is told by a count, as class.c does, not by now - run_ns: both
  * come from workers' cached clocks, and a worker that read its clock, was
  * preempted while another sampled a drop, then took an attempt stamped it
- * before that drop. The attempts in flight are the slots held (alim_slots,
- * freed after an attempt's sample, or before it by the watchdog: slot_freed),
- * not the live coroutines, which a run leaves before its sample (review: a
- * run that left them, then counted back for a drop that had not counted it).
- * A take counts the slot, then reads the drop count; a drop bumps the
- * count, then reads the slots (seq_cst both ways): a take the drop did not
- * count reads the bumped value and never counts back for it. */
+ * before that drop. The attempts in flight are the slots held (freed after
+ * an attempt's sample, or before it by the watchdog: slot_freed) whose
+ * sample is still to come, not the live coroutines, which a run leaves
+ * before its sample (review: a run that left them, then counted back for a
+ * drop that had not counted it). Slots, samples in and the drop count are
+ * one word (overload/flight.h), so a take, a sample and a free each see
+ * the others whole. */
 void sched_adaptive_take(struct ax_sched *s, struct job *j)
 {
-    atomic_fetch_add_explicit(&s->alim_slots, 1, memory_order_seq_cst);
-    j->alim_drops = (uint8_t)atomic_load_explicit(&s->alim_drops, memory_order_seq_cst);
+    j->alim_drops = fl_take(&s->alim_flight);
 }
 
 /* Every attempt that ran (not cancelled), from whoever ended it, before its
  * slot is freed (or after, by the watchdog: slot_freed). One short lock
  * section per attempt: only with config.adaptive_limit. */
-void sched_adaptive_sample(struct ax_sched *s, const struct job *j, uint64_t run_ns, bool dropped,
+void sched_adaptive_sample(struct ax_sched *s, struct job *j, uint64_t run_ns, bool dropped,
                            uint64_t now, bool slot_freed)
 {
     pthread_mutex_lock(&s->alim_lk);
-    if (dropped)
-        atomic_fetch_add_explicit(&s->alim_drops, 1, memory_order_seq_cst);
-    unsigned inflight =
-        atomic_load_explicit(&s->alim_slots, memory_order_seq_cst) + (unsigned)slot_freed;
-    bool before = (uint8_t)atomic_load_explicit(&s->alim_drops, memory_order_relaxed) != j->alim_drops;
+    bool before, marked;
+    unsigned inflight = fl_sample(&s->alim_flight, j->alim_drops, dropped, !slot_freed, &before,
+                                  &marked);
+    if (marked)
+        j->fl_marks |= FLM_ALIM; /* job_slot_free undoes it */
     ax_limit_sample_timeout(&s->alim, now, run_ns, inflight, dropped, run_ns, before);
     unsigned v = ax_limit_get(&s->alim);
     atomic_store_explicit(&s->alim_news_ns, now, memory_order_relaxed);

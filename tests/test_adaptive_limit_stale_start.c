@@ -66,7 +66,7 @@ int main(void)
     for (int i = 0; i < 10; i++)
         take(&b[i]);
     take(&d);
-    CHECK_EQ(atomic_load(&s->alim_slots), 12u);
+    CHECK_EQ(fl_held(atomic_load(&s->alim_flight)), 12u);
 
     /* D times out: X and the ten B are out beside it. */
     uint64_t t1 = t0 + 200 * MS;
@@ -103,7 +103,7 @@ int main(void)
     CHECK_EQ(pending(), 1u);
     done(&x, false, t0, t3 + 20 * MS); /* X back: the count is done */
     CHECK_EQ(pending(), 0u);
-    CHECK_EQ(atomic_load(&s->alim_slots), 0u);
+    CHECK_EQ(fl_held(atomic_load(&s->alim_flight)), 0u);
 
     CHECK_EQ(ax_shutdown(s, 5000), 0);
     ax_free(s);

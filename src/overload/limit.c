@@ -55,7 +55,9 @@
  * storm over. They are counted: the drop notes the attempts in flight
  * (drop_pending), and each later sample whose attempt began before the drop
  * counts one back. Which began before it is the caller's to say: class.c
- * stamps each attempt with the class's drop count when it takes its slot,
+ * stamps each attempt with the class's drop count when it takes its slot
+ * (flight.h: slots, samples in and drops in one word, so a drop counts
+ * exactly the attempts whose samples are still to come),
  * not with a worker's cached clock, which can be older than a drop sampled
  * on another worker (one false count ended the wait with a stalled attempt
  * still out: test_class_limit_stale_start); ax_limit_sample, for callers
