@@ -520,10 +520,29 @@ static void probe_release(struct ax_sched *s, struct ax_class_rt *c, struct job 
     class_room_made(s, c); /* a permit is free again: a parked job may probe */
 }
 
+/* An attempt that held a slot but never ran never reached the upstream: if
+ * a drop counted it among the attempts out, it is back (ax_limit_back).
+ * Marked as sampled like one that ran, so that no later drop counts it
+ * while its slot is still held (flight.h). Before, it stayed pending until
+ * the class's timeout after the drop (test_limit_sampled_held). */
+static void limit_unran(struct ax_class_rt *c, struct job *j, bool slot_held)
+{
+    if (!c->cfg.adaptive)
+        return;
+    bool before, marked;
+    pthread_mutex_lock(&c->lk);
+    fl_sample(&c->flight, j->cls_drops, false, slot_held, &before, &marked);
+    if (marked)
+        j->fl_marks |= FLM_CLS;
+    ax_limit_back(&c->lim, before);
+    pthread_mutex_unlock(&c->lk);
+}
+
 void class_unstart(struct ax_sched *s, struct job *j)
 {
     struct ax_class_rt *c = s->classes[j->cls];
     probe_release(s, c, j, now_ns());
+    limit_unran(c, j, true);
     class_slot_free(s, j);
 }
 
@@ -547,8 +566,12 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
 {
     struct ax_class_rt *c = s->classes[j->cls];
     if (!ran || state == JS_CANCELLED) {
-        /* No evidence about the upstream; a probe permit goes back. */
+        /* No evidence about the upstream; a probe permit goes back. One
+         * cancelled while it ran never counts back for a drop (it may have
+         * been stalled): the class's timeout ends that wait. */
         probe_release(s, c, j, now);
+        if (!ran)
+            limit_unran(c, j, !slot_freed);
         return;
     }
     j->probe = 0; /* its outcome is the probe's */

@@ -235,9 +235,13 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
         if (AX_UNLIKELY(j->cls))
             class_attempt_done(s, j, state, run_ns != 0, run_ns, w ? w->now_ns : now_ns(),
                                slot == FIN_SLOT_FREED);
-        if (AX_UNLIKELY(s->cfg.adaptive_limit) && run_ns && state != JS_CANCELLED)
-            sched_adaptive_sample(s, j, run_ns, state == JS_TIMED_OUT, w ? w->now_ns : now_ns(),
-                                  slot == FIN_SLOT_FREED);
+        if (AX_UNLIKELY(s->cfg.adaptive_limit)) {
+            if (run_ns && state != JS_CANCELLED)
+                sched_adaptive_sample(s, j, run_ns, state == JS_TIMED_OUT,
+                                      w ? w->now_ns : now_ns(), slot == FIN_SLOT_FREED);
+            else if (!run_ns) /* never ran: back for a drop that counted it */
+                sched_adaptive_unran(s, j, slot != FIN_SLOT_FREED);
+        }
         /* After a timeout or cancel the worker may be about to run a long
          * slice (the attempt ended from outside its code), so a sleeping
          * peer takes queued work now; after a normal end the worker

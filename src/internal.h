@@ -676,6 +676,10 @@ void sched_adaptive_init(struct ax_sched *s);
 void sched_adaptive_take(struct ax_sched *s, struct job *j); /* j took a slot (s->lock) */
 void sched_adaptive_sample(struct ax_sched *s, struct job *j, uint64_t run_ns, bool dropped,
                            uint64_t now, bool slot_freed);
+/* j held a slot and never ran (sched.c): back for a drop that counted it;
+ * unstart also frees its slot (the watchdog's hand-back, s->lock). */
+void sched_adaptive_unran(struct ax_sched *s, struct job *j, bool slot_held);
+void sched_adaptive_unstart(struct ax_sched *s, struct job *j);
 void sched_adaptive_apply_locked(struct ax_sched *s);
 /* No sample for AX_ALIM_STALL_NS, or twice the limiter's baseline run time
  * if longer: with every slot held and work waiting, the limiter has no

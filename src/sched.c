@@ -711,6 +711,30 @@ void sched_adaptive_sample(struct ax_sched *s, struct job *j, uint64_t run_ns, b
         atomic_store_explicit(&s->alim_value, v, memory_order_relaxed);
 }
 
+/* An attempt that held a slot but never ran (run_ns 0: ended between
+ * dispatch and start) never reached the upstream: if a drop counted it, it
+ * is back, and it is marked as sampled so no later drop counts it while
+ * its slot is held (class.c limit_unran is the same for a class). */
+void sched_adaptive_unran(struct ax_sched *s, struct job *j, bool slot_held)
+{
+    bool before, marked;
+    pthread_mutex_lock(&s->alim_lk);
+    fl_sample(&s->alim_flight, j->alim_drops, false, slot_held, &before, &marked);
+    if (marked)
+        j->fl_marks |= FLM_ALIM;
+    ax_limit_back(&s->alim, before);
+    pthread_mutex_unlock(&s->alim_lk);
+}
+
+/* The watchdog hands a to-start job back to its bucket: its slot is free
+ * and it never ran; a dispatch takes and stamps it again. */
+void sched_adaptive_unstart(struct ax_sched *s, struct job *j)
+{
+    sched_adaptive_unran(s, j, true);
+    j->fl_marks &= (uint8_t)~FLM_ALIM;
+    fl_free(&s->alim_flight, true);
+}
+
 /* The limiter moves only on samples, and a sample is an attempt that ends.
  * With every slot held by attempts that do not end (a poller, an accept
  * loop, a Redis consumer's puller and acker: a trial saw the limit fall to

@@ -122,7 +122,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         if (js_unstart(&j->sw, job_gen(j))) {
             s->running--;
             if (s->cfg.adaptive_limit) /* taken again by a dispatch, and stamped again */
-                fl_free(&s->alim_flight, false); /* never sampled: it did not run */
+                sched_adaptive_unstart(s, j);
             atomic_store_explicit(&s->hint_cap_full, false, memory_order_relaxed);
             if (j->cls) /* its class place and probe permit too: dispatch takes them again */
                 class_unstart(s, j);

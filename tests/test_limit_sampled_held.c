@@ -1,26 +1,31 @@
 /* test_limit_sampled_held.c - the slow start's count of attempts out beside
- * a drop (limit.c, drop_pending) must not count an attempt whose sample
- * was already taken: it never counts back, and the wait lasts the timeout.
+ * a drop (limit.c, drop_pending) must count exactly the attempts that will
+ * count back; one that never does holds the wait until the class's timeout
+ * after the drop.
  *
  * The defect (CI of cae5488, test_overload_upstream case 7: after a
  * timeout storm the limit climbed back to its mark by Gradient2's own
- * growth, and no doubling came, while in every other run the count ended
- * ~250 ms after the storm's last drop). An attempt ends with its sample
- * (class_attempt_done, sched_adaptive_sample), then its slot is freed
- * (finish.c attempt_end). A drop sampled on another worker in between read
- * the slots held, Y's among them, and waited for Y to come back; Y's
- * sample was already in, so it never did, and only the class's timeout
- * after the drop (3 s there, 10 s here) ended the wait. In a drop wave
- * (one timer tick ending tens of stalled attempts while healthy ones end
- * on the other worker) a preempted worker between the two steps is enough.
+ * growth and no doubling came, while in every other run the count ended
+ * ~250 ms after the storm's last drop). Two ways an attempt the last drop
+ * counted never counted back; the log cannot tell which one it was:
+ *  1. An attempt ends with its sample (class_attempt_done,
+ *     sched_adaptive_sample), then its slot is freed (finish.c attempt_end).
+ *     A drop sampled on another worker in between read the slots held, Y's
+ *     among them, and waited for Y, whose sample was already in.
+ *  2. An attempt that held a slot and never ran ended without a sample: the
+ *     watchdog handed it back from a worker held 10 ms (watchdog.c
+ *     HOLD_MS: on a busy machine a preempted worker is enough) with it on
+ *     its to-start list, or it ended between dispatch and start. It never
+ *     reached the upstream, yet never counted back.
  *
  * Played here on the calls a worker makes, for a class (class.c) and for
- * config.adaptive_limit (sched.c): after a storm that sets the slow start's
- * mark, twelve attempts take their slots (Y, ten B, D); Y's sample is
- * taken; D is dropped; Y's slot is freed; the ten B come back. Expected:
+ * config.adaptive_limit (sched.c). 1: after a storm that sets the slow
+ * start's mark, twelve attempts take their slots (Y, ten B, D); Y's sample
+ * is taken; D is dropped; Y's slot is freed; the ten B come back. Expected:
  * the drop counted the ten B only, the count is done once they are back,
  * and the next clean windows double the limit. Old code: D counted eleven,
- * one stays pending, and no doubling comes.
+ * one stays pending, and no doubling comes. 2: H and U beside a drop, H
+ * handed back, U ended unrun: each counts back (old code: neither).
  */
 #include "class_common.h"
 
@@ -153,6 +158,43 @@ static void class_case(void)
     CHECK_EQ(cin_flight(), 0u);
     CHECK_EQ(fl_sampled(atomic_load(&c->flight)), 0u);
 
+    /* Attempts a drop counted that end without a sample because they never
+     * ran never reached the upstream: they are back. H is handed back by
+     * the watchdog (class_unstart: its worker was held with H on its
+     * to-start list); U ends before its function was entered (cancelled or
+     * past its deadline between dispatch and start: ran false). Before,
+     * each stayed pending until the class's timeout after the drop. */
+    static struct job h, u, d2, k[10];
+    struct job *more[] = {&h,    &u,    &d2,   &k[0], &k[1], &k[2], &k[3],
+                          &k[4], &k[5], &k[6], &k[7], &k[8], &k[9]};
+    for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+        more[i]->cls = (uint8_t)id;
+        more[i]->prio = AX_PRIO_LOW;
+    }
+    t = cwindows(w, 12, t + 10 * MS, 200 * MS, 50 * MS, true); /* a storm again: a mark */
+    CHECK(c->lim.mark > 0 && atomic_load(&c->limit) < c->lim.mark);
+    uint64_t t4 = t + 10 * MS;
+    ctake(&h, t4);
+    ctake(&u, t4);
+    for (int i = 0; i < 10; i++)
+        ctake(&k[i], t4);
+    ctake(&d2, t4);
+    cdone(&d2, JS_TIMED_OUT, t4, t4 + 100 * MS);
+    CHECK_EQ(cpending(), 12u);
+    class_unstart(s, &h);
+    fprintf(stderr, "class: H handed back unrun: drop_pending %u (want 11)\n", cpending());
+    CHECK_EQ(cpending(), 11u);
+    class_attempt_done(s, &u, JS_CANCELLED, false, 0, t4 + 110 * MS, false);
+    class_slot_free(s, &u);
+    fprintf(stderr, "class: U ended unrun: drop_pending %u (want 10)\n", cpending());
+    CHECK_EQ(cpending(), 10u);
+    for (int i = 0; i < 10; i++)
+        cdone(&k[i], JS_SUCCEEDED, t4, t4 + 150 * MS);
+    fprintf(stderr, "class: the ten K back: drop_pending %u (want 0)\n", cpending());
+    CHECK_EQ(cpending(), 0u);
+    CHECK_EQ(cin_flight(), 0u);
+    CHECK_EQ(fl_sampled(atomic_load(&c->flight)), 0u);
+
     CHECK_EQ(ax_shutdown(s, 5000), 0);
     ax_free(s);
 }
@@ -249,6 +291,34 @@ static void sched_case(void)
             (unsigned long long)(gdoublings() - before), ax_limit_get(&s->alim));
     CHECK(gdoublings() > before);
 
+    CHECK_EQ(fl_held(atomic_load(&s->alim_flight)), 0u);
+    CHECK_EQ(fl_sampled(atomic_load(&s->alim_flight)), 0u);
+
+    /* Never ran: H handed back by the watchdog, U ended between dispatch
+     * and start (finish.c: run_ns 0). */
+    static struct job h, u, d2, k[10];
+    t = gwindows(w, 12, t + 10 * MS, 200 * MS, 50 * MS, true);
+    uint64_t t4 = t + 10 * MS;
+    gtake(&h);
+    gtake(&u);
+    for (int i = 0; i < 10; i++)
+        gtake(&k[i]);
+    gtake(&d2);
+    gdone(&d2, true, t4, t4 + 100 * MS);
+    CHECK_EQ(gpending(), 12u);
+    pthread_mutex_lock(&s->lock);
+    sched_adaptive_unstart(s, &h);
+    s->running--;
+    pthread_mutex_unlock(&s->lock);
+    fprintf(stderr, "scheduler: H handed back unrun: drop_pending %u (want 11)\n", gpending());
+    CHECK_EQ(gpending(), 11u);
+    sched_adaptive_unran(s, &u, true);
+    job_slot_free(s, &u, false);
+    fprintf(stderr, "scheduler: U ended unrun: drop_pending %u (want 10)\n", gpending());
+    CHECK_EQ(gpending(), 10u);
+    for (int i = 0; i < 10; i++)
+        gdone(&k[i], false, t4, t4 + 150 * MS);
+    CHECK_EQ(gpending(), 0u);
     CHECK_EQ(fl_held(atomic_load(&s->alim_flight)), 0u);
     CHECK_EQ(fl_sampled(atomic_load(&s->alim_flight)), 0u);
     CHECK_EQ(ax_shutdown(s, 5000), 0);

@@ -64,7 +64,10 @@
  * with fresh clocks, takes now - rtt. In any case the wait ends once every
  * attempt begun before the drop is past its timeout (quiet_until: the
  * caller passes the timeout, class.c the class's; not the drop's own latency, which a deadline may have cut short:
- * review), for attempts that end without a sample (a cancel). The bound
+ * review), for attempts that end without a sample (a cancel while it ran:
+ * it may have been stalled). One that never ran (a hand-back, an end
+ * between dispatch and start) never reached the upstream and counts back
+ * without a sample (ax_limit_back). The bound
  * only grows, so a later short drop never ends an earlier long one's
  * wait. A drop with fewer than window_samples attempts beside it
  * leaves too few to count: then only the timeout ends the wait. At a
@@ -254,6 +257,12 @@ void ax_limit_sample(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned
     ax_limit_sample_timeout(l, now, rtt_ns, inflight, dropped, rtt_ns, before);
 }
 
+void ax_limit_back(struct ax_limit *l, bool before_drop)
+{
+    if (l->drop_pending && l->drop_pending != UINT_MAX && before_drop)
+        l->drop_pending--; /* one of them is back */
+}
+
 void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, unsigned inflight,
                              bool dropped, uint64_t timeout_ns, bool before_drop)
 {
@@ -275,8 +284,8 @@ void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, 
          * a storm's trough they are often all healthy: review of the count)
          * and the timeout alone decides. */
         l->drop_pending = inflight > l->cfg.window_samples ? inflight - 1 : UINT_MAX;
-    } else if (l->drop_pending && l->drop_pending != UINT_MAX && before_drop) {
-        l->drop_pending--; /* one of them is back */
+    } else {
+        ax_limit_back(l, before_drop);
     }
     if (inflight > l->max_inflight) l->max_inflight = inflight;
     /* now < window_start: a caller's clock went back; wait for it. */

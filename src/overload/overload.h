@@ -104,6 +104,10 @@ void ax_limit_sample_timeout(struct ax_limit *l, uint64_t now, uint64_t rtt_ns, 
 /* Move max (at least min); the limit and the slow start's mark follow it
  * down. */
 void ax_limit_set_max(struct ax_limit *l, unsigned max);
+/* An attempt is back without a sample: it never ran (a hand-back, or an end
+ * between dispatch and start), so it never reached the upstream. If it
+ * began before the last drop, that drop has one fewer to wait for. */
+void ax_limit_back(struct ax_limit *l, bool before_drop);
 
 /* ---- retry budget (budget.c) --------------------------------------------- */
 
