@@ -52,14 +52,14 @@ struct ax_class_rt {
     _Atomic uint64_t expired, open_refused, retries_denied, retries_allowed;
 };
 
-/* j is HIGH in a class with protect_high: no class limit, no breaker, no
- * retry budget hold it back (the cap, the quotas and its deadlines do). */
 /* Attempts of c holding a slot. */
 static inline unsigned class_in_flight(struct ax_class_rt *c, memory_order mo)
 {
     return fl_held(atomic_load_explicit(&c->flight, mo));
 }
 
+/* j is HIGH in a class with protect_high: no class limit, no breaker, no
+ * retry budget hold it back (the cap, the quotas and its deadlines do). */
 static inline bool class_high_lane(const struct ax_class_rt *c, const struct job *j)
 {
     return c->cfg.protect_high && j->prio == AX_PRIO_HIGH;

@@ -19,8 +19,10 @@
  *    never counted back (class.c said so and bounded it by the timeout).
  * In one word, each step is one atomic read-modify-write that returns the
  * word whole: a take is counted by a drop exactly when its stamp is older,
- * and a drop waits for exactly the attempts whose samples are still to
- * come.
+ * and a drop waits for exactly the attempts that hold a slot with no sample
+ * in yet. Each of those counts back with its sample, or without one if it
+ * never ran (ax_limit_back); one cancelled while it ran never does, and the
+ * timeout ends that wait (limit.c).
  *
  * Layout: bits 0-23 slots held, 24-47 of those already sampled, 48-63 the
  * drop count (wraps; stamps keep its low byte, so an attempt out across a
@@ -62,8 +64,12 @@ static inline uint8_t fl_take(_Atomic uint64_t *f)
  * held (freed after the sample; the watchdog frees it before). Returns the
  * attempts out and not yet sampled beside it, itself included (the
  * limiter's `inflight`); *before: it began before the last drop (for a
- * drop, before its own); *marked: it is now counted as sampled, which its
- * free must undo. */
+ * drop: before the one ahead of its own; the limiter reads it only for
+ * others); *marked: it is now counted as sampled, which its free must
+ * undo. With slot_held false (the watchdog freed the slot first) a drop
+ * between that free and this sample did not count it, yet *before says
+ * so: a sample there counts back once too often. Today none does: such an
+ * attempt is timed out (a drop), cancelled or unbegun (no sample). */
 static inline unsigned fl_sample(_Atomic uint64_t *f, uint8_t stamp, bool dropped, bool slot_held,
                                  bool *before, bool *marked)
 {
