@@ -21,10 +21,28 @@
  * of an expiry (all held), and watches the callback pool for overruns.
  * It runs no user callback and never blocks on a worker.
  *
- * Idle cost: with no worker busy and no callback running it sleeps for good;
- * a worker that wakes kicks it. An idle scheduler, even with 100 000 parked
- * tasks, makes no periodic wake-ups. While a worker is busy it polls every
- * POLL_MS.
+ * Idle cost: once no worker was busy or active (none published: no wake-up,
+ * no run) and no callback ran for LINGER_MS it sleeps for good; a worker
+ * that wakes kicks it. An idle scheduler, even with 100 000 parked tasks,
+ * makes no periodic wake-ups. While a worker is busy it polls every
+ * POLL_MS; in the LINGER_MS after the last activity, every LINGER_POLL_MS.
+ *
+ * Why linger: the kick is a lock and a futex wake of this thread, paid by
+ * the worker between its own wake-up and the task it woke for. On this
+ * 2-vCPU VM that was ~35 us of the ~90 us from ax_submit to the task's
+ * first instruction with the workers asleep (bench ax_latency
+ * idle_gap_ms=5, p50 88-103 us with the kick, 56-59 without: the wake of
+ * another vCPU costs the waker an IPI). Traffic with gaps under LINGER_MS
+ * never kicks; after a longer silence the first wake-up does, once. A
+ * worker that became busy unkicked while we lingered is seen at the next
+ * poll, at most LINGER_POLL_MS late, so a held worker is judged at most
+ * that much later than HOLD_MS after its last switch. The linger's cost:
+ * LINGER_MS / LINGER_POLL_MS = 20 short wake-ups after the last activity,
+ * which this VM's accounting charges ~75 us each (a bare 5 ms
+ * pthread_cond_timedwait loop reads the same): ~1.5 ms of CPU per spell
+ * (bench ax_parked's idle CPU: 0.0001 s without a linger, 0.011 s with
+ * the 1 s one first tried, hence 100 ms). Traffic with gaps under 100 ms
+ * thus costs ~200 wake-ups a second instead of one kick per wake-up.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -34,6 +52,8 @@
 
 #define POLL_MS 2
 #define HOLD_MS 10 /* as Go's sysmon: a run this long without a switch is "held" */
+#define LINGER_MS 100    /* polling on after the last busy sighting (see the top) */
+#define LINGER_POLL_MS 5 /* ... this often: a worker busy unkicked is seen this late */
 
 void watchdog_kick(struct ax_sched *s)
 {
@@ -226,12 +246,19 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
     }
 }
 
-/* Returns whether any worker is busy (so the next sleep must be short). */
-static bool watch_workers(struct ax_sched *s, uint64_t now)
+/* Returns whether any worker is busy (so the next sleep must be short);
+ * *active: some worker published since the last pass, busy now or not (a
+ * wake-up, a run: the linger goes on). */
+static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
 {
     bool busy = false;
     for (unsigned i = 0; i < s->nworkers; i++) {
         struct worker *w = &s->workers[i];
+        uint64_t seq_now = atomic_load_explicit(&w->pub_seq, memory_order_relaxed);
+        if (seq_now != w->wd_active_seq) {
+            w->wd_active_seq = seq_now;
+            *active = true;
+        }
         if (!atomic_load(&w->busy)) {
             w->wd_seq = UINT64_MAX;
             continue;
@@ -293,11 +320,13 @@ static void *watchdog_main(void *arg)
 {
     struct ax_sched *s = arg;
     pthread_setname_np(pthread_self(), "ax-watchdog");
+    uint64_t busy_ms = 0; /* when a worker was last seen busy or active, or a callback busy */
     pthread_mutex_lock(&s->lock);
     while (!s->watchdog_stop) {
         uint64_t now = now_ns();
         pthread_mutex_unlock(&s->lock);
-        bool busy = watch_workers(s, now);
+        bool active = false;
+        bool busy = watch_workers(s, now, &active);
         expire_jobs(s, now);
         busy = cb_pool_check(s, now) || busy;
 
@@ -305,8 +334,14 @@ static void *watchdog_main(void *arg)
         if (s->watchdog_stop)
             break;
         uint64_t ms = now_ns() / 1000000u; /* CLOCK_MONOTONIC, as watchdog_cond's */
-        uint64_t wake = busy ? ms + POLL_MS : UINT64_MAX;
-        if (!busy) {
+        if (busy || active)
+            busy_ms = ms;
+        uint64_t wake = UINT64_MAX;
+        if (busy)
+            wake = ms + POLL_MS;
+        else if (ms - busy_ms < LINGER_MS)
+            wake = ms + LINGER_POLL_MS;
+        if (wake == UINT64_MAX) {
             /* Not polling during this sleep: announce it, then look once
              * more at the workers (a worker sets busy, then reads
              * watchdog_idle and kicks us). */
