@@ -520,18 +520,21 @@ static void probe_release(struct ax_sched *s, struct ax_class_rt *c, struct job 
     class_room_made(s, c); /* a permit is free again: a parked job may probe */
 }
 
-/* An attempt that held a slot but never ran never reached the upstream: if
- * a drop counted it among the attempts out, it is back (ax_limit_back).
- * Marked as sampled like one that ran, so that no later drop counts it
- * while its slot is still held (flight.h). Before, it stayed pending until
- * the class's timeout after the drop (test_limit_sampled_held). */
-static void limit_unran(struct ax_class_rt *c, struct job *j, bool slot_held)
+/* An attempt that still holds its slot but never ran never reached the
+ * upstream: if a drop counted it among the attempts out, it is back
+ * (ax_limit_back). Marked as sampled like one that ran, so that no later
+ * drop counts it while its slot is still held (flight.h). Before, it stayed
+ * pending until the class's timeout after the drop
+ * (test_limit_sampled_held). Not once its slot is freed (the watchdog's
+ * expiry of an unbegun attempt): a drop since did not count it, and the
+ * stamp cannot tell (review of a4940cb); the timeout bounds that wait. */
+static void limit_unran(struct ax_class_rt *c, struct job *j)
 {
     if (!c->cfg.adaptive)
         return;
     bool before, marked;
     pthread_mutex_lock(&c->lk);
-    fl_sample(&c->flight, j->cls_drops, false, slot_held, &before, &marked);
+    fl_sample(&c->flight, j->cls_drops, false, true, &before, &marked);
     if (marked)
         j->fl_marks |= FLM_CLS;
     ax_limit_back(&c->lim, before);
@@ -542,7 +545,7 @@ void class_unstart(struct ax_sched *s, struct job *j)
 {
     struct ax_class_rt *c = s->classes[j->cls];
     probe_release(s, c, j, now_ns());
-    limit_unran(c, j, true);
+    limit_unran(c, j);
     class_slot_free(s, j);
 }
 
@@ -570,8 +573,8 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
          * cancelled while it ran never counts back for a drop (it may have
          * been stalled): the class's timeout ends that wait. */
         probe_release(s, c, j, now);
-        if (!ran)
-            limit_unran(c, j, !slot_freed);
+        if (!ran && !slot_freed)
+            limit_unran(c, j);
         return;
     }
     j->probe = 0; /* its outcome is the probe's */

@@ -239,8 +239,8 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
             if (run_ns && state != JS_CANCELLED)
                 sched_adaptive_sample(s, j, run_ns, state == JS_TIMED_OUT,
                                       w ? w->now_ns : now_ns(), slot == FIN_SLOT_FREED);
-            else if (!run_ns) /* never ran: back for a drop that counted it */
-                sched_adaptive_unran(s, j, slot != FIN_SLOT_FREED);
+            else if (!run_ns && slot == FIN_SLOT) /* never ran: back for a drop */
+                sched_adaptive_unran(s, j);
         }
         /* After a timeout or cancel the worker may be about to run a long
          * slice (the attempt ended from outside its code), so a sleeping

@@ -679,7 +679,7 @@ void sched_adaptive_sample(struct ax_sched *s, struct job *j, uint64_t run_ns, b
                            uint64_t now, bool slot_freed);
 /* j held a slot and never ran (sched.c): back for a drop that counted it;
  * unstart also frees its slot (the watchdog's hand-back, s->lock). */
-void sched_adaptive_unran(struct ax_sched *s, struct job *j, bool slot_held);
+void sched_adaptive_unran(struct ax_sched *s, struct job *j); /* its slot still held */
 void sched_adaptive_unstart(struct ax_sched *s, struct job *j);
 void sched_adaptive_apply_locked(struct ax_sched *s);
 /* No sample for AX_ALIM_STALL_NS, or twice the limiter's baseline run time

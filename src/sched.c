@@ -711,15 +711,16 @@ void sched_adaptive_sample(struct ax_sched *s, struct job *j, uint64_t run_ns, b
         atomic_store_explicit(&s->alim_value, v, memory_order_relaxed);
 }
 
-/* An attempt that held a slot but never ran (run_ns 0: ended between
- * dispatch and start) never reached the upstream: if a drop counted it, it
- * is back, and it is marked as sampled so no later drop counts it while
- * its slot is held (class.c limit_unran is the same for a class). */
-void sched_adaptive_unran(struct ax_sched *s, struct job *j, bool slot_held)
+/* An attempt that still holds its slot but never ran (run_ns 0: ended
+ * between dispatch and start) never reached the upstream: if a drop counted
+ * it, it is back, and it is marked as sampled so no later drop counts it
+ * while its slot is held (class.c limit_unran is the same for a class, and
+ * says why not once the slot is freed). */
+void sched_adaptive_unran(struct ax_sched *s, struct job *j)
 {
     bool before, marked;
     pthread_mutex_lock(&s->alim_lk);
-    fl_sample(&s->alim_flight, j->alim_drops, false, slot_held, &before, &marked);
+    fl_sample(&s->alim_flight, j->alim_drops, false, true, &before, &marked);
     if (marked)
         j->fl_marks |= FLM_ALIM;
     ax_limit_back(&s->alim, before);
@@ -730,7 +731,7 @@ void sched_adaptive_unran(struct ax_sched *s, struct job *j, bool slot_held)
  * and it never ran; a dispatch takes and stamps it again. */
 void sched_adaptive_unstart(struct ax_sched *s, struct job *j)
 {
-    sched_adaptive_unran(s, j, true);
+    sched_adaptive_unran(s, j);
     j->fl_marks &= (uint8_t)~FLM_ALIM;
     fl_free(&s->alim_flight, true);
 }

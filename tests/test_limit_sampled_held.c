@@ -25,7 +25,8 @@
  * the drop counted the ten B only, the count is done once they are back,
  * and the next clean windows double the limit. Old code: D counted eleven,
  * one stays pending, and no doubling comes. 2: H and U beside a drop, H
- * handed back, U ended unrun: each counts back (old code: neither).
+ * handed back, U ended unrun: each counts back (old code: neither); X,
+ * whose slot was freed before the drop, does not.
  */
 #include "class_common.h"
 
@@ -195,6 +196,32 @@ static void class_case(void)
     CHECK_EQ(cin_flight(), 0u);
     CHECK_EQ(fl_sampled(atomic_load(&c->flight)), 0u);
 
+    /* But not one whose slot was freed before the drop (review of the
+     * above): the watchdog's expiry of an unbegun attempt X frees its slot
+     * at once and ends it later on the callback pool. A drop D3 in between
+     * did not count X; X must not count back for it. */
+    static struct job x, d3;
+    x.cls = d3.cls = (uint8_t)id;
+    x.prio = d3.prio = AX_PRIO_LOW;
+    uint64_t t5 = t4 + 200 * MS;
+    ctake(&x, t5);
+    for (int i = 0; i < 10; i++)
+        ctake(&k[i], t5);
+    ctake(&d3, t5);
+    class_slot_free(s, &x); /* the watchdog: slot freed at the deadline */
+    cdone(&d3, JS_TIMED_OUT, t5, t5 + 100 * MS);
+    CHECK_EQ(cpending(), 10u);
+    class_attempt_done(s, &x, JS_TIMED_OUT, false, 0, t5 + 101 * MS, true);
+    fprintf(stderr,
+            "class: X (slot freed before the drop) ended unrun: drop_pending %u (want 10)\n",
+            cpending());
+    CHECK_EQ(cpending(), 10u);
+    for (int i = 0; i < 10; i++)
+        cdone(&k[i], JS_SUCCEEDED, t5, t5 + 150 * MS);
+    CHECK_EQ(cpending(), 0u);
+    CHECK_EQ(cin_flight(), 0u);
+    CHECK_EQ(fl_sampled(atomic_load(&c->flight)), 0u);
+
     CHECK_EQ(ax_shutdown(s, 5000), 0);
     ax_free(s);
 }
@@ -312,7 +339,7 @@ static void sched_case(void)
     pthread_mutex_unlock(&s->lock);
     fprintf(stderr, "scheduler: H handed back unrun: drop_pending %u (want 11)\n", gpending());
     CHECK_EQ(gpending(), 11u);
-    sched_adaptive_unran(s, &u, true);
+    sched_adaptive_unran(s, &u);
     job_slot_free(s, &u, false);
     fprintf(stderr, "scheduler: U ended unrun: drop_pending %u (want 10)\n", gpending());
     CHECK_EQ(gpending(), 10u);
