@@ -525,9 +525,10 @@ static void probe_release(struct ax_sched *s, struct ax_class_rt *c, struct job 
  * (ax_limit_back). Marked as sampled like one that ran, so that no later
  * drop counts it while its slot is still held (flight.h). Before, it stayed
  * pending until the class's timeout after the drop
- * (test_limit_sampled_held). Not once its slot is freed (the watchdog's
- * expiry of an unbegun attempt): a drop since did not count it, and the
- * stamp cannot tell (review of a4940cb); the timeout bounds that wait. */
+ * (test_limit_sampled_held). Not once its slot is freed: a drop since
+ * did not count it, and the stamp cannot tell (review of a4940cb); so the
+ * watchdog, which frees the slots of attempts that will never run, calls
+ * this first (job_unran), and the finisher does not again. */
 static void limit_unran(struct ax_class_rt *c, struct job *j)
 {
     if (!c->cfg.adaptive)
@@ -539,6 +540,11 @@ static void limit_unran(struct ax_class_rt *c, struct job *j)
         j->fl_marks |= FLM_CLS;
     ax_limit_back(&c->lim, before);
     pthread_mutex_unlock(&c->lk);
+}
+
+void class_unran(struct ax_sched *s, struct job *j)
+{
+    limit_unran(s->classes[j->cls], j);
 }
 
 void class_unstart(struct ax_sched *s, struct job *j)

@@ -114,6 +114,22 @@ static inline void job_slot_free(struct ax_sched *s, struct job *j, bool wake)
 /* A job that held a class place went back to its bucket without running
  * (the watchdog's hand-back): its place and its probe permit return. */
 void class_unstart(struct ax_sched *s, struct job *j);
+/* j holds its class place and will never run: back for a drop that
+ * counted it (class.c limit_unran), before its slot is freed. */
+void class_unran(struct ax_sched *s, struct job *j);
+
+/* j holds its slot and will never run, and the slot is about to be freed
+ * by the watchdog (a held worker's unbegun attempt past its deadline, or a
+ * to-start job at shutdown): the slow start's count takes it back now,
+ * while the count is exact (review of f7084f9: once freed, a drop that
+ * counted it and one that did not look alike, so the finisher does not). */
+static inline void job_unran(struct ax_sched *s, struct job *j)
+{
+    if (j->cls)
+        class_unran(s, j);
+    if (AX_UNLIKELY(s->cfg.adaptive_limit))
+        sched_adaptive_unran(s, j);
+}
 /* The function of j's attempt was entered (counted where ax_stats counts). */
 void class_started(struct ax_sched *s, struct job *j);
 /* An attempt that held a slot ended. If it ran (ran: its function was

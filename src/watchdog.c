@@ -140,6 +140,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
             struct job *j = take[i];
             unsigned attempt = js_attempt(atomic_load(&j->sw));
             if (js_end_attempt_handed(&j->sw, job_gen(j), attempt, JS_CANCELLED, NULL)) {
+                job_unran(s, j);
                 job_slot_free(s, j, false);
                 cb_pool_finish(s, j, attempt, JS_CANCELLED, JS_CANCELLED, FIN_SLOT_FREED);
             }
@@ -252,6 +253,8 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
     while (ended) {
         struct job *j = ended;
         ended = j->next;
+        if (j->handoff & 16)
+            job_unran(s, j); /* unbegun: it will never run */
         job_slot_free(s, j, true); /* free at the deadline, though the worker is held */
         cb_pool_finish(s, j, j->handoff >> 5, JS_TIMED_OUT, j->handoff & 15,
                        FIN_SLOT_FREED | (j->handoff & 16 ? FIN_UNBEGUN : 0));
@@ -335,6 +338,7 @@ static void *watchdog_main(void *arg)
     /* When a worker was last seen to have started a task, and the sighting
      * before: the linger is worth its polls only while starts are dense. */
     uint64_t start_ms = 0, prev_start_ms = 0;
+    unsigned sightings = 0; /* of starts, up to 2: the gap needs two */
     pthread_mutex_lock(&s->lock);
     while (!s->watchdog_stop) {
         uint64_t now = now_ns();
@@ -351,11 +355,13 @@ static void *watchdog_main(void *arg)
         if (active) {
             prev_start_ms = start_ms;
             start_ms = ms;
+            sightings += sightings < 2;
         }
         uint64_t wake = UINT64_MAX;
         if (busy)
             wake = ms + POLL_MS;
-        else if (ms - start_ms < LINGER_MS && start_ms - prev_start_ms <= LINGER_DENSE_MS)
+        else if (sightings == 2 && ms - start_ms < LINGER_MS &&
+                 start_ms - prev_start_ms <= LINGER_DENSE_MS)
             wake = ms + LINGER_POLL_MS;
         if (wake == UINT64_MAX) {
             /* Not polling during this sleep: announce it, then look once
