@@ -53,7 +53,11 @@
  * ticker 12 -> 78 watchdog wake-ups in 2 s, a 200 ms one 47 -> 281).
  * Watchdog switches in 2 s, before -> after (2 workers): tickers of 20,
  * 200, 1000 ms 374 -> 373, 51 -> 50, 15 -> 10; a start every 5 ms
- * 995 -> 424.
+ * 995 -> 424. Kicked, a start costs ~2.5 watchdog wake-ups; lingering, the
+ * 2 s cost ~410 whatever the gap, so the break-even is a start every
+ * ~12 ms (trial: at 15 ms apart the linger's 409 against ~330 kicked, with
+ * LINGER_DENSE_MS 20), hence 10. Sightings come at the 5 ms polls, so
+ * starts up to ~14 ms apart may still linger.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -65,7 +69,7 @@
 #define HOLD_MS 10 /* as Go's sysmon: a run this long without a switch is "held" */
 #define LINGER_MS 100    /* polling on after the last busy sighting (see the top) */
 #define LINGER_POLL_MS 5 /* ... this often: a worker busy unkicked is seen this late */
-#define LINGER_DENSE_MS 20 /* ... only when two sightings of starts were this close */
+#define LINGER_DENSE_MS 10 /* ... only when two sightings of starts were this close */
 
 void watchdog_kick(struct ax_sched *s)
 {
