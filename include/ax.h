@@ -288,7 +288,8 @@ int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out);
  * each one's result, ids[i] (if ids is not NULL) its id, 0 when refused.
  * Returns AX_OK when all n were admitted, else the first refusal's code
  * with its ax_error_detail. AX_EINVAL (nothing submitted) for a NULL s, or
- * a NULL specs with n > 0; n 0 is AX_OK. */
+ * a NULL specs with n > 0 (then each of the n is refused: counted in
+ * ax_stats.rejected, REJECTED emitted, rcs[i] AX_EINVAL); n 0 is AX_OK. */
 int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint64_t *ids);
 
 /* Cancel a task from any thread: a queued or delayed task ends CANCELLED at
@@ -375,7 +376,9 @@ int ax_panic(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 
 int ax_task_set_error(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Fan-out / fan-in: submit a child that this attempt may join. Same checks and
- * errors as ax_submit. A child not joined is released (not cancelled) when the
+ * errors as ax_submit, and AX_ESTATE outside the parent's own coroutine; every
+ * refusal with a non-NULL parent is counted in its scheduler's ax_stats
+ * (under the child's priority) and emitted as REJECTED. A child not joined is released (not cancelled) when the
  * parent's attempt ends. */
 int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out);
 /* Wait for a child's terminal state, at most timeout_ms (< 0: until the

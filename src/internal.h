@@ -935,6 +935,11 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
 /* submit.c, trace.c */
 int submit_common(struct ax_sched *s, const ax_spec *spec, uint64_t *id_out, struct ax_task *parent,
                   struct job **job_out);
+/* A submission its caller refused before admission (ax_spawn outside its
+ * parent's coroutine or out of memory for its children; ax_submit_batch
+ * without specs), with ax_fail's detail set: counted in ax_stats and
+ * emitted as REJECTED like admission's own refusals. Returns code. */
+int submit_refused(struct ax_sched *s, const ax_spec *spec, int code);
 void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX]);
 /* The generated trace id of task `id` (what trace_format gives a job
  * submitted without one). */

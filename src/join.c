@@ -22,13 +22,18 @@ int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out)
 {
     if (!parent)
         return ax_fail_static(AX_EINVAL, "ax_spawn: parent task is NULL");
-    if (parent != ax_current_run)
-        return ax_fail_static(AX_ESTATE, "ax_spawn: called outside the parent's own coroutine");
+    /* Refusals with a scheduler to count them in, as ax_submit's are. */
+    if (parent != ax_current_run) {
+        ax_fail_static(AX_ESTATE, "ax_spawn: called outside the parent's own coroutine");
+        return submit_refused(parent->s, spec, AX_ESTATE);
+    }
     if (parent->nchildren == parent->child_cap) {
         unsigned cap = parent->child_cap * 2;
         struct job **c = malloc(cap * sizeof *c);
-        if (!c)
-            return ax_fail(AX_ENOMEM, "ax_spawn: out of memory for %u children", cap);
+        if (!c) {
+            ax_fail(AX_ENOMEM, "ax_spawn: out of memory for %u children", cap);
+            return submit_refused(parent->s, spec, AX_ENOMEM);
+        }
         memcpy(c, parent->children, parent->nchildren * sizeof *c);
         if (parent->children != parent->child_inline)
             free(parent->children);

@@ -410,6 +410,23 @@ int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out)
     return submit_common(s, spec, id_out, NULL, NULL);
 }
 
+int submit_refused(struct ax_sched *s, const ax_spec *sp, int code)
+{
+    if (!sp)
+        return submit_body(s, NULL, NULL, NULL, NULL, NULL, now_ns(), code);
+    /* Booked under the priority the task would have had (its class's,
+     * unless the spec overrides it), as submit_derive's refusals are. */
+    ax_spec eff;
+    struct ax_class_rt *cls;
+    char detail[256]; /* class_resolve_spec may fail and set its own */
+    snprintf(detail, sizeof detail, "%s", ax_error_detail());
+    eff = *sp; /* kept as it is if the class is not one (resolve returns first) */
+    if (sp->class_id | sp->overrides)
+        class_resolve_spec(s, sp, &eff, &cls);
+    ax_fail(code, "%s", detail);
+    return submit_body(s, &eff, NULL, NULL, NULL, NULL, now_ns(), code);
+}
+
 /* ---- a burst ---------------------------------------------------------------- */
 
 /* Specs admitted in one lock section of ax_submit_batch. Measured (bench
@@ -449,8 +466,19 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_submit_batch: scheduler is NULL");
-    if (!specs && n)
+    if (!specs && n) {
+        /* n submissions refused: each counted, as a NULL spec to ax_submit */
+        ax_fail_static(AX_EINVAL, "ax_submit_batch: specs is NULL with n > 0");
+        for (size_t k = 0; k < n; k++)
+            submit_refused(s, NULL, AX_EINVAL);
+        for (size_t k = 0; k < n; k++) {
+            if (rcs)
+                rcs[k] = AX_EINVAL;
+            if (ids)
+                ids[k] = 0;
+        }
         return ax_fail_static(AX_EINVAL, "ax_submit_batch: specs is NULL with n > 0");
+    }
     struct batch_out o = {rcs, ids, AX_OK, ""};
     size_t i = 0;
     while (i < n) {

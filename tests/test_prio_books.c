@@ -6,9 +6,11 @@
  * mixed priorities and outcomes while others cancel, checked against what
  * on_done saw. The Prometheus text carries the same numbers. */
 #include "util.h"
+#include "internal.h" /* AX_CHILD_INLINE: the children a parent holds before its array grows */
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 enum { K_OK, K_FAIL, K_TIMEOUT, K_NKINDS };
 
@@ -348,11 +350,107 @@ static void threaded_books(void)
     ax_free(s);
 }
 
+/* ---- refusals ax_spawn and ax_submit_batch make before admission ------------ */
+
+static _Atomic(ax_task *) holder_task;
+static atomic_int holder_go;
+#ifdef FAIL_MALLOC
+static atomic_int spawn_oom_rc;
+#endif
+
+/* Parked until told; then, under FAIL_MALLOC, fills its children array and
+ * spawns one more with malloc failing. */
+static int holder(ax_task *t, void *arg)
+{
+    (void)arg;
+    atomic_store(&holder_task, t);
+    while (!atomic_load(&holder_go)) {
+        int rc = ax_sleep(t, 1);
+        if (rc)
+            return rc;
+    }
+    atomic_store(&holder_task, NULL);
+#ifdef FAIL_MALLOC
+    ax_spec c = spec_of(AX_PRIO_LOW, K_OK);
+    for (unsigned i = 0; i < AX_CHILD_INLINE; i++)
+        CHECK_EQ(ax_spawn(t, &c, NULL), 0);
+    malloc_fails = 1;
+    atomic_store(&spawn_oom_rc, ax_spawn(t, &c, NULL));
+    malloc_fails = 0;
+    CHECK(strstr(ax_error_detail(), "out of memory") != NULL);
+#endif
+    return 0;
+}
+
+static void spawn_batch_refusals(void)
+{
+    memset(seen, 0, sizeof seen);
+    atomic_store(&seen_total, 0);
+    ax_sched *s = test_sched(1, 4);
+    ax_class_config cc;
+    ax_class_config_default(&cc);
+    cc.name = "lowcls";
+    cc.priority = AX_PRIO_LOW;
+    unsigned id;
+    CHECK_EQ(ax_class_register(s, &cc, &id), 0);
+    ax_prio_stats want[AX_PRIO_COUNT] = {0};
+    uint64_t unattributed = 0;
+
+    ax_spec h = spec_of(AX_PRIO_NORMAL, K_OK);
+    h.fn = holder;
+    CHECK_EQ(ax_submit(s, &h, NULL), 0);
+    want[AX_PRIO_NORMAL].submitted++;
+    want[AX_PRIO_NORMAL].succeeded++;
+    CHECK(WAIT_UNTIL(atomic_load(&holder_task) != NULL, 30000));
+    ax_task *t = atomic_load(&holder_task);
+    /* From outside the parent's coroutine: refused, and booked under the
+     * priority the child would have had (review: counted nowhere). */
+    ax_spec a = spec_of(AX_PRIO_HIGH, K_OK);
+    CHECK_EQ(ax_spawn(t, &a, NULL), AX_ESTATE);
+    CHECK(strstr(ax_error_detail(), "outside the parent's own coroutine") != NULL);
+    want[AX_PRIO_HIGH].rejected++;
+    ax_spec b = {.fn = body, .class_id = id, .on_done = on_done};
+    CHECK_EQ(ax_spawn(t, &b, NULL), AX_ESTATE);
+    want[AX_PRIO_LOW].rejected++;
+    CHECK_EQ(ax_spawn(t, NULL, NULL), AX_ESTATE);
+    unattributed++;
+    b.class_id = 999; /* no such class: still the ESTATE, under spec.priority */
+    b.priority = AX_PRIO_HIGH;
+    b.ref = "r-1";
+    CHECK_EQ(ax_spawn(t, &b, NULL), AX_ESTATE);
+    CHECK(strstr(ax_error_detail(), "outside the parent's own coroutine") != NULL);
+    want[AX_PRIO_HIGH].rejected++;
+    /* A batch without specs: each of its n refused, in the total. */
+    int rcs[3] = {7, 7, 7};
+    uint64_t ids[3] = {9, 9, 9};
+    CHECK_EQ(ax_submit_batch(s, NULL, 3, rcs, ids), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "specs is NULL") != NULL);
+    for (int i = 0; i < 3; i++)
+        CHECK(rcs[i] == AX_EINVAL && ids[i] == 0);
+    unattributed += 3;
+    atomic_store(&holder_go, 1);
+#ifdef FAIL_MALLOC
+    /* The children array's growth failing: the child is refused, counted. */
+    want[AX_PRIO_LOW].submitted += AX_CHILD_INLINE;
+    want[AX_PRIO_LOW].succeeded += AX_CHILD_INLINE;
+    want[AX_PRIO_LOW].rejected++;
+    CHECK(WAIT_UNTIL(atomic_load(&seen_total) == 1 + AX_CHILD_INLINE, 30000));
+    CHECK_EQ(atomic_load(&spawn_oom_rc), AX_ENOMEM);
+#else
+    CHECK(WAIT_UNTIL(atomic_load(&seen_total) == 1, 30000));
+#endif
+    CHECK(WAIT_UNTIL(test_stats(s).running == 0, 10000));
+    check_books(s, want, unattributed);
+    CHECK_EQ(ax_shutdown(s, 5000), 0);
+    ax_free(s);
+}
+
 int main(void)
 {
     paused_books();
     threaded_books();
     early_refusals();
+    spawn_batch_refusals();
     puts("test_prio_books: ok");
     return 0;
 }
