@@ -46,8 +46,9 @@ extern "C" {
  * caller's choice (CURLOPT_PROTOCOLS_STR). Returns 0 when it completed
  * (whatever the HTTP status: read CURLINFO_RESPONSE_CODE), AX_ETIMEDOUT or
  * AX_ECANCELED, AX_EINVAL for a bad handle or URL, AX_ENET for a failed
- * transfer (refused, reset, DNS, TLS, ...) with curl's message in
- * ax_error_detail(). If curl_code is not NULL it receives curl's result. */
+ * transfer (refused, reset, DNS, TLS, a reply that is not HTTP, ...) with
+ * curl's message in ax_error_detail(). If curl_code is not NULL it receives
+ * curl's result. */
 int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code);
 
 typedef struct ax_http_response {

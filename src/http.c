@@ -516,9 +516,20 @@ static void abort_transfer(struct ax_task *t)
     }
 }
 
-static int map_result(CURLcode c, const char *errbuf)
+/* curl's code as ax's. CURLE_UNSUPPORTED_PROTOCOL is the caller's when the
+ * URL's scheme was refused (nothing connected), but libcurl also returns it
+ * for a reply that is not HTTP (an HTTP/0.9 or garbage answer): that is the
+ * server's, a failed transfer like any other (review: AX_EINVAL told the
+ * caller its own request was wrong, so it would not retry). */
+static int map_result(CURL *easy, CURLcode c, const char *errbuf)
 {
     const char *why = errbuf && errbuf[0] ? errbuf : curl_easy_strerror(c);
+    if (c == CURLE_UNSUPPORTED_PROTOCOL) {
+        /* The IP of the connection used, new or reused; "" when none was. */
+        char *ip = NULL;
+        if (curl_easy_getinfo(easy, CURLINFO_PRIMARY_IP, &ip) == CURLE_OK && ip && ip[0])
+            return ax_fail(AX_ENET, "curl: %s (the server's reply is not HTTP)", why);
+    }
     switch (c) {
     case CURLE_OK:
         return AX_OK;
@@ -588,7 +599,7 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
         *curl_code = wait.result;
     if (wait.result == CURLE_OPERATION_TIMEDOUT && run_detached_rc(t))
         return run_detached_rc(t);
-    return map_result(wait.result, wait.errbuf);
+    return map_result(easy, wait.result, wait.errbuf);
 }
 
 int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code)

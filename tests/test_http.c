@@ -53,6 +53,12 @@ static int conn(ax_task *t, void *arg)
             setsockopt(fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg); /* close -> RST */
             break;
         }
+        if (strcmp(path, "/garbage") == 0) {
+            /* Not HTTP: libcurl calls it HTTP/0.9 and refuses it. */
+            const char *g = "garbage, not a status line\r\n\r\n";
+            ax_write(t, fd, g, strlen(g), 1000);
+            break;
+        }
         if (sscanf(path, "/sleep/%d", &ms) == 1)
             ax_sleep(t, (uint64_t)ms);
         int big;
@@ -247,6 +253,27 @@ static int errors(ax_task *t, void *arg)
     check_empty(&r);
     ax_http_response_free(&r);
     CHECK_EQ(ax_http_perform(t, NULL, NULL), AX_EINVAL);
+    /* A reply that is not HTTP is the server's failure, AX_ENET, on a new
+     * connection and on a reused one (review: AX_EINVAL, "invalid argument",
+     * which tells the caller its own request was wrong). */
+    CHECK_EQ(ax_http_get(t, url("/garbage"), 2000, &r), AX_ENET);
+    CHECK(strstr(ax_error_detail(), "not HTTP") != NULL);
+    check_empty(&r);
+    ax_http_response_free(&r);
+    CHECK_EQ(ax_http_get(t, url("/ok"), 2000, &r), 0);
+    ax_http_response_free(&r);
+    CHECK_EQ(ax_http_get(t, url("/garbage"), 2000, &r), AX_ENET);
+    ax_http_response_free(&r);
+    /* A scheme the caller's own handle refuses stays the caller's, also on
+     * a handle whose last transfer connected. */
+    e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url("/ok"));
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
+    CHECK_EQ(ax_http_perform(t, e, NULL), 0);
+    curl_easy_setopt(e, CURLOPT_URL, "ftp://127.0.0.1:1/");
+    CHECK_EQ(ax_http_perform(t, e, NULL), AX_EINVAL);
+    curl_easy_cleanup(e);
     /* A call-level timeout shorter than the deadline. */
     uint64_t t0 = ax_now_ns();
     CHECK_EQ(ax_http_get(t, url("/hang"), 200, &r), AX_ETIMEDOUT);
