@@ -228,7 +228,9 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms);
  * threads' to exit in; workers on no task's stack get up to 100 ms more,
  * all together): if a task's coroutine never returns, ax_free
  * names it on stderr and returns, leaking the scheduler rather than freeing
- * memory its worker still uses. NULL is ok. Refused (a message on stderr,
+ * memory its worker still uses; so too if the event thread is still in a
+ * write its sink does not take (a pipe nobody reads) or in an events
+ * callback (then at least 10 ms after the workers). NULL is ok. Refused (a message on stderr,
  * nothing freed) from one of the scheduler's own tasks or callbacks. */
 void ax_free(ax_sched *s);
 
@@ -715,7 +717,9 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
  *                       return AX_ESTATE, ax_shutdown too, and ax_free
  *                       refuses (as from on_done)
  * A full buffer drops events rather than block a worker; ax_events_dropped
- * counts them. Switching a sink first writes out what was buffered to the
+ * counts them, and also the events of every batch the JSON sink failed to
+ * take (a pipe whose reader left: EPIPE, never SIGPIPE from ax's thread; a
+ * full disk), the first such failure said on stderr. Switching a sink first writes out what was buffered to the
  * old one; once the call returns, the old file and callback are not used
  * again (the file may be closed, the callback's arg freed) -- except when
  * the call is made from a task, which cannot wait for the event thread. */

@@ -1015,6 +1015,12 @@ int linger_init(void);
 /* obs/events.c */
 int ev_init(struct ax_sched *s);
 void ev_stop(struct ax_sched *s);
+/* ev_stop within `until` (CLOCK_MONOTONIC ns, 0 none): false, and nothing
+ * freed, if the event thread is still in a sink's write or callback then
+ * (a pipe nobody reads); its state is then leaked with the scheduler. */
+bool ev_stop_until(struct ax_sched *s, uint64_t until);
+/* ax_events_flush, giving up at `until`: false if it did. */
+bool ev_flush_until(struct ax_sched *s, uint64_t until);
 static inline bool ev_on(struct ax_sched *s, unsigned kind)
 {
     return atomic_load_explicit(&s->ev_mask, memory_order_relaxed) & (1u << kind);

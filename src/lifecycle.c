@@ -420,13 +420,27 @@ void ax_free(ax_sched *s)
         report_stuck(s);
         /* Write out the events so far, but stop nothing the held worker may
          * still use (its task can still submit, emit, end): all of it is
-         * leaked with the scheduler. */
-        ax_events_flush(s);
+         * leaked with the scheduler. Not past the budget's last part: the
+         * sink may be a pipe nobody reads. */
+        ev_flush_until(s, until > now_ns() ? until : now_ns() + FREE_JOIN_MIN_NS);
         return;
     }
     watchdog_stop(s);
     cb_pool_stop(s);
-    ev_stop(s); /* last: writes what the others produced */
+    /* Last: writes what the others produced. A sink that takes nothing (a
+     * pipe nobody reads, a callback that never returns) holds the event
+     * thread in its write: leak the scheduler rather than hang the caller
+     * (user trial: ax_free never returned). */
+    uint64_t now = now_ns();
+    if (!ev_stop_until(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
+        fprintf(stderr,
+                "ax_free: the event thread was still writing to its sink (a pipe nobody "
+                "reads? an events callback that never returns?) when shutdown_timeout_ms "
+                "(%u ms) ran out; leaking the scheduler instead of waiting: events not "
+                "yet written are lost\n",
+                s->cfg.shutdown_timeout_ms);
+        return;
+    }
     metrics_destroy(s);
     for (unsigned i = 0; i < s->nworkers; i++)
         worker_destroy(&s->workers[i]);

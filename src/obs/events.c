@@ -28,6 +28,8 @@
 #include "internal.h"
 #include "utf8.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,6 +95,8 @@ struct ev_state {
     _Atomic unsigned room_waiters;
     pthread_t thread;
     bool started, stop, kick;
+    bool finished;  /* ev_main has returned its last drain (lock) */
+    bool json_failed; /* a write to the JSON sink failed: said once on stderr (lock) */
     uint64_t flush_req, flush_done;
     FILE *json;
     ax_event_fn fn;
@@ -842,6 +846,42 @@ static void release_some(struct ax_sched *s, const unsigned *from, const unsigne
  * submitter, under the scheduler's lock) never wait for the batch to be
  * taken. The slots are given back as soon as the text is made, before the
  * write(2). */
+/* Write a batch's text to the JSON sink. A sink that fails (a pipe whose
+ * reader left: EPIPE, SIGPIPE being blocked on this thread; a full disk)
+ * loses the batch: its events are counted in ax_events_dropped, all of
+ * them (stdio does not say which of the bytes it took reached the file:
+ * glibc drops its buffer when a write fails, and fwrite still counts those
+ * bytes as taken), and the first failure of a sink is said on stderr (user
+ * trial: SIGPIPE killed the host from this thread, and with SIGPIPE
+ * ignored the losses were counted nowhere). */
+static void write_batch(struct ax_sched *s, FILE *f, const struct out *o)
+{
+    struct ev_state *st = s->ev;
+    size_t put = fwrite(o->p, 1, o->len, f);
+    int err = put < o->len ? errno : 0;
+    if (fflush(f) != 0) {
+        if (!err)
+            err = errno;
+    } else if (put == o->len) {
+        return;
+    }
+    uint64_t lost = 0;
+    for (size_t i = 0; i < o->len; i++)
+        lost += o->p[i] == '\n';
+    atomic_fetch_add_explicit(&s->ev_dropped, lost, memory_order_relaxed);
+    clearerr(f); /* try the next batch: the failure may pass (EAGAIN, ENOSPC) */
+    pthread_mutex_lock(&st->lock);
+    bool first = !st->json_failed;
+    st->json_failed = true;
+    pthread_mutex_unlock(&st->lock);
+    if (first) {
+        fprintf(stderr,
+                "ax: writing events to the JSON sink failed (%s); the events of each batch it "
+                "fails on are counted in ax_events_dropped\n",
+                err ? strerror(err) : "short write");
+    }
+}
+
 static unsigned drain(struct ax_sched *s)
 {
     struct ev_state *st = s->ev;
@@ -902,10 +942,8 @@ static unsigned drain(struct ax_sched *s)
             done[items[i].ring]++;
     }
     release(s, upto, lh);
-    if (f && o.len) {
-        fwrite(o.p, 1, o.len, f);
-        fflush(f);
-    }
+    if (f && o.len)
+        write_batch(s, f, &o);
     return n;
 }
 
@@ -915,6 +953,15 @@ static void *ev_main(void *arg)
 {
     struct ax_sched *s = arg;
     ax_current_ev_sched = s;
+    /* A JSON sink that is a pipe whose reader left must fail the write with
+     * EPIPE, not kill the host with SIGPIPE from this thread: it is ax's
+     * write, not the program's (README: ax holds SIGPIPE back from its own
+     * writes). Blocked for good here; one raised stays pending on this
+     * thread, delivered nowhere. */
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     /* Named like every thread of ax: an events callback runs here, and a
      * host reading top -H or a debugger's thread list should see whose. */
     pthread_setname_np(pthread_self(), "ax-events");
@@ -950,6 +997,10 @@ static void *ev_main(void *arg)
     }
     pthread_mutex_unlock(&st->lock);
     drain(s);
+    pthread_mutex_lock(&st->lock);
+    st->finished = true;
+    pthread_cond_broadcast(&st->cond);
+    pthread_mutex_unlock(&st->lock);
     return NULL;
 }
 
@@ -983,16 +1034,50 @@ int ev_init(struct ax_sched *s)
     return AX_OK;
 }
 
-void ev_stop(struct ax_sched *s)
+/* Wait on st->cond until `until` (CLOCK_MONOTONIC ns; 0: no bound); false
+ * once it has passed. */
+static bool cond_wait_until(struct ev_state *st, uint64_t until)
+{
+    if (!until) {
+        pthread_cond_wait(&st->cond, &st->lock);
+        return true;
+    }
+    uint64_t now = now_ns();
+    if (now >= until)
+        return false;
+    struct timespec ts = {(time_t)(until / 1000000000u), (long)(until % 1000000000u)};
+    pthread_cond_timedwait(&st->cond, &st->lock, &ts);
+    return true;
+}
+
+bool ev_flush_until(struct ax_sched *s, uint64_t until)
+{
+    struct ev_state *st = s->ev;
+    bool done = true;
+    pthread_mutex_lock(&st->lock);
+    uint64_t want = ++st->flush_req;
+    pthread_cond_broadcast(&st->cond);
+    while (st->flush_done < want && !st->stop && (done = cond_wait_until(st, until)))
+        ;
+    pthread_mutex_unlock(&st->lock);
+    return done;
+}
+
+bool ev_stop_until(struct ax_sched *s, uint64_t until)
 {
     struct ev_state *st = s->ev;
     if (!st)
-        return;
+        return true;
     if (st->started) {
         pthread_mutex_lock(&st->lock);
         st->stop = true;
-        pthread_cond_signal(&st->cond);
+        pthread_cond_broadcast(&st->cond);
+        bool in_time = true;
+        while (!st->finished && (in_time = cond_wait_until(st, until)))
+            ;
         pthread_mutex_unlock(&st->lock);
+        if (!in_time)
+            return false; /* still in a write or a callback: leave it all be */
         pthread_join(st->thread, NULL);
     }
     for (unsigned i = 0; i < s->nworkers; i++) {
@@ -1007,6 +1092,12 @@ void ev_stop(struct ax_sched *s)
     free(st->out);
     free(st);
     s->ev = NULL;
+    return true;
+}
+
+void ev_stop(struct ax_sched *s)
+{
+    ev_stop_until(s, 0);
 }
 
 static void apply_mask_locked(struct ax_sched *s)
@@ -1044,6 +1135,7 @@ int ax_events_json(ax_sched *s, FILE *f)
     ax_events_flush(s); /* what was buffered goes to the old sink */
     pthread_mutex_lock(&s->ev->lock);
     s->ev->json = f;
+    s->ev->json_failed = false; /* a new sink's first failure is said again */
     apply_mask_locked(s);
     pthread_mutex_unlock(&s->ev->lock);
     ax_events_flush(s); /* no drain still writes to the old one */
