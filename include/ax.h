@@ -649,7 +649,12 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
  * only writes a byte to a pipe; a background thread does the dump. signo 0
  * turns it off. Once no scheduler dumps on a signal (turned off, moved to
  * another signal, or ax_free), the action it had before is back, unless the
- * program has installed another one since. */
+ * program has installed another one since. A file that fails (a pipe whose
+ * reader left) fails the write with EPIPE, never SIGPIPE from ax's thread;
+ * one that blocks (a pipe nobody reads) holds only the dump thread, and
+ * ax_free leaks the scheduler (saying so on stderr) rather than wait for
+ * it past shutdown_timeout_ms. Signals that come while the pipe to the
+ * thread is full are merged, never waited on in the handler. */
 int ax_dump_on_signal(ax_sched *s, int signo, FILE *f);
 
 /* ---- lifecycle events ---------------------------------------------------- */

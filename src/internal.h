@@ -996,7 +996,10 @@ void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cu
 bool bt_symbolised(void);
 
 /* obs/dump.c */
-void dump_unregister(struct ax_sched *s);
+/* ax_free: forget s for signal dumps, and wait until `until` (CLOCK_MONOTONIC
+ * ns) for a dump of s in progress (its file may block); false if one still
+ * is then. */
+bool dump_unregister(struct ax_sched *s, uint64_t until);
 
 /* obs/linger.c */
 struct linger_entry {

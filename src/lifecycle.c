@@ -397,7 +397,7 @@ void ax_free(ax_sched *s)
                         "refused (it would wait for itself)\n");
         return;
     }
-    dump_unregister(s);
+    dump_unregister(s, 0); /* no new signal dumps; one in progress: below */
     uint64_t budget = (uint64_t)s->cfg.shutdown_timeout_ms * 1000000u;
     uint64_t join = budget / 10 > FREE_JOIN_MAX_NS ? FREE_JOIN_MAX_NS : budget / 10;
     if (join < FREE_JOIN_MIN_NS)
@@ -438,6 +438,17 @@ void ax_free(ax_sched *s)
                 "reads? an events callback that never returns?) when shutdown_timeout_ms "
                 "(%u ms) ran out; leaking the scheduler instead of waiting: events not "
                 "yet written are lost\n",
+                s->cfg.shutdown_timeout_ms);
+        return;
+    }
+    /* A signal's dump of s still writing (a dump file that blocks: a pipe
+     * nobody reads) reads the job table and workers: leak, do not hang. */
+    now = now_ns();
+    if (!dump_unregister(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
+        fprintf(stderr,
+                "ax_free: a dump on signal (ax_dump_on_signal) was still writing to its file "
+                "when shutdown_timeout_ms (%u ms) ran out; leaking the scheduler instead of "
+                "waiting\n",
                 s->cfg.shutdown_timeout_ms);
         return;
     }

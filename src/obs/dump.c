@@ -132,6 +132,11 @@ static struct {
 } reg[DUMP_MAX];
 static int dump_pipe[2] = {-1, -1};
 static pthread_t dump_thread;
+/* The scheduler the dump thread is writing about, outside reg_lock (a
+ * dump may block on its file: a pipe nobody reads); dump_unregister waits
+ * for it to be done with s. Under reg_lock; dump_done signals a change. */
+static ax_sched *dumping;
+static pthread_cond_t dump_done = PTHREAD_COND_INITIALIZER;
 /* The action each signal had before ax took it (valid while `taken`): put
  * back once no scheduler dumps on it, unless the program has installed
  * another action since (a trial found the program's own SIGUSR1 handler
@@ -143,6 +148,9 @@ static void on_dump_signal(int sig)
 {
     int saved = errno;
     unsigned char b = (unsigned char)sig;
+    /* Non-blocking: with the pipe full (a signal storm, the dump thread
+     * stuck in a write) the wake-up is dropped, not the handler stuck in
+     * write(2) (review); the pending ones dump all the same. */
     ssize_t r = write(dump_pipe[1], &b, 1);
     (void)r;
     errno = saved;
@@ -152,6 +160,12 @@ static void *dump_main(void *arg)
 {
     (void)arg;
     pthread_setname_np(pthread_self(), "ax-dump");
+    /* A dump file that is a pipe whose reader left fails with EPIPE, not
+     * SIGPIPE raised on ax's thread (review: it killed the host). */
+    sigset_t pipe_set;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     unsigned char b;
     for (;;) {
         ssize_t r = read(dump_pipe[0], &b, 1);
@@ -159,10 +173,21 @@ static void *dump_main(void *arg)
             continue;
         if (r <= 0)
             return NULL;
+        /* Each registration of signal b, written outside reg_lock: a file
+         * that blocks holds this thread, not ax_dump_on_signal or ax_free
+         * of every scheduler (review: ax_free hung behind it). */
         pthread_mutex_lock(&reg_lock);
-        for (int i = 0; i < DUMP_MAX; i++)
-            if (reg[i].s && reg[i].signo == b)
-                ax_dump(reg[i].s, reg[i].f, 0);
+        for (int i = 0; i < DUMP_MAX; i++) {
+            if (!reg[i].s || reg[i].signo != b)
+                continue;
+            ax_sched *s = dumping = reg[i].s;
+            FILE *f = reg[i].f;
+            pthread_mutex_unlock(&reg_lock);
+            ax_dump(s, f, 0);
+            pthread_mutex_lock(&reg_lock);
+            dumping = NULL;
+            pthread_cond_broadcast(&dump_done);
+        }
         pthread_mutex_unlock(&reg_lock);
     }
 }
@@ -212,9 +237,17 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
         return AX_OK;
     }
     if (dump_pipe[0] < 0) {
-        if (pipe2(dump_pipe, O_CLOEXEC) != 0) {
+        /* The write end non-blocking (on_dump_signal), the read end not. */
+        if (pipe2(dump_pipe, O_CLOEXEC | O_NONBLOCK) != 0 ||
+            fcntl(dump_pipe[0], F_SETFL, fcntl(dump_pipe[0], F_GETFL) & ~O_NONBLOCK) != 0) {
+            int e = errno;
+            if (dump_pipe[0] >= 0) {
+                close(dump_pipe[0]);
+                close(dump_pipe[1]);
+                dump_pipe[0] = dump_pipe[1] = -1;
+            }
             pthread_mutex_unlock(&reg_lock);
-            return ax_fail(AX_ESYS, "ax_dump_on_signal: pipe: %s", strerror(errno));
+            return ax_fail(AX_ESYS, "ax_dump_on_signal: pipe: %s", strerror(e));
         }
         pthread_attr_t a;
         pthread_attr_init(&a);
@@ -258,8 +291,7 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
     return AX_OK;
 }
 
-/* ax_free: forget this scheduler. */
-void dump_unregister(struct ax_sched *s)
+bool dump_unregister(struct ax_sched *s, uint64_t until)
 {
     pthread_mutex_lock(&reg_lock);
     for (int i = 0; i < DUMP_MAX; i++)
@@ -267,5 +299,24 @@ void dump_unregister(struct ax_sched *s)
             reg[i].s = NULL;
             signal_give_back(reg[i].signo);
         }
+    bool done = true;
+    while (dumping == s) {
+        uint64_t now = now_ns();
+        if (now >= until) {
+            done = false;
+            break;
+        }
+        /* dump_done runs on CLOCK_REALTIME (a static initializer): wait
+         * in slices, each bounded on its own. */
+        uint64_t left = until - now > 10000000u ? 10000000u : until - now;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t at = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec + left;
+        ts.tv_sec = (time_t)(at / 1000000000u);
+        ts.tv_nsec = (long)(at % 1000000000u);
+        pthread_cond_timedwait(&dump_done, &reg_lock, &ts);
+    }
     pthread_mutex_unlock(&reg_lock);
+    return done;
 }
+

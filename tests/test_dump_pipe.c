@@ -1,0 +1,102 @@
+/* test_dump_pipe.c - ax_dump_on_signal with a dump file that fails or
+ * blocks (review of 2a0c1a9).
+ *
+ * A. The file is a pipe whose reader left, SIGPIPE at its default: the
+ *    dump thread's write raised SIGPIPE on ax's thread and killed the host
+ *    (exit by signal 13). Now the write fails with EPIPE and the host lives.
+ * B. The file is a pipe nobody reads, and the dump (1 000 parked tasks,
+ *    ~100 KB) fills it: the dump thread held the registry's lock while
+ *    blocked, so ax_free waited for it forever; and a storm of 70 000
+ *    signals filled the wake-up pipe, whose write in the handler then
+ *    blocked the signalling thread for good. Now the storm returns, and
+ *    ax_free returns within its budget (liveness bound only), says why on
+ *    stderr and leaks the scheduler.
+ * Each case in a forked child (B leaks on purpose).
+ */
+#include "fork_capture.h"
+
+#include <string.h>
+
+static int parked(ax_task *t, void *arg)
+{
+    (void)arg;
+    return ax_sleep(t, 600000);
+}
+
+static ax_sched *sched_new(unsigned budget_ms)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 1;
+    c.shutdown_timeout_ms = budget_ms;
+    c.max_concurrency = 2000;
+    ax_sched *s = NULL;
+    if (ax_new(&c, &s) != 0) _exit(11);
+    return s;
+}
+
+static void child_reader_gone(int out_fd)
+{
+    if (dup2(out_fd, STDERR_FILENO) < 0) _exit(10);
+    signal(SIGPIPE, SIG_DFL);
+    int p[2];
+    if (pipe(p) != 0) _exit(14);
+    close(p[0]);
+    FILE *f = fdopen(p[1], "w");
+    setvbuf(f, NULL, _IONBF, 0);
+    ax_sched *s = sched_new(5000);
+    if (ax_dump_on_signal(s, SIGUSR1, f) != 0) _exit(15);
+    raise(SIGUSR1);
+    usleep(300 * 1000); /* the dump thread writes, and fails */
+    ax_free(s);
+    fprintf(stderr, "alive\n");
+    fflush(stderr);
+    _exit(0);
+}
+
+static void child_reader_stalls(int out_fd)
+{
+    if (dup2(out_fd, STDERR_FILENO) < 0) _exit(10);
+    int p[2];
+    if (pipe(p) != 0) _exit(14);
+    FILE *f = fdopen(p[1], "w"); /* p[0] stays open, never read */
+    ax_sched *s = sched_new(300);
+    for (int i = 0; i < 1000; i++) {
+        ax_spec sp = {.fn = parked, .timeout_ms = 600000};
+        if (ax_submit(s, &sp, NULL) != 0) _exit(12);
+    }
+    if (!WAIT_UNTIL(test_stats(s).running == 1000, 60000)) _exit(13);
+    if (ax_dump_on_signal(s, SIGUSR1, f) != 0) _exit(15);
+    raise(SIGUSR1);
+    usleep(300 * 1000); /* the dump fills the pipe and blocks */
+    for (int i = 0; i < 70000; i++)
+        raise(SIGUSR1);
+    fprintf(stderr, "storm returned\n");
+    uint64_t t0 = test_now_ms();
+    ax_free(s);
+    fprintf(stderr, "ax_free took %llu ms\n", (unsigned long long)(test_now_ms() - t0));
+    fflush(stderr);
+    _exit(0);
+}
+
+int main(void)
+{
+    static char out[65536];
+    int status = 0;
+
+    CHECK(fork_capture(child_reader_gone, out, sizeof out, 60000, &status));
+    fprintf(stderr, "A: child's stderr:\n%s", out);
+    CHECK(WIFEXITED(status)); /* not killed by SIGPIPE */
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK(strstr(out, "alive") != NULL);
+
+    CHECK(fork_capture(child_reader_stalls, out, sizeof out, 60000, &status));
+    fprintf(stderr, "B: child's stderr:\n%s", out);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+    CHECK(strstr(out, "storm returned") != NULL);
+    CHECK(strstr(out, "ax_free took ") != NULL);
+    CHECK(strstr(out, "a dump on signal (ax_dump_on_signal) was still writing") != NULL);
+    puts("test_dump_pipe: ok");
+    return 0;
+}
