@@ -42,6 +42,7 @@ void ax_config_default(ax_config *c)
     c->overflow_fails_task = false;
     c->metrics_read_timeout_ms = 2000;
     c->metrics_max_connections = 64;
+    c->adaptive_min = 1; /* as the README's table says (0 is still taken as 1) */
 }
 
 /* Fill derived defaults into *r and check every field. */

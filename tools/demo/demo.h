@@ -248,7 +248,7 @@ struct dm_result {
     uint64_t max_in_flight, limit; /* slots in use (sampled), the cap */
     uint64_t max_in_task;          /* task functions executing at once (exact) */
     uint64_t max_waiting;          /* admitted, not started yet (exact, demo-counted) */
-    uint64_t met_full;             /* tasks that arrived while every slot was busy */
+    uint64_t met_full;             /* admitted tasks that arrived while every slot was busy */
     uint64_t met_full_by[DM_NPRIO];
     double max_over_ms;        /* longest a function ran past its deadline */
     uint64_t overdue;          /* attempts past their deadline + slack: orphans */

@@ -531,10 +531,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
             atomic_fetch_add_explicit(&rn->generated_by[a.prio], 1, memory_order_relaxed);
             /* Counted waiting before the engine can start it (its start
              * takes it off again); a refusal takes it off at once. */
-            if (atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= r->limit && r->limit) {
-                atomic_fetch_add_explicit(&rn->met_full, 1, memory_order_relaxed);
-                atomic_fetch_add_explicit(&rn->met_full_by[a.prio], 1, memory_order_relaxed);
-            }
+            /* Counted once admitted: the verdicts divide by admitted tasks
+             * (a trial saw 106 % when refused arrivals counted too). */
+            bool met_full =
+                atomic_load_explicit(&rn->in_fn, memory_order_relaxed) >= r->limit && r->limit;
             atomic_max(&rn->max_waiting,
                        atomic_fetch_add_explicit(&rn->waiting, 1, memory_order_relaxed) + 1);
             uint64_t s0 = now_ns();
@@ -543,6 +543,10 @@ void dm_run(const struct dm_run_opts *o, struct dm_result *r)
             if (took > rn->max_submit_us) rn->max_submit_us = took;
             if (rc == 0) {
                 atomic_fetch_add_explicit(&rn->admitted[a.prio], 1, memory_order_relaxed);
+                if (met_full) {
+                    atomic_fetch_add_explicit(&rn->met_full, 1, memory_order_relaxed);
+                    atomic_fetch_add_explicit(&rn->met_full_by[a.prio], 1, memory_order_relaxed);
+                }
             } else {
                 atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
                 atomic_fetch_add_explicit(&rn->out[a.prio][rc], 1, memory_order_relaxed);
