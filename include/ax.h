@@ -690,7 +690,8 @@ typedef struct ax_event {
     uint64_t time_ns;       /* CLOCK_REALTIME when it happened */
     uint64_t id;            /* 0 for REJECTED / SHED */
     char trace_id[AX_TRACE_ID_MAX];
-    ax_priority priority;
+    ax_priority priority;   /* AX_PRIO_COUNT ("invalid" in JSON) for a refusal of
+                               a spec whose priority is out of range */
     unsigned attempt;       /* 0-based attempt the event belongs to; for
                                RETRY_SCHEDULED the attempt that ended (the next
                                one is attempt + 1), with its wait and run */

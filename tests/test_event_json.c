@@ -210,6 +210,10 @@ int main(void)
     refuse(s, "id-\xed\xa0\x80", "(byte 3: 0xed)");   /* surrogate */
     refuse(s, "cut-\xe2\x82", "(byte 4: 0xe2)");      /* truncated */
     refuse(s, "x\xf4\x90\x80\x80", "(byte 1: 0xf4)"); /* above U+10FFFF */
+    /* An out-of-range priority is reported "invalid", not NORMAL (user
+     * trial: 77 was written "normal"). */
+    ax_spec bad = {.fn = fail_odd, .timeout_ms = 1000, .priority = (ax_priority)77};
+    CHECK_EQ(ax_submit(s, &bad, NULL), AX_EINVAL);
 
     /* Valid UTF-8 is accepted and written as it is. */
     const char *fine = "ordre-\xc3\xa9-\xf0\x9f\x9a\x80";
@@ -222,13 +226,13 @@ int main(void)
     CHECK(WAIT_UNTIL(test_stats(s).failed == 3, 5000));
     /* The counters move before the last task's "failed" event is emitted
      * (a busy machine can hold its worker in between): wait for the lines
-     * themselves (5 refusals; 3 tasks x (submitted, started, failed); 1
+     * themselves (6 refusals; 3 tasks x (submitted, started, failed); 1
      * panic). */
-    CHECK(WAIT_UNTIL(ax_events_flush(s) == 0 && count_lines(json) >= 5 + 3 * 3 + 1, 10000));
+    CHECK(WAIT_UNTIL(ax_events_flush(s) == 0 && count_lines(json) >= 6 + 3 * 3 + 1, 10000));
 
     rewind(json);
     char line[8192];
-    int lines = 0, rejected = 0, odd = 0, cut = 0, fine_ids = 0;
+    int lines = 0, rejected = 0, odd = 0, cut = 0, fine_ids = 0, invalid = 0;
     while (fgets(line, sizeof line, json)) {
         size_t n = strlen(line);
         if (!json_line(line, n)) {
@@ -237,6 +241,7 @@ int main(void)
         }
         lines++;
         rejected += strstr(line, "\"event\":\"rejected\"") != NULL;
+        invalid += strstr(line, "\"priority\":\"invalid\"") != NULL;
         fine_ids += strstr(line, "\"trace_id\":\"ordre-\xc3\xa9-\xf0\x9f\x9a\x80\"") != NULL;
         /* Each bad byte is one U+FFFD; the rest is escaped or passes. */
         if (strstr(line, "bad:\\ufffd|\\ufffd|\\ufffd\\ufffd|\\ufffd\\ufffd\\ufffd|\\ufffd\\ufffd|"
@@ -245,9 +250,10 @@ int main(void)
         if (strstr(line, "\xc3\xa9\\ufffd\""))
             cut++;
     }
-    /* 5 refusals; 3 tasks x (submitted, started, failed); 1 panic. */
-    CHECK_EQ(rejected, 5);
-    CHECK_EQ(lines, 5 + 3 * 3 + 1);
+    /* 6 refusals; 3 tasks x (submitted, started, failed); 1 panic. */
+    CHECK_EQ(rejected, 6);
+    CHECK_EQ(invalid, 1);
+    CHECK_EQ(lines, 6 + 3 * 3 + 1);
     CHECK_EQ(fine_ids, 3 * 3 + 1);
     CHECK_EQ(odd, 3); /* fail_odd's failed; panic_odd's panic and failed */
     CHECK_EQ(cut, 1);

@@ -402,8 +402,10 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
             fake.ext = &fake_ext;
             fake.has_ref = 1;
         }
-        if ((unsigned)sp->priority < AX_PRIO_COUNT)
-            fake.prio = (uint8_t)sp->priority;
+        /* Out of range: "invalid", not the NORMAL a zeroed job would say
+         * (user trial: priority 77 was reported "normal"). */
+        fake.prio = (unsigned)sp->priority < AX_PRIO_COUNT ? (uint8_t)sp->priority
+                                                            : (uint8_t)AX_PRIO_COUNT;
         if (sp->trace_id)
             snprintf(fake.trace_id, sizeof fake.trace_id, "%s", sp->trace_id);
         if (class_get(s, sp->class_id))
