@@ -417,6 +417,13 @@ void ax_free(ax_sched *s)
                 "state) instead of freeing memory they use\n",
                 (unsigned long long)atomic_load(&s->total_live_runs), s->cfg.shutdown_timeout_ms,
                 held);
+        unsigned cbs = atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
+        if (cbs)
+            fprintf(stderr,
+                    "ax_free:   %u on_done callback(s) still running: an on_done that does "
+                    "not return holds its worker as a task would (its task is listed as "
+                    "ended)\n",
+                    cbs);
         report_stuck(s);
         /* Write out the events so far, but stop nothing the held worker may
          * still use (its task can still submit, emit, end): all of it is
