@@ -235,21 +235,30 @@ static bool conn_read(struct metrics_server *v, struct mconn *c)
     return true;
 }
 
-/* A slot for a new connection: a free one, else the oldest DRAIN (answered
- * already), else the oldest READ (evicted), else none. */
-static struct mconn *conn_slot(struct metrics_server *v)
+/* The connection to evict: the oldest DRAIN (answered already), else the
+ * oldest READ; never one being answered (WRITE). NULL if none. */
+static struct mconn *conn_oldest_idle(struct metrics_server *v)
 {
     struct mconn *best = NULL;
     for (unsigned i = 0; i < v->cap; i++) {
         struct mconn *c = &v->c[i];
-        if (c->st == C_FREE)
-            return c;
-        if (c->st == C_WRITE)
+        if (c->st != C_DRAIN && c->st != C_READ)
             continue;
         if (!best || (c->st == C_DRAIN && best->st == C_READ) ||
             (c->st == best->st && c->seq < best->seq))
             best = c;
     }
+    return best;
+}
+
+/* A slot for a new connection: a free one, else the oldest idle one
+ * (evicted), else none. */
+static struct mconn *conn_slot(struct metrics_server *v)
+{
+    for (unsigned i = 0; i < v->cap; i++)
+        if (v->c[i].st == C_FREE)
+            return &v->c[i];
+    struct mconn *best = conn_oldest_idle(v);
     if (best)
         conn_close(best);
     return best;
@@ -262,6 +271,15 @@ static void accept_some(struct metrics_server *v, uint64_t now)
         if (fd < 0) {
             if (errno == EINTR || errno == ECONNABORTED)
                 continue;
+            /* Out of fds with idle connections of ours open: they are what
+             * a scraper waits behind (review: under a low fd limit 100 idle
+             * connections held every scrape until their read timeout, 2-7
+             * s). Evict the oldest and accept again. */
+            struct mconn *idle;
+            if ((errno == EMFILE || errno == ENFILE) && (idle = conn_oldest_idle(v))) {
+                conn_close(idle);
+                continue;
+            }
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
                 v->accept_paused_until = now + 100000000u; /* 100 ms */
             return;
