@@ -260,6 +260,7 @@ struct ax_task {
     uint32_t attempt;
     uint8_t rs;       /* RS_*: the run's own state */
     uint8_t panicked;
+    void *unwind; /* run_exit's jmp_buf while it runs the cleanups, else NULL */
     uint8_t began;    /* its function was entered (js_begin won) */
     uint8_t prio;
     int wake_rc;      /* what the parked call returns */

@@ -13,6 +13,8 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <setjmp.h>
+
 #include <errno.h>
 #include <execinfo.h>
 #include <stdarg.h>
@@ -185,6 +187,8 @@ int ax_panic(ax_task *t, const char *fmt, ...)
             memcpy(second, "panic", 6);
         }
         snprintf(t->err + n, sizeof t->err - n, "; then a defer panicked: %s", second);
+        if (t->unwind)
+            longjmp(*(jmp_buf *)t->unwind, 1); /* back to run_exit's loop: no deeper */
         run_exit(t);
     }
     if (fmt) {

@@ -11,6 +11,7 @@
  *     AX_ESTATE and neither end the task nor register anything.
  *  5. A cleanup that panics during a panic keeps the first message (the
  *     cause) and adds its own; the cleanups registered before it still run.
+ *  6. 300 cleanups that each panic: all run, within the default stack.
  */
 #include "util.h"
 
@@ -152,6 +153,29 @@ static int nested_panic_fn(ax_task *t, void *arg)
     return 0;
 }
 
+/* 6: MANY_PANICS cleanups, each panicking in turn. */
+#define MANY_PANICS 300
+static atomic_int many_ran;
+static ax_task *many_task;
+
+static void panicking_again(void *arg)
+{
+    (void)arg;
+    atomic_fetch_add(&many_ran, 1);
+    ax_panic(many_task, "again");
+}
+
+static int many_panics_fn(ax_task *t, void *arg)
+{
+    (void)arg;
+    many_task = t;
+    for (int i = 0; i < MANY_PANICS; i++)
+        if (ax_defer(t, panicking_again, NULL) != 0)
+            return 1;
+    ax_panic(t, "first");
+    return 0;
+}
+
 static void run(ax_sched *s, ax_fn fn, struct job *j, struct outcome *o, uint64_t timeout_ms)
 {
     o->r = &j->rec;
@@ -252,10 +276,22 @@ int main(void)
     CHECK_EQ(atomic_load(&j7.after_panic), 0);
     check_lifo(&j7.rec, 3);
 
+    /* 6. cleanups that each panic in turn: every one runs, none on top of
+     * the last's frames (review: ~400 bytes a level, so past ~180 of them
+     * the 64 KiB stack overflowed and the process aborted). */
+    static struct job j8;
+    static struct outcome o8;
+    run(s, many_panics_fn, &j8, &o8, 30000);
+    CHECK(WAIT_UNTIL(atomic_load(&o8.calls) == 1, 10000));
+    CHECK_EQ(atomic_load(&o8.state), AX_STATE_FAILED);
+    CHECK_EQ(atomic_load(&o8.code), AX_EPANIC);
+    CHECK_EQ(atomic_load(&many_ran), MANY_PANICS);
+    CHECK(strncmp(o8.error, "first; then a defer panicked: again", 35) == 0);
+
     usleep(50 * 1000);
     st = test_stats(s);
-    CHECK_EQ(st.panicked, 3);
-    CHECK_EQ(st.failed, 3);
+    CHECK_EQ(st.panicked, 4);
+    CHECK_EQ(st.failed, 4);
     CHECK_EQ(st.succeeded, 3);
     CHECK_EQ(st.timed_out, 1);
     CHECK_EQ(st.running, 0);
