@@ -1,0 +1,142 @@
+/* test_metrics_append_reenter.c - an appender that calls ax_metrics_append
+ * or ax_metrics_unappend (which ax.h forbids) is refused with AX_ESTATE
+ * and a detail naming the reason; the scrape it runs in still answers over
+ * HTTP with the appender's text, and ax_shutdown and ax_free return.
+ *
+ * Before the refusal the call waited for mappend_lock, which the scrape
+ * running the appender holds: the `ax-metrics` thread deadlocked, the
+ * scrape never answered and ax_shutdown hung joining that thread. A
+ * deadlock is what this test would find, so an alarm bounds it: it fails
+ * (exit 1, saying where it was) instead of hanging. The bound is for
+ * liveness only, generous for sanitizers and a loaded machine.
+ */
+#include "util.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define LIVENESS_S 60
+
+static const char *volatile stage = "start";
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_metrics_append_reenter: no progress within the bound, at: ";
+    /* best effort: the exit status is what fails the test */
+    ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
+    w += write(STDERR_FILENO, stage, strlen(stage));
+    w += write(STDERR_FILENO, "\n", 1);
+    (void)w;
+    _exit(1);
+}
+
+/* What the reentering appender saw, by the thread that runs it. */
+static ax_sched *other; /* a second scheduler: refused there too */
+static int rc_unappend, rc_append, rc_other;
+static char detail_unappend[256], detail_append[256];
+static int calls;
+
+static long quiet(char *buf, size_t len, void *arg)
+{
+    (void)buf, (void)len, (void)arg;
+    return 0;
+}
+
+static long reenter(char *buf, size_t len, void *arg)
+{
+    ax_sched *s = arg;
+    calls++;
+    rc_unappend = ax_metrics_unappend(s, reenter, arg);
+    snprintf(detail_unappend, sizeof detail_unappend, "%s", ax_error_detail());
+    rc_append = ax_metrics_append(s, quiet, NULL);
+    snprintf(detail_append, sizeof detail_append, "%s", ax_error_detail());
+    rc_other = ax_metrics_append(other, quiet, NULL);
+    return snprintf(buf, len, "reenter_up 1\n");
+}
+
+/* GET /metrics on port: the whole answer, within LIVENESS_S (the alarm). */
+static char *get_metrics(uint16_t port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(fd >= 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK_EQ(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+    static const char req[] = "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n";
+    CHECK_EQ(send(fd, req, sizeof req - 1, MSG_NOSIGNAL), (ssize_t)(sizeof req - 1));
+    size_t cap = 1 << 16, n = 0;
+    char *out = malloc(cap);
+    CHECK(out != NULL);
+    for (ssize_t r; (r = read(fd, out + n, cap - 1 - n)) != 0;) {
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && errno == ECONNRESET)
+            break;
+        CHECK(r > 0);
+        n += (size_t)r;
+        CHECK(n < cap - 1);
+    }
+    out[n] = 0;
+    close(fd);
+    return out;
+}
+
+int main(void)
+{
+    signal(SIGALRM, on_alarm);
+    alarm(LIVENESS_S);
+
+    ax_sched *s = test_sched(1, 4);
+    other = test_sched(1, 4);
+    uint16_t port = 0;
+    CHECK_EQ(ax_metrics_serve(s, "127.0.0.1:0", &port), AX_OK);
+    CHECK_EQ(ax_metrics_append(s, reenter, s), AX_OK);
+
+    stage = "first scrape (the appender calls unappend and append)";
+    char *t = get_metrics(port);
+    CHECK(strncmp(t, "HTTP/1.1 200", 12) == 0);
+    CHECK(strstr(t, "\nreenter_up 1\n") != NULL);
+    CHECK(strstr(t, "ax_tasks_submitted_total") != NULL);
+    free(t);
+    CHECK_EQ(calls, 1);
+    CHECK_EQ(rc_unappend, AX_ESTATE);
+    CHECK(strstr(detail_unappend, "ax_metrics_unappend: called from a metrics appender") != NULL);
+    CHECK_EQ(rc_append, AX_ESTATE);
+    CHECK(strstr(detail_append, "ax_metrics_append: called from a metrics appender") != NULL);
+    CHECK_EQ(rc_other, AX_ESTATE);
+
+    /* Refused, so nothing changed: the appender is still there and quiet
+     * never was; outside an appender both calls work. */
+    stage = "second scrape";
+    t = get_metrics(port);
+    CHECK(strstr(t, "\nreenter_up 1\n") != NULL);
+    free(t);
+    CHECK_EQ(calls, 2);
+    CHECK_EQ(ax_metrics_unappend(s, quiet, NULL), AX_ENOTFOUND);
+    CHECK_EQ(ax_metrics_unappend(other, quiet, NULL), AX_ENOTFOUND);
+    CHECK_EQ(ax_metrics_unappend(s, reenter, s), AX_OK);
+    CHECK_EQ(ax_metrics_append(s, quiet, NULL), AX_OK);
+    stage = "third scrape";
+    t = get_metrics(port);
+    CHECK(strstr(t, "reenter_up") == NULL);
+    free(t);
+    CHECK_EQ(calls, 2);
+
+    /* Registered again: ax_shutdown stops the endpoint (joins the thread
+     * that ran the appender) and returns. */
+    CHECK_EQ(ax_metrics_append(s, reenter, s), AX_OK);
+    stage = "ax_shutdown";
+    CHECK_EQ(ax_shutdown(s, 5000), AX_OK);
+    stage = "ax_free";
+    ax_free(s);
+    ax_free(other);
+    alarm(0);
+    return 0;
+}
