@@ -290,8 +290,9 @@ int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out);
  * each one's result, ids[i] (if ids is not NULL) its id, 0 when refused.
  * Returns AX_OK when all n were admitted, else the first refusal's code
  * with its ax_error_detail. AX_EINVAL (nothing submitted) for a NULL s, or
- * a NULL specs with n > 0 (then each of the n is refused: counted in
- * ax_stats.rejected, REJECTED emitted, rcs[i] AX_EINVAL); n 0 is AX_OK. */
+ * a NULL specs with n > 0 (then the n are counted refused in
+ * ax_stats.rejected, with one REJECTED event; rcs and ids are not
+ * written); n 0 is AX_OK. */
 int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint64_t *ids);
 
 /* Cancel a task from any thread: a queued or delayed task ends CANCELLED at
@@ -654,8 +655,11 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
  * reader left) fails the write with EPIPE, never SIGPIPE from ax's thread;
  * one that blocks (a pipe nobody reads) holds only the dump thread, and
  * ax_free leaks the scheduler (saying so on stderr) rather than wait for
- * it past shutdown_timeout_ms. Signals that come while the pipe to the
- * thread is full are merged, never waited on in the handler. */
+ * it past shutdown_timeout_ms. Turning it off (signo 0) or moving it to
+ * another file waits for a dump in progress to be done with the old file,
+ * which may then be closed. A signal that comes while the pipe to the
+ * thread is full is dropped (the dumps already pending still run), never
+ * waited on in the handler. */
 int ax_dump_on_signal(ax_sched *s, int signo, FILE *f);
 
 /* ---- lifecycle events ---------------------------------------------------- */

@@ -432,30 +432,32 @@ void ax_free(ax_sched *s)
         ev_flush_until(s, until > now_ns() ? until : now_ns() + FREE_JOIN_MIN_NS);
         return;
     }
+    /* A signal's dump of s still writing (a dump file that blocks: a pipe
+     * nobody reads) reads the job table, the workers and the callback pool
+     * (ax_stats_get): wait for it before anything is stopped or freed
+     * (review: cb_pool_stop freed what it read), or leak, do not hang. */
+    uint64_t now = now_ns();
+    if (!dump_unregister(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
+        fprintf(stderr,
+                "ax_free: a dump on signal (ax_dump_on_signal) was still writing to its file "
+                "when shutdown_timeout_ms (%u ms) ran out; leaking the scheduler instead of "
+                "waiting\n",
+                s->cfg.shutdown_timeout_ms);
+        return;
+    }
     watchdog_stop(s);
     cb_pool_stop(s);
     /* Last: writes what the others produced. A sink that takes nothing (a
      * pipe nobody reads, a callback that never returns) holds the event
      * thread in its write: leak the scheduler rather than hang the caller
      * (user trial: ax_free never returned). */
-    uint64_t now = now_ns();
+    now = now_ns();
     if (!ev_stop_until(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
         fprintf(stderr,
                 "ax_free: the event thread was still writing to its sink (a pipe nobody "
                 "reads? an events callback that never returns?) when shutdown_timeout_ms "
                 "(%u ms) ran out; leaking the scheduler instead of waiting: events not "
                 "yet written are lost\n",
-                s->cfg.shutdown_timeout_ms);
-        return;
-    }
-    /* A signal's dump of s still writing (a dump file that blocks: a pipe
-     * nobody reads) reads the job table and workers: leak, do not hang. */
-    now = now_ns();
-    if (!dump_unregister(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
-        fprintf(stderr,
-                "ax_free: a dump on signal (ax_dump_on_signal) was still writing to its file "
-                "when shutdown_timeout_ms (%u ms) ran out; leaking the scheduler instead of "
-                "waiting\n",
                 s->cfg.shutdown_timeout_ms);
         return;
     }

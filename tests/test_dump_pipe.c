@@ -11,10 +11,12 @@
  *    blocked the signalling thread for good. Now the storm returns, and
  *    ax_free returns within its budget (liveness bound only), says why on
  *    stderr and leaks the scheduler.
+ * C. Turning the dump off while one is being written waits for it (below).
  * Each case in a forked child (B leaks on purpose).
  */
 #include "fork_capture.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static int parked(ax_task *t, void *arg)
@@ -79,6 +81,49 @@ static void child_reader_stalls(int out_fd)
     _exit(0);
 }
 
+/* C: a slow file (each write 5 ms): ax_dump_on_signal(s, 0) returns only
+ * once the dump in progress is done with it, so the caller may close it
+ * (review: it returned at once and the dump went on writing into a closed
+ * FILE). */
+static atomic_int writes, in_write, off_returned, late_writes;
+
+static ssize_t slow_write(void *cookie, const char *buf, size_t n)
+{
+    (void)cookie;
+    (void)buf;
+    atomic_store(&in_write, 1);
+    usleep(5 * 1000);
+    atomic_fetch_add(&writes, 1);
+    if (atomic_load(&off_returned))
+        atomic_fetch_add(&late_writes, 1);
+    return (ssize_t)n;
+}
+
+static void off_waits_for_dump(void)
+{
+    ax_sched *s = sched_new(5000);
+    for (int i = 0; i < 20; i++) {
+        ax_spec sp = {.fn = parked, .timeout_ms = 600000};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    }
+    cookie_io_functions_t io = {.write = slow_write};
+    FILE *f = fopencookie(NULL, "w", io);
+    CHECK(f != NULL);
+    setvbuf(f, NULL, _IONBF, 0); /* every line a write: the dump takes seconds */
+    CHECK_EQ(ax_dump_on_signal(s, SIGUSR2, f), 0);
+    raise(SIGUSR2);
+    CHECK(WAIT_UNTIL(atomic_load(&in_write) == 1, 30000));
+    CHECK_EQ(ax_dump_on_signal(s, 0, NULL), 0);
+    atomic_store(&off_returned, 1);
+    usleep(100 * 1000);
+    printf("C: %d writes, %d after ax_dump_on_signal(s, 0) returned\n", atomic_load(&writes),
+           atomic_load(&late_writes));
+    CHECK_EQ(atomic_load(&late_writes), 0);
+    fclose(f);
+    CHECK_EQ(ax_shutdown(s, 5000), 0);
+    ax_free(s);
+}
+
 int main(void)
 {
     static char out[65536];
@@ -97,6 +142,7 @@ int main(void)
     CHECK(strstr(out, "storm returned") != NULL);
     CHECK(strstr(out, "ax_free took ") != NULL);
     CHECK(strstr(out, "a dump on signal (ax_dump_on_signal) was still writing") != NULL);
+    off_waits_for_dump();
     puts("test_dump_pipe: ok");
     return 0;
 }

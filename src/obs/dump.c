@@ -192,6 +192,17 @@ static void *dump_main(void *arg)
     }
 }
 
+/* Wait until the dump thread is done with s (reg_lock held): its file is
+ * the caller's to close once ax_dump_on_signal returns (review: turning a
+ * dump off, or moving it to another file, returned while the thread still
+ * wrote to the old one; an fclose then was a use after free). Unbounded,
+ * as it was when the dump held reg_lock: the file is the caller's own. */
+static void wait_dump_done_locked(ax_sched *s)
+{
+    while (dumping == s)
+        pthread_cond_wait(&dump_done, &reg_lock);
+}
+
 /* Give signo back if no registration uses it any more (reg_lock held). */
 static void signal_give_back(int signo)
 {
@@ -233,6 +244,7 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
             reg[slot].s = NULL;
             signal_give_back(reg[slot].signo);
         }
+        wait_dump_done_locked(s);
         pthread_mutex_unlock(&reg_lock);
         return AX_OK;
     }
@@ -282,11 +294,14 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
     }
     /* Moved from another signal: that one goes back once nobody uses it. */
     int old = reg[slot].s == s ? reg[slot].signo : 0;
+    FILE *old_f = reg[slot].s == s ? reg[slot].f : NULL;
     reg[slot].s = s;
     reg[slot].f = f;
     reg[slot].signo = signo;
     if (old != signo)
         signal_give_back(old);
+    if (old_f && old_f != f)
+        wait_dump_done_locked(s); /* the old file is the caller's again */
     pthread_mutex_unlock(&reg_lock);
     return AX_OK;
 }
