@@ -467,17 +467,23 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_submit_batch: scheduler is NULL");
     if (!specs && n) {
-        /* n submissions refused: each counted, as a NULL spec to ax_submit */
-        ax_fail_static(AX_EINVAL, "ax_submit_batch: specs is NULL with n > 0");
-        for (size_t k = 0; k < n; k++)
-            submit_refused(s, NULL, AX_EINVAL);
-        for (size_t k = 0; k < n; k++) {
-            if (rcs)
-                rcs[k] = AX_EINVAL;
-            if (ids)
-                ids[k] = 0;
+        /* n submissions refused, counted as a NULL spec to ax_submit is, in
+         * one lock section and one REJECTED event whatever n (review: one
+         * each made an n that was a negative count cast to size_t run for
+         * ever) */
+        static const char msg[] = "ax_submit_batch: specs is NULL with n > 0";
+        if (AX_UNLIKELY(s->ev_lossless))
+            ev_reserve(s);
+        pthread_mutex_lock(&s->lock);
+        s->st.rejected += n;
+        if (AX_UNLIKELY(ev_on(s, AX_EV_REJECTED))) {
+            ev_under_lock = true;
+            ev_emit_refusal(s, NULL, AX_EV_REJECTED, AX_EINVAL, msg);
+            ev_under_lock = false;
         }
-        return ax_fail_static(AX_EINVAL, "ax_submit_batch: specs is NULL with n > 0");
+        pthread_mutex_unlock(&s->lock);
+        /* rcs and ids untouched: an n this wrong may be past their ends */
+        return ax_fail_static(AX_EINVAL, msg);
     }
     struct batch_out o = {rcs, ids, AX_OK, ""};
     size_t i = 0;
