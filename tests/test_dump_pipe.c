@@ -4,8 +4,8 @@
  * A. The file is a pipe whose reader left, SIGPIPE at its default: the
  *    dump thread's write raised SIGPIPE on ax's thread and killed the host
  *    (exit by signal 13). Now the write fails with EPIPE and the host lives.
- * B. The file is a pipe nobody reads, and the dump (1 000 parked tasks,
- *    ~100 KB) fills it: the dump thread held the registry's lock while
+ * B. The file is a pipe nobody reads, and the dump (100 tasks, ~10 KB, a
+ *    one-page pipe) fills it: the dump thread held the registry's lock while
  *    blocked, so ax_free waited for it forever; and a storm of 70 000
  *    signals filled the wake-up pipe, whose write in the handler then
  *    blocked the signalling thread for good. Now the storm returns, and
@@ -56,24 +56,41 @@ static void child_reader_gone(int out_fd)
     _exit(0);
 }
 
+static atomic_int release_b;
+
+/* B's tasks: live while the dump copies them, then let go, so that
+ * ax_free has no task to wait for (under TSan on a busy machine, ending
+ * 1 000 parked tasks took longer than the budget: CI). */
+static int held_until_released(ax_task *t, void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&release_b))
+        if (ax_sleep(t, 20) != 0) return 1;
+    return 0;
+}
+
 static void child_reader_stalls(int out_fd)
 {
     if (dup2(out_fd, STDERR_FILENO) < 0) _exit(10);
     int p[2];
     if (pipe(p) != 0) _exit(14);
+    /* A one-page pipe: the dump of 100 tasks (~10 KB) fills it. */
+    if (fcntl(p[1], F_SETPIPE_SZ, 4096) < 0) _exit(17);
     FILE *f = fdopen(p[1], "w"); /* p[0] stays open, never read */
     ax_sched *s = sched_new(300);
-    for (int i = 0; i < 1000; i++) {
-        ax_spec sp = {.fn = parked, .timeout_ms = 600000};
+    for (int i = 0; i < 100; i++) {
+        ax_spec sp = {.fn = held_until_released, .timeout_ms = 600000};
         if (ax_submit(s, &sp, NULL) != 0) _exit(12);
     }
-    if (!WAIT_UNTIL(test_stats(s).running == 1000, 60000)) _exit(13);
+    if (!WAIT_UNTIL(test_stats(s).running == 100, 60000)) _exit(13);
     if (ax_dump_on_signal(s, SIGUSR1, f) != 0) _exit(15);
     raise(SIGUSR1);
     usleep(300 * 1000); /* the dump fills the pipe and blocks */
     for (int i = 0; i < 70000; i++)
         raise(SIGUSR1);
     fprintf(stderr, "storm returned\n");
+    atomic_store(&release_b, 1);
+    if (!WAIT_UNTIL(test_stats(s).running == 0, 60000)) _exit(18);
     uint64_t t0 = test_now_ms();
     ax_free(s);
     fprintf(stderr, "ax_free took %llu ms\n", (unsigned long long)(test_now_ms() - t0));
