@@ -44,6 +44,7 @@
  * tables, never by scanning what came before.
  */
 #include "prom.h"
+#include "internal.h" /* ax_rand64 */
 
 #include <math.h>
 #include <stddef.h>
@@ -595,14 +596,21 @@ struct pm_table {
     size_t n;
     bool by_fam; /* a key matches only within its family (sample keys: the
                   * same name and labels may be kept in two families) */
+    uint64_t seed; /* per merge: see pm_hash */
 };
 
 /* FNV-1a over the key (and the family, in a by_fam table), its high half
- * folded into the low bits that pick the slot; never 0. */
+ * folded into the low bits that pick the slot; never 0. Seeded per merge
+ * (the table's seed, from ax_rand64, in the offset basis): label values
+ * may come from outside (user names, URLs), and with FNV's published
+ * constants anyone could compute keys that all probe one slot run, making
+ * the merge quadratic again (20 000 of them: seconds a scrape, as before
+ * the tables). With a seed no one outside knows, keys chosen in advance
+ * collide no more than any others. */
 static uint64_t pm_hash(const struct pm_table *t, struct pm_line key, size_t fam)
 {
     const uint64_t prime = 1099511628211u;
-    uint64_t h = 14695981039346656037u;
+    uint64_t h = 14695981039346656037u ^ t->seed;
     if (t->by_fam)
         h = (h ^ fam) * prime;
     for (size_t i = 0; i < key.n; i++)
@@ -638,7 +646,8 @@ static bool pm_put(struct pm_table *t, struct pm_line key, size_t fam)
 {
     if (2 * (t->n + 1) > t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 64;
-        struct pm_table grown = {calloc(cap, sizeof(struct pm_entry)), cap, t->n, t->by_fam};
+        struct pm_table grown = {calloc(cap, sizeof(struct pm_entry)), cap, t->n, t->by_fam,
+                                 t->seed};
         if (!grown.e)
             return false;
         for (size_t i = 0; i < t->cap; i++)
@@ -707,8 +716,9 @@ static struct pm_family *pm_add(struct pm_families *fs, struct pm_line name)
 
 size_t ax_prom_merge(char *text, size_t len)
 {
-    struct pm_families fs = {0};
-    struct pm_table keys = {.by_fam = true}; /* every sample kept, by family */
+    uint64_t seed = ax_rand64();
+    struct pm_families fs = {.names = {.seed = seed}};
+    struct pm_table keys = {.by_fam = true, .seed = seed}; /* every sample kept, by family */
     struct pm_family *cur = NULL;
     char *out = malloc(len + 1);
     bool oom = out == NULL;
