@@ -119,6 +119,13 @@ static void *cb_main(void *arg)
         p->n--;
         pthread_mutex_unlock(&p->lock);
         atomic_store(&t->started_ns, now_ns());
+        /* The watchdog may have just gone to sleep for good, having seen
+         * this thread idle: it must watch this callback's time (its
+         * overrun, a replacement thread). Paired with the watchdog's store
+         * of watchdog_idle and re-read of started_ns (cb_pool_running), as
+         * a worker's busy is. */
+        if (atomic_load_explicit(&p->s->watchdog_idle, memory_order_seq_cst))
+            watchdog_kick(p->s);
         it.fn(&it.r, it.arg);
         atomic_store(&t->started_ns, 0);
         pthread_mutex_lock(&p->lock);
@@ -294,6 +301,17 @@ bool cb_pool_check(struct ax_sched *s, uint64_t now)
         add_thread_locked(p);
     pthread_mutex_unlock(&p->lock);
     return busy;
+}
+
+bool cb_pool_running(struct ax_sched *s)
+{
+    /* Without the lock (the watchdog holds s->lock here): the threads
+     * array is allocated whole at start and started_ns is atomic. */
+    struct cb_pool *p = s->cbp;
+    for (unsigned i = 0; p && i < p->max_threads; i++)
+        if (atomic_load_explicit(&p->threads[i].started_ns, memory_order_seq_cst))
+            return true;
+    return false;
 }
 
 uint64_t cb_pool_overruns(struct ax_sched *s)

@@ -965,6 +965,7 @@ uint64_t cb_pool_dropped(struct ax_sched *s);
 /* watchdog: count overruns, add a thread if all are stuck; true while any
  * callback runs (the watchdog then keeps polling). */
 bool cb_pool_check(struct ax_sched *s, uint64_t now);
+bool cb_pool_running(struct ax_sched *s); /* a callback is running now */
 
 /* obs/metrics.c (w: the calling worker, or NULL for any other thread) */
 struct ax_metrics_snapshot;

@@ -23,7 +23,7 @@
  *
  * Idle cost: with no worker busy, no callback running and no task started
  * for LINGER_MS (or starts sparser than LINGER_DENSE_MS), it sleeps for
- * good; a worker that wakes kicks it. An idle
+ * good; a worker that wakes, or a callback that starts, kicks it. An idle
  * scheduler, even with 100 000 parked tasks, makes no periodic wake-ups.
  * While a worker is busy it polls every POLL_MS; in the LINGER_MS after the
  * last task started, every LINGER_POLL_MS.
@@ -370,11 +370,13 @@ static void *watchdog_main(void *arg)
         if (wake == UINT64_MAX) {
             /* Not polling during this sleep: announce it, then look once
              * more at the workers (a worker sets busy, then reads
-             * watchdog_idle and kicks us). */
+             * watchdog_idle and kicks us; so does a callback thread). */
             atomic_store(&s->watchdog_idle, true);
             for (unsigned i = 0; i < s->nworkers; i++)
                 if (atomic_load(&s->workers[i].busy))
                     wake = ms + POLL_MS;
+            if (cb_pool_running(s)) /* one that began since cb_pool_check */
+                wake = ms + POLL_MS;
             if (wake != UINT64_MAX)
                 atomic_store(&s->watchdog_idle, false);
         }
