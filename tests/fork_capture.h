@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <sys/wait.h>
 
 /* Fork, run child(write end of a pipe) in the child, read what it writes
@@ -66,6 +67,37 @@ static inline bool fork_capture(void (*child)(int fd), char *out, size_t cap, in
     out[len] = 0;
     close(fds[0]);
     return exited;
+}
+
+/* fork_capture, its output shown on stderr under `what`, and the child
+ * expected to exit by itself with status 0 (not killed: by SIGPIPE, or by
+ * us at wait_ms). */
+static inline void fork_capture_ok(const char *what, void (*child)(int fd), char *out, size_t cap,
+                                   int wait_ms)
+{
+    int status = 0;
+    CHECK(fork_capture(child, out, cap, wait_ms, &status));
+    fprintf(stderr, "%s: child's stderr:\n%s", what, out);
+    CHECK(WIFEXITED(status));
+    CHECK_EQ(WEXITSTATUS(status), 0);
+}
+
+/* In a child: ax_free(s), then "ax_free took N ms" on stderr for the
+ * parent to read (fork_capture_free_ms). */
+static inline void child_free_timed(ax_sched *s)
+{
+    uint64_t t0 = test_now_ms();
+    ax_free(s);
+    fprintf(stderr, "ax_free took %llu ms\n", (unsigned long long)(test_now_ms() - t0));
+    fflush(stderr);
+}
+
+/* What child_free_timed reported in out; CHECKs that it did. */
+static inline unsigned long long fork_capture_free_ms(const char *out)
+{
+    const char *took = strstr(out, "ax_free took ");
+    CHECK(took != NULL);
+    return strtoull(took + strlen("ax_free took "), NULL, 10);
 }
 
 #endif

@@ -87,22 +87,15 @@ static void child_reader_stalls(int out_fd)
     ax_sched *s = sched_with_sink(f, 300);
     submit_all(s, 2000); /* ~6 000 lines: the pipe holds a few hundred */
     if (ax_shutdown(s, 300) != 0) _exit(16);
-    uint64_t t0 = test_now_ms();
-    ax_free(s);
-    fprintf(stderr, "ax_free took %llu ms\n", (unsigned long long)(test_now_ms() - t0));
-    fflush(stderr);
+    child_free_timed(s);
     _exit(0);
 }
 
 int main(void)
 {
     static char out[65536];
-    int status = 0;
 
-    CHECK(fork_capture(child_reader_gone, out, sizeof out, 120000, &status));
-    fprintf(stderr, "A: child's stderr:\n%s", out);
-    CHECK(WIFEXITED(status)); /* not killed by SIGPIPE */
-    CHECK_EQ(WEXITSTATUS(status), 0);
+    fork_capture_ok("A", child_reader_gone, out, sizeof out, 120000); /* not killed by SIGPIPE */
     const char *d = strstr(out, "dropped ");
     CHECK(d != NULL);
     CHECK_EQ(strtoull(d + strlen("dropped "), NULL, 10), 3ull * N);
@@ -110,11 +103,8 @@ int main(void)
     CHECK(strstr(out, "freed") != NULL);
 
     atomic_store(&done, 0);
-    CHECK(fork_capture(child_reader_stalls, out, sizeof out, 60000, &status));
-    fprintf(stderr, "B: child's stderr:\n%s", out);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ(WEXITSTATUS(status), 0);
-    CHECK(strstr(out, "ax_free took ") != NULL);
+    fork_capture_ok("B", child_reader_stalls, out, sizeof out, 60000);
+    fork_capture_free_ms(out);
     CHECK(strstr(out, "the event thread was still writing to its sink") != NULL);
     puts("test_events_pipe: ok");
     return 0;

@@ -55,24 +55,15 @@ static void child(int out_fd)
      * liveness only. */
     if (!WAIT_UNTIL(atomic_load(&holding) == HELD, 20000))
         _exit(13);
-    uint64_t t0 = test_now_ms();
-    ax_free(s);
-    fprintf(stderr, "ax_free took %llu ms\n", (unsigned long long)(test_now_ms() - t0));
-    fflush(stderr);
+    child_free_timed(s);
     _exit(0);
 }
 
 int main(void)
 {
     static char out[65536];
-    int status = 0;
-    CHECK(fork_capture(child, out, sizeof out, 120000, &status));
-    fprintf(stderr, "child's stderr:\n%s", out);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ(WEXITSTATUS(status), 0);
-    const char *took = strstr(out, "ax_free took ");
-    CHECK(took != NULL);
-    unsigned long long ms = strtoull(took + strlen("ax_free took "), NULL, 10);
+    fork_capture_ok("child", child, out, sizeof out, 120000);
+    unsigned long long ms = fork_capture_free_ms(out);
     CHECK_LE(ms, BUDGET_MS + SLACK_MS);
     char held[64];
     snprintf(held, sizeof held, "%d worker thread(s) still held", HELD);

@@ -49,11 +49,7 @@ static void child(int out_fd)
 int main(void)
 {
     static char out[65536];
-    int status = 0;
-    CHECK(fork_capture(child, out, sizeof out, 60000, &status));
-    fprintf(stderr, "child's stderr:\n%s", out);
-    CHECK(WIFEXITED(status));
-    CHECK_EQ(WEXITSTATUS(status), 0);
+    fork_capture_ok("child", child, out, sizeof out, 60000);
     CHECK(strstr(out, "ax_free returned") != NULL);
     CHECK(strstr(out, "1 on_done callback(s) still running") != NULL);
     puts("test_free_on_done_stuck: ok");
