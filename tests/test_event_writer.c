@@ -110,7 +110,7 @@ static void test_lines(void)
                 "\"wait_us\":1.000,\"run_us\":0.010,\"code\":42,\"error\":\"task returned 42\","
                 "\"message\":\"m\"}\n");
     free(st->out);
-    free(st);
+    ev_zfree(st, sizeof *st);
 }
 
 /* ---- string escaping ------------------------------------------------------ */
@@ -227,7 +227,7 @@ static void test_merge(void)
     }
     free(st->batch);
     free(st->scratch);
-    free(st);
+    ev_zfree(st, sizeof *st);
 }
 
 int main(void)
