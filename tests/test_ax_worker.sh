@@ -127,6 +127,15 @@ long=$(printf 'w%.0s' $(seq 200))
 expect2 "--name of 200 bytes" "--name must be 1-127 bytes (it has 200)" \
     --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue longname --name "$long"
 
+# (trial) A name outside ax_redis's alphabet was refused by the library
+# (exit 1, "cannot run"), a long one here (exit 2): both are bad arguments.
+expect2 "--name with a space" "--name 'a b': only A-Z a-z 0-9 _ . : -" \
+    --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue q --name 'a b'
+# (trial) A bare IPv6 address was split at its last colon: "::1:6379" ran
+# against [::1]:6379, though it is an address of its own.
+expect2 "--redis with bare IPv6" "an IPv6 address goes in brackets" \
+    --url "http://$UPADDR" --redis "::1:$RPORT" --queue q
+
 # requests: how many requests ax-upstream has had (its /stats).
 requests() {
     curl -s "http://$UPADDR/stats" |

@@ -188,6 +188,12 @@ static void parse_args(int argc, char **argv, struct options *o)
     if (o->name && strlen(o->name) >= AX_WORKER_NAME_MAX)
         usage_error("--name must be 1-%d bytes (it has %zu)", AX_WORKER_NAME_MAX - 1,
                     strlen(o->name));
+    /* ax_redis's alphabet, checked here so that a bad name is a bad
+     * argument (exit 2) whatever is wrong with it, as a long one is. */
+    if (o->name && (!o->name[0] || o->name[strspn(o->name, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                          "abcdefghijklmnopqrstuvwxyz"
+                                                          "0123456789_.:-")]))
+        usage_error("--name '%s': only A-Z a-z 0-9 _ . : - (ax_redis's consumer names)", o->name);
 }
 
 /* "HOST:PORT" (IPv6 in brackets) into host and port. */
@@ -197,7 +203,11 @@ static void parse_redis(const char *v, char *host, size_t hostlen, uint16_t *por
     if (!colon || colon == v) usage_error("--redis: '%s' is not HOST:PORT", v);
     const char *h = v;
     size_t hl = (size_t)(colon - v);
-    if (h[0] == '[' && hl >= 2 && h[hl - 1] == ']') h++, hl -= 2;
+    bool bracketed = h[0] == '[' && hl >= 2 && h[hl - 1] == ']';
+    if (bracketed)
+        h++, hl -= 2;
+    else if (memchr(h, ':', hl)) /* "::1:6379" is itself an address: which colon ends it? */
+        usage_error("--redis: '%s': an IPv6 address goes in brackets, [ADDR]:PORT", v);
     if (hl >= hostlen) usage_error("--redis: '%s': the host is too long", v);
     memcpy(host, h, hl);
     host[hl] = 0;
