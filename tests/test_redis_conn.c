@@ -242,6 +242,14 @@ int main(void)
     CHECK_EQ(pthread_create(&mt, NULL, moved_node, NULL), 0);
     r = conn(port_of(moved_fd), 50);
     const char *ping[] = {"PING"};
+    /* (review) A NULL element crashed in hiredis's strlen: refused. */
+    const char *holed[] = {"ECHO", NULL};
+    const size_t holed_lens[] = {4, 0};
+    rep = (redisReply *)&rep;
+    CHECK_EQ(ax_redis_command_argv(NULL, r, 2000, &rep, 2, holed, NULL), AX_EINVAL);
+    CHECK(rep == NULL);
+    CHECK(strstr(ax_error_detail(), "argv[1] is NULL") != NULL);
+    CHECK_EQ(ax_redis_command_argv(NULL, r, 2000, &rep, 2, holed, holed_lens), AX_EINVAL);
     CHECK_EQ(ax_redis_command_argv(NULL, r, 2000, &rep, 1, ping, NULL), 0);
     CHECK_EQ(rep->type, REDIS_REPLY_STATUS);
     CHECK_STR(rep->str, "PONG");

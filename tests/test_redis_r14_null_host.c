@@ -21,6 +21,12 @@ int main(void)
     ax_redis_free(r);
     rc.host = "";
     CHECK_EQ(ax_redis_new(&rc, &r), AX_EINVAL);
+    /* (review) An empty unix_path was taken, to fail later with AX_ENET. */
+    rc.host = NULL;
+    rc.unix_path = "";
+    CHECK_EQ(ax_redis_new(&rc, &r), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "unix_path is empty") != NULL);
+    rc.unix_path = NULL;
     ax_redis_queue_config qc;
     ax_redis_queue_config_default(&qc);
     qc.name = "nullhost";

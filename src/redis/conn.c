@@ -97,6 +97,8 @@ int ax_redis_new(const ax_redis_config *cfg, ax_redis **out)
                            "or localhost (no DNS: it would block)",
                            cfg->host);
     }
+    if (cfg->unix_path && !*cfg->unix_path) /* as an empty host: review */
+        return ax_fail_static(AX_EINVAL, "ax_redis_config.unix_path is empty (NULL: TCP to host)");
     if (cfg->unix_path && strlen(cfg->unix_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return ax_fail_static(AX_EINVAL, "ax_redis_config.unix_path is too long");
     if (cfg->connect_timeout_ms == 0 || cfg->command_timeout_ms == 0)
@@ -631,6 +633,9 @@ int ax_redis_command_argv(ax_task *t, ax_redis *r, int64_t timeout_ms, redisRepl
     if (!reply || argc <= 0 || !argv)
         return ax_fail_static(AX_EINVAL, "ax_redis_command_argv: reply, argc > 0 and argv are required");
     *reply = NULL;
+    for (int i = 0; i < argc; i++) /* hiredis would strlen or copy from it: review */
+        if (!argv[i])
+            return ax_fail(AX_EINVAL, "ax_redis_command_argv: argv[%d] is NULL", i);
     RTIMEOUT_CHECK("ax_redis_command_argv", timeout_ms);
     struct rcmd c = {argc, argv, argvlen};
     return rconn_pipeline(t, r, timeout_ms, 1, &c, reply);
