@@ -348,8 +348,11 @@ typedef struct ax_redis_consumer_stats {
                                max_deliveries times: counted in dead too; the queue's
                                claimed counts only those it hands out) */
     uint64_t redelivered;   /* messages run with deliveries > 1 */
-    uint64_t succeeded, retried, dead; /* terminal records written by this consumer
-                                          (dead: also past max_deliveries, by its claim) */
+    uint64_t succeeded, retried, dead; /* records written by this consumer (dead: also
+                                          past max_deliveries, by its claim); retried:
+                                          to the delayed set, a failed attempt to retry
+                                          or a message handed back unrun (refused by
+                                          the scheduler, or read after its shutdown) */
     uint64_t ack_lost;      /* outcomes another consumer had already recorded */
     uint64_t held;          /* pulled and not yet acknowledged, now */
     uint64_t redis_errors;  /* failed Redis calls (each retried); not the expected

@@ -503,7 +503,7 @@ long ax_redis_consumer_prometheus(ax_redis_consumer *c, char *buf, size_t len)
          offsetof(ax_redis_consumer_stats, redelivered)},
         {"succeeded_total", "counter", "Successes recorded by this consumer.",
          offsetof(ax_redis_consumer_stats, succeeded)},
-        {"retried_total", "counter", "Failed attempts sent to the delayed set.",
+        {"retried_total", "counter", "Messages sent to the delayed set: failed attempts to retry, and messages the scheduler refused or never ran, handed back.",
          offsetof(ax_redis_consumer_stats, retried)},
         {"dead_total", "counter", "Messages dead-lettered by this consumer.",
          offsetof(ax_redis_consumer_stats, dead)},
