@@ -41,7 +41,7 @@
 #include <unistd.h>
 
 static const char *const usage_text =
-    "usage: ax-upstream [--port N] [--bind ADDR] [--scenario FILE]\n"
+    "usage: ax-upstream [--port N] [--bind ADDR] [--scenario FILE]...\n"
     "                   [--endpoint 'PATTERN key=value ...']... [--phase 'DUR[:NAME] "
     "key=value ...']...\n"
     "                   [--loop] [--seed N] [--duration DUR] [--idle-timeout DUR]\n"
@@ -53,7 +53,8 @@ static const char *const usage_text =
     "\n"
     "  --port N             TCP port, 0 = any free one (default 0)\n"
     "  --bind ADDR          localhost, or a numeric IPv4 or IPv6 address (default 127.0.0.1)\n"
-    "  --scenario FILE      endpoint/phase/loop/seed=N lines (see below)\n"
+    "  --scenario FILE      endpoint/phase/loop/seed=N lines (see below); repeatable,\n"
+    "                       its items added in order, as the flags' are\n"
     "  --endpoint SPEC      PATTERN key=value...: /exact, /prefix/* or * (everything else)\n"
     "  --phase SPEC         DUR[:NAME] key=value...: a step of the schedule, in order\n"
     "  --loop               repeat the schedule (default: stay in the last phase)\n"
