@@ -858,7 +858,15 @@ static int read_blocking(ax_task *t, ax_redis_consumer *c, uint32_t block_ms)
                           "STREAMS", c->q->key[KEY_HIGH], c->q->key[KEY_NORMAL], c->q->key[KEY_LOW],
                           ">", ">", ">"};
     redisReply *rep = NULL;
-    int rc = pull_cmd(t, c, (int64_t)block_ms + c->q->conn.command_timeout_ms, 15, argv, &rep);
+    /* Redis ends a BLOCK only when its event loop next looks at the
+     * blocked clients: up to a serverCron period (1 / hz: 100 ms at the
+     * default hz 10) after the BLOCK's end. With command_timeout_ms of 100
+     * an idle consumer's reads timed out 6-9 times in 8 s (review), each a
+     * reconnect and a redis_error. Hence the allowance on top. */
+    enum { REDIS_BLOCK_LATE_MS = 250 };
+    int rc = pull_cmd(t, c,
+                      (int64_t)block_ms + c->q->conn.command_timeout_ms + REDIS_BLOCK_LATE_MS, 15,
+                      argv, &rep);
     if (rc)
         return rc;
     int got = take_read(c, rep);
