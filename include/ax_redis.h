@@ -321,7 +321,10 @@ int ax_redis_consumer_start(ax_redis_consumer *c);
  * handed_back), by a round trip to Redis that ends within timeout_ms, or
  * within 250 ms when less is left (it never takes more than 1 s, nor the
  * connection's command_timeout_ms); if it fails, they are claimed after
- * visibility_ms. Not from one of s's tasks: from any
+ * visibility_ms. Outcomes of messages that ended after the acker stopped
+ * (a handler that finished as the drain ran out) are written by the same
+ * bound, so a second stop after them acknowledges them (ax-worker's
+ * SIGTERM path). Not from one of s's tasks: from any
  * task of s (ax_task_current), or an on_done on a worker thread that has
  * run one of the consumer's tasks, it returns AX_ESTATE at once, nothing
  * stopped, as ax_shutdown does. On a consumer never started it only marks

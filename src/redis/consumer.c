@@ -1187,7 +1187,8 @@ struct ackcmd {
     size_t first, count; /* its messages: order[first .. first + count) */
 };
 
-static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t n)
+static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t n,
+                     int64_t timeout_ms)
 {
     struct ackcmd cmds[3 + ACK_BATCH];
     struct rcmd plain[3 + ACK_BATCH];
@@ -1220,7 +1221,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
         }
     for (size_t j = 0; j < nc; j++)
         plain[j] = cmds[j].cmd;
-    int rc = rconn_pipeline(t, c->ack_conn, -1, nc, plain, reps);
+    int rc = rconn_pipeline(t, c->ack_conn, timeout_ms, nc, plain, reps);
     if (rc) {
         count_err(c, rc);
         return rc;
@@ -1231,7 +1232,7 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
             freeReplyObject(reps[j]);
             reps[j] = NULL;
             rscript_to_eval(cmds[j].script, &plain[j]);
-            if ((rc = rconn_pipeline(t, c->ack_conn, -1, 1, &plain[j], &reps[j]))) {
+            if ((rc = rconn_pipeline(t, c->ack_conn, timeout_ms, 1, &plain[j], &reps[j]))) {
                 count_err(c, rc);
                 for (size_t k = j + 1; k < nc; k++) /* unsettled: the next try */
                     freeReplyObject(reps[k]);
@@ -1371,6 +1372,24 @@ static void abandon(ax_redis_consumer *c, ax_task *t, ax_redis *r, struct rmsg *
     free(e);
 }
 
+/* The messages of batch that ack_batch did not settle (not NULL), back at
+ * the end of the done list. */
+static void requeue_unsettled(ax_redis_consumer *c, struct rmsg **batch, size_t n)
+{
+    pthread_mutex_lock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        if (!batch[i])
+            continue;
+        batch[i]->next = NULL;
+        if (c->done_tail)
+            c->done_tail->next = batch[i];
+        else
+            c->done_head = batch[i];
+        c->done_tail = batch[i];
+    }
+    pthread_mutex_unlock(&c->lock);
+}
+
 static int acker(ax_task *t, void *arg)
 {
     ax_redis_consumer *c = arg;
@@ -1404,7 +1423,7 @@ static int acker(ax_task *t, void *arg)
                 break;
             continue;
         }
-        if (ack_batch(t, c, batch, n) != AX_OK) {
+        if (ack_batch(t, c, batch, n, -1) != AX_OK) {
             /* What is not settled goes to the back of the done list and is
              * written again after a pause, with whatever is done by then:
              * one message whose record cannot be written (its queue's
@@ -1414,18 +1433,7 @@ static int acker(ax_task *t, void *arg)
              * also finds them if we are cancelled meanwhile (they were
              * lost once, a leak ASan saw); in Redis they stay pending, for
              * another consumer to claim. */
-            pthread_mutex_lock(&c->lock);
-            for (size_t i = 0; i < n; i++) {
-                if (!batch[i])
-                    continue;
-                batch[i]->next = NULL;
-                if (c->done_tail)
-                    c->done_tail->next = batch[i];
-                else
-                    c->done_head = batch[i];
-                c->done_tail = batch[i];
-            }
-            pthread_mutex_unlock(&c->lock);
+            requeue_unsettled(c, batch, n);
             if (ax_cancelled(t) || ax_sleep(t, 50) != AX_OK)
                 goto out;
         }
@@ -1558,12 +1566,50 @@ static bool wait_flag(atomic_bool *f, uint64_t until_ns)
     return true;
 }
 
+/* With the acker gone: the outcomes it did not reach (a handler that
+ * ended as a stop's drain ran out, after the acker was cancelled) are
+ * written here, on the acker's connection, by deadline_ns. They stayed
+ * held before: a message that had run was left pending, to run again after
+ * visibility_ms (new user's trial: "held 1" after "drained no"; ax-worker's
+ * counters said one OK execution that was neither succeeded nor
+ * abandoned). What cannot be written by then stays held, as before. */
+static void settle_outcomes(ax_redis_consumer *c, uint64_t deadline_ns)
+{
+    struct rmsg *batch[ACK_BATCH];
+    for (;;) {
+        size_t n = 0;
+        pthread_mutex_lock(&c->lock);
+        for (struct rmsg **pp = &c->done_head; *pp && n < ACK_BATCH;) {
+            struct rmsg *m = *pp;
+            if (m->outcome == OUT_ABANDON) { /* one that ended since: left as it was */
+                pp = &m->next;
+                continue;
+            }
+            *pp = m->next;
+            batch[n++] = m;
+        }
+        struct rmsg *tail = NULL;
+        for (struct rmsg *m = c->done_head; m; m = m->next)
+            tail = m;
+        c->done_tail = tail;
+        pthread_mutex_unlock(&c->lock);
+        if (n == 0)
+            return;
+        uint64_t now = ax_now_ns();
+        int64_t ms = deadline_ns > now ? (int64_t)((deadline_ns - now) / 1000000u) : 0;
+        if (ms < 1 || ack_batch(ax_task_current(), c, batch, n, ms) != AX_OK) {
+            requeue_unsettled(c, batch, n);
+            return;
+        }
+    }
+}
+
 /* Once the acker is gone: the messages whose task was cancelled unfinished
  * are abandoned (their entries stay pending in Redis, for another
- * consumer), as the acker counts them; outcomes not yet written stay held.
- * ax_shutdown cancels the acker with the handlers, so the ones it had not
- * reached stayed held for good (a trial: abandoned 23, held 41, and
- * ax_redis_consumer_stop said AX_ETIMEDOUT). */
+ * consumer), as the acker counts them; the other outcomes not yet written
+ * are written (settle_outcomes). ax_shutdown cancels the acker with the
+ * handlers, so the ones it had not reached stayed held for good (a trial:
+ * abandoned 23, held 41, and ax_redis_consumer_stop said AX_ETIMEDOUT). */
 static void settle_abandoned(ax_redis_consumer *c, uint64_t until)
 {
     struct rmsg *gone = NULL, *last = NULL;
@@ -1581,16 +1627,18 @@ static void settle_abandoned(ax_redis_consumer *c, uint64_t until)
     }
     c->done_tail = last;
     pthread_mutex_unlock(&c->lock);
+    uint64_t deadline = hand_back_deadline(c, until);
     if (gone) {
         /* The queue's connections serve blocking callers; the calling
          * task's I/O parks it (stop is refused from the consumer's own
          * scheduler's tasks), a plain thread blocks. The scheduler itself
          * is not touched: it may be freed. */
         ax_redis *r = rq_conn_get(c->q);
-        abandon(c, ax_task_current(), r, gone, hand_back_deadline(c, until));
+        abandon(c, ax_task_current(), r, gone, deadline);
         if (r)
             rq_conn_put(c->q, r);
     }
+    settle_outcomes(c, deadline);
 }
 
 int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
