@@ -1,15 +1,25 @@
-/* libax_redis heartbeat: one heartbeat that Redis refuses does not lose a
- * live consumer's messages to a peer.
+/* libax_redis heartbeat: a live consumer's messages are not taken over by
+ * a peer while it runs them.
  *
- * Consumer a holds 4 messages whose handlers run 4 s (visibility 3 s: its
- * heartbeat resets their idle time from 1.5 s on, every claim pass); a
- * live peer b claims entries idle 2.4 s (its own visibility_ms). XCLAIM is
- * refused (ACL) from 1.0 to 1.8 s after the delivery, so a's first
- * heartbeat, at ~1.5 s, fails. It must try again at its next pass (after
- * 1.8 s: idle reset well before b's 2.4 s). Before, the failed heartbeat
- * marked the messages as reset, the next try came at ~3 s, and b took and
- * ran all 4 while a still ran them (review: a pause or a refused XCLAIM
- * shorter than half the visibility ran every message twice). */
+ * A. One heartbeat that Redis refuses. Consumer a holds 4 messages whose
+ * handlers run 4 s (visibility 3 s: its heartbeat resets their idle time
+ * from 1.5 s on, every claim pass); a live peer b claims entries idle
+ * 2.4 s (its own visibility_ms). XCLAIM is refused (ACL) from 1.0 to 1.8 s
+ * after the delivery, so a's first heartbeat, at ~1.5 s, fails. It must
+ * try again at its next pass (after 1.8 s: idle reset well before b's
+ * 2.4 s). Before, the failed heartbeat marked the messages as reset, the
+ * next try came at ~3 s, and b took and ran all 4 while a still ran them
+ * (review: a pause or a refused XCLAIM shorter than half the visibility
+ * ran every message twice).
+ *
+ * B. More messages due than one round trip carries (512). a holds 1 100,
+ * claim passes every 1 s; before, a pass reset the 512 newest and left
+ * the rest to the next passes, and b took the 76 oldest (review).
+ *
+ * C. A stop's drain. a is stopped with a 10 s drain while its 2 handlers
+ * run 5 s; the puller, which heartbeats, is gone. Before, nothing reset
+ * their idle time during the drain: b took both and ran them again, and
+ * the stop still returned 0 (review). */
 #include "redis_server.h"
 #include "util.h"
 
@@ -19,6 +29,7 @@
 
 static atomic_int starts;
 static _Atomic uint64_t first_start_ms;
+static int handler_ms = 4000;
 
 static int long_one(ax_task *t, const ax_redis_msg *m, void *arg)
 {
@@ -26,16 +37,16 @@ static int long_one(ax_task *t, const ax_redis_msg *m, void *arg)
     uint64_t zero = 0;
     atomic_compare_exchange_strong(&first_start_ms, &zero, test_now_ms());
     atomic_fetch_add(&starts, 1);
-    return ax_sleep(t, 4000);
+    return ax_sleep(t, handler_ms);
 }
 
 static ax_redis_consumer *consumer(ax_sched *s, ax_redis_queue *q, const char *name,
-                                   uint32_t visibility_ms, uint32_t claim_ms)
+                                   uint32_t visibility_ms, uint32_t claim_ms, unsigned slots)
 {
     ax_redis_consumer_config cc;
     ax_redis_consumer_config_default(&cc);
     cc.name = name;
-    cc.slots = N;
+    cc.slots = slots;
     cc.visibility_ms = visibility_ms;
     cc.claim_interval_ms = claim_ms;
     ax_redis_consumer *c;
@@ -51,25 +62,29 @@ static void sleep_until_ms(uint64_t at)
     if (at > now) usleep((useconds_t)(at - now) * 1000);
 }
 
-int main(void)
+static ax_redis_queue *queue(int port, const char *name)
 {
-    int port = rs_start();
-    redisContext *rc = rs_connect();
     ax_redis_queue_config qc;
     ax_redis_queue_config_default(&qc);
-    qc.name = "hb";
+    qc.name = name;
     qc.conn.port = (uint16_t)port;
     ax_redis_queue *q;
     CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
+    return q;
+}
+
+static void refused_heartbeat(int port, redisContext *rc)
+{
+    ax_redis_queue *q = queue(port, "hb");
     ax_sched *s = test_sched(2, 16);
 
-    ax_redis_consumer *a = consumer(s, q, "a", 3000, 100);
+    ax_redis_consumer *a = consumer(s, q, "a", 3000, 100, N);
     ax_redis_spec sp = {.kind = "long", .timeout_ms = 30000};
     for (int i = 0; i < N; i++)
         CHECK_EQ(ax_redis_submit(NULL, q, &sp, 5000, NULL), 0);
     CHECK(WAIT_UNTIL(atomic_load(&starts) == N, 30000));
     uint64_t t0 = atomic_load(&first_start_ms); /* the delivery, near enough */
-    ax_redis_consumer *b = consumer(s, q, "b", 2400, 50);
+    ax_redis_consumer *b = consumer(s, q, "b", 2400, 50, N);
 
     sleep_until_ms(t0 + 1000);
     redisReply *r = redisCommand(rc, "ACL SETUSER default -xclaim");
@@ -102,8 +117,80 @@ int main(void)
     ax_free(s);
     ax_redis_consumer_free(a);
     ax_redis_consumer_free(b);
-    redisFree(rc);
     ax_redis_queue_free(q);
+}
+
+#define MANY 1100
+
+static void many_due(int port)
+{
+    atomic_store(&starts, 0);
+    handler_ms = 6000;
+    ax_redis_queue *q = queue(port, "hbmany");
+    ax_sched *s = test_sched(2, 2 * MANY + 16);
+    ax_redis_spec sp = {.kind = "long", .timeout_ms = 30000};
+    for (int i = 0; i < MANY; i++)
+        CHECK_EQ(ax_redis_submit(NULL, q, &sp, 5000, NULL), 0);
+    ax_redis_consumer *a = consumer(s, q, "a", 3000, 1000, MANY);
+    CHECK(WAIT_UNTIL(atomic_load(&starts) >= MANY, 30000));
+    ax_redis_consumer *b = consumer(s, q, "b", 3000, 100, MANY);
+    ax_redis_consumer_stats sa, sb;
+    CHECK(WAIT_UNTIL((ax_redis_consumer_stats_get(a, &sa), ax_redis_consumer_stats_get(b, &sb),
+                      sa.succeeded + sb.succeeded + sb.ack_lost >= MANY),
+                     60000));
+    usleep(300000);
+    ax_redis_consumer_stats_get(b, &sb);
+    printf("many: starts %d of %d; b: claimed %llu\n", atomic_load(&starts), MANY,
+           (unsigned long long)sb.claimed);
+    CHECK_EQ(atomic_load(&starts), MANY);
+    CHECK_EQ(sb.claimed, 0);
+    CHECK_EQ(ax_redis_consumer_stop(a, 5000), 0);
+    CHECK_EQ(ax_redis_consumer_stop(b, 5000), 0);
+    ax_free(s);
+    ax_redis_consumer_free(a);
+    ax_redis_consumer_free(b);
+    ax_redis_queue_free(q);
+}
+
+static void stop_drains(int port)
+{
+    atomic_store(&starts, 0);
+    handler_ms = 5000;
+    ax_redis_queue *q = queue(port, "hbdrain");
+    ax_sched *sa = test_sched(2, 16), *sb = test_sched(2, 16);
+    ax_redis_spec sp = {.kind = "long", .timeout_ms = 30000};
+    ax_redis_consumer *a = consumer(sa, q, "a", 3000, 200, 4);
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(ax_redis_submit(NULL, q, &sp, 5000, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&starts) == 2, 30000));
+    ax_redis_consumer *b = consumer(sb, q, "b", 3000, 100, 4);
+    usleep(500 * 1000);
+    CHECK_EQ(ax_redis_consumer_stop(a, 30000), 0); /* the handlers end within it */
+    usleep(300 * 1000);
+    ax_redis_consumer_stats st_a, st_b;
+    ax_redis_consumer_stats_get(a, &st_a);
+    ax_redis_consumer_stats_get(b, &st_b);
+    printf("drain: starts %d; a: succeeded %llu; b: claimed %llu\n", atomic_load(&starts),
+           (unsigned long long)st_a.succeeded, (unsigned long long)st_b.claimed);
+    CHECK_EQ(atomic_load(&starts), 2);
+    CHECK_EQ(st_a.succeeded, 2);
+    CHECK_EQ(st_b.claimed, 0);
+    CHECK_EQ(ax_redis_consumer_stop(b, 5000), 0);
+    ax_free(sa);
+    ax_free(sb);
+    ax_redis_consumer_free(a);
+    ax_redis_consumer_free(b);
+    ax_redis_queue_free(q);
+}
+
+int main(void)
+{
+    int port = rs_start();
+    redisContext *rc = rs_connect();
+    refused_heartbeat(port, rc);
+    many_due(port);
+    (void)stop_drains; /* the next commit */
+    redisFree(rc);
     puts("test_redis_heartbeat: ok");
     return 0;
 }

@@ -72,7 +72,8 @@ struct rmsg {
     struct rmsg *next;         /* done list */
     struct rmsg *hprev, *hnext; /* held list */
     uint64_t touched_ns;       /* delivered, or its idle time last reset */
-    unsigned hb_gen;           /* the heartbeat that sent it last (c->hb_gen) */
+    unsigned hb_gen;           /* the heartbeat round trip that sent it last (c->hb_gen) */
+    unsigned hb_pass;          /* the heartbeat pass that chose it last (c->hb_pass) */
     ax_redis_consumer *c;
     int key;                   /* round position of its stream: 0 high, 1 normal, 2 low */
     ax_priority prio;
@@ -109,7 +110,7 @@ struct ax_redis_consumer {
     pthread_mutex_t lock; /* the done list and the held list */
     struct rmsg *done_head, *done_tail;
     struct rmsg *held_head; /* every message held, for the heartbeat */
-    unsigned hb_gen;        /* heartbeats sent (under lock) */
+    unsigned hb_gen, hb_pass; /* heartbeat round trips and passes (under lock) */
     atomic_uint held;
     atomic_bool stopping, started;
     struct ax_redis_consumer *reg_next; /* the process's consumers (reg_lock) */
@@ -965,70 +966,92 @@ static void heartbeat_done(ax_redis_consumer *c, unsigned gen, const bool ok[3],
  * another half visibility, past the visibility itself, and a live peer's
  * XAUTOCLAIM took every message this process was still running (review:
  * all 8 of 8 ran twice, in 5 runs of 10 with a 450 ms pause, 2 of 2 with
- * XCLAIM refused for 1.3 s). Now the next maintenance pass tries again. */
-static int heartbeat(ax_task *t, ax_redis_consumer *c)
+ * XCLAIM refused for 1.3 s). Now the next maintenance pass tries again.
+ * Every message due goes out in one pass, HB_CHUNK per round trip: one
+ * round trip a pass left all but the 512 newest (the held list is newest
+ * first) for the next passes, and with 1 100 held a live peer took the 76
+ * oldest (review). An error reply fails its stream's messages, counted in
+ * redis_errors, and the pass goes on; only a failed round trip (the
+ * connection) ends it and is returned, as it also fails the claim that
+ * follows. deadline_ns: when each round trip must be over (0: the
+ * connection's command_timeout_ms). */
+enum { HB_CHUNK = 512 };
+
+static int heartbeat(ax_task *t, ax_redis_consumer *c, uint64_t deadline_ns)
 {
-    enum { MAX = 512 };
-    char (*ids)[AX_REDIS_ID_MAX] = malloc(MAX * sizeof *ids);
-    int keys[MAX];
-    const char **argv = malloc((MAX + 6 * 3) * sizeof *argv);
-    size_t *lens = malloc((MAX + 6 * 3) * sizeof *lens);
+    char (*ids)[AX_REDIS_ID_MAX] = malloc(HB_CHUNK * sizeof *ids);
+    int keys[HB_CHUNK];
+    const char **argv = malloc((HB_CHUNK + 6 * 3) * sizeof *argv);
+    size_t *lens = malloc((HB_CHUNK + 6 * 3) * sizeof *lens);
     int rc = AX_OK;
     if (!ids || !argv || !lens) {
         rc = ax_fail_static(AX_ENOMEM, "heartbeat: out of memory");
         goto out;
     }
-    size_t n = 0;
-    uint64_t now = ax_now_ns(), half = (uint64_t)c->cfg.visibility_ms * 500000u;
+    uint64_t half = (uint64_t)c->cfg.visibility_ms * 500000u;
     pthread_mutex_lock(&c->lock);
-    unsigned gen = ++c->hb_gen ? c->hb_gen : ++c->hb_gen; /* never 0, a message's first */
-    for (struct rmsg *m = c->held_head; m && n < MAX; m = m->hnext)
-        if (now - m->touched_ns >= half) {
-            m->hb_gen = gen;
-            keys[n] = m->key;
-            memcpy(ids[n++], m->entry_id, AX_REDIS_ID_MAX);
-        }
+    unsigned pass = ++c->hb_pass ? c->hb_pass : ++c->hb_pass; /* never 0, a message's first */
     pthread_mutex_unlock(&c->lock);
-    struct rcmd cmds[3];
-    redisReply *reps[3];
-    int cmd_key[3];
-    size_t nc = 0, a = 0;
-    for (int k = 0; k < 3 && n; k++) {
-        size_t start = a;
-        const char *head[] = {"XCLAIM", c->q->key[round_key[k]], RGROUP, c->name, "0"};
-        for (size_t i = 0; i < 5; i++)
-            argv[a++] = head[i];
-        for (size_t i = 0; i < n; i++)
-            if (keys[i] == k)
-                argv[a++] = ids[i];
-        if (a == start + 5) {
-            a = start;
-            continue;
+    for (size_t n = HB_CHUNK; n == HB_CHUNK && rc == AX_OK;) {
+        n = 0;
+        uint64_t now = ax_now_ns();
+        pthread_mutex_lock(&c->lock);
+        unsigned gen = ++c->hb_gen ? c->hb_gen : ++c->hb_gen;
+        for (struct rmsg *m = c->held_head; m && n < HB_CHUNK; m = m->hnext)
+            if (now - m->touched_ns >= half && m->hb_pass != pass) {
+                m->hb_pass = pass;
+                m->hb_gen = gen;
+                keys[n] = m->key;
+                memcpy(ids[n++], m->entry_id, AX_REDIS_ID_MAX);
+            }
+        pthread_mutex_unlock(&c->lock);
+        struct rcmd cmds[3];
+        redisReply *reps[3];
+        int cmd_key[3];
+        size_t nc = 0, a = 0;
+        for (int k = 0; k < 3 && n; k++) {
+            size_t start = a;
+            const char *head[] = {"XCLAIM", c->q->key[round_key[k]], RGROUP, c->name, "0"};
+            for (size_t i = 0; i < 5; i++)
+                argv[a++] = head[i];
+            for (size_t i = 0; i < n; i++)
+                if (keys[i] == k)
+                    argv[a++] = ids[i];
+            if (a == start + 5) {
+                a = start;
+                continue;
+            }
+            argv[a++] = "JUSTID";
+            for (size_t i = start; i < a; i++)
+                lens[i] = strlen(argv[i]);
+            cmd_key[nc] = k;
+            cmds[nc++] = (struct rcmd){(int)(a - start), argv + start, lens + start};
         }
-        argv[a++] = "JUSTID";
-        for (size_t i = start; i < a; i++)
-            lens[i] = strlen(argv[i]);
-        cmd_key[nc] = k;
-        cmds[nc++] = (struct rcmd){(int)(a - start), argv + start, lens + start};
-    }
-    if (nc == 0)
-        goto out;
-    if ((rc = rconn_pipeline(t, c->pull_conn, -1, nc, cmds, reps)) == AX_OK) {
+        if (nc == 0)
+            break;
+        int64_t timeout_ms = -1;
+        if (deadline_ns) {
+            uint64_t t_now = ax_now_ns();
+            timeout_ms = deadline_ns > t_now ? (int64_t)((deadline_ns - t_now) / 1000000u) : 0;
+            if (timeout_ms < 1) {
+                rc = ax_fail_static(AX_ETIMEDOUT, "heartbeat: no time left");
+                break;
+            }
+        }
+        if ((rc = rconn_pipeline(t, c->pull_conn, timeout_ms, nc, cmds, reps)) != AX_OK) {
+            count_err(c, rc);
+            break;
+        }
         bool ok[3] = {false, false, false};
         for (size_t i = 0; i < nc; i++) {
             if (reps[i]->type == REDIS_REPLY_ERROR) {
-                if (rc == AX_OK)
-                    rc = ax_fail(AX_ENET, "redis: heartbeat: XCLAIM: %s", reps[i]->str);
+                count_err(c, ax_fail(AX_ENET, "redis: heartbeat: XCLAIM: %s", reps[i]->str));
             } else {
                 ok[cmd_key[i]] = true;
             }
             freeReplyObject(reps[i]);
         }
         heartbeat_done(c, gen, ok, now);
-        if (rc)
-            count_err(c, rc);
-    } else {
-        count_err(c, rc);
     }
 out:
     free(ids);
@@ -1083,7 +1106,7 @@ static int puller(ax_task *t, void *arg)
             /* The heartbeat whatever promote said: the messages this
              * process runs must keep their idle time down in any case. */
             int prc = promote(t, c);
-            if (heartbeat(t, c) == AX_OK && prc == AX_OK)
+            if (heartbeat(t, c, 0) == AX_OK && prc == AX_OK)
                 claim(t, c, free_slots(c));
             ax_redis_queue_stats qs;
             int src = ax_redis_queue_stats_get(t, c->q, -1, &qs);
