@@ -1696,8 +1696,19 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
         ax_cancel(c->s, c->puller_id); /* out of XREADGROUP BLOCK at once */
         wait_flag(&c->puller_running, until > ax_now_ns() ? until : ax_now_ns() + 1000000000u);
     }
-    while (atomic_load(&c->held) && ax_now_ns() < until)
+    /* The drain: the puller, whose passes heartbeat, is gone, so this
+     * loop keeps the held messages' idle time down itself, every claim
+     * interval. Without it a drain longer than about half visibility_ms let
+     * a live peer take the messages still running and run them twice
+     * (review: 2 of 2, with stop returning AX_OK). */
+    uint64_t next_hb = 0;
+    while (atomic_load(&c->held) && ax_now_ns() < until) {
+        if (ax_now_ns() >= next_hb && !atomic_load(&c->puller_running)) {
+            heartbeat(ax_task_current(), c, until);
+            next_hb = ax_now_ns() + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
+        }
         usleep(1000);
+    }
     kick(c->done_efd);
     bool drained = atomic_load(&c->held) == 0;
     if (!wait_flag(&c->acker_running, until)) {
