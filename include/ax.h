@@ -240,10 +240,14 @@ typedef struct ax_spec {
     ax_fn fn;                 /* required */
     void *arg;
     ax_priority priority;     /* default (0) NORMAL */
-    uint64_t timeout_ms;      /* per attempt, required > 0 */
+    uint64_t timeout_ms;      /* per attempt, required > 0, at most a year (else
+                                 AX_EINVAL) */
     uint64_t deadline_ns;     /* absolute (ax_now_ns scale), covers queue wait and all
-                                 attempts; 0 = none */
-    uint64_t delay_ms;        /* start no earlier than this from now; 0 = now */
+                                 attempts; 0 = none. Already past, or before delay_ms
+                                 ends: AX_EINVAL, nothing admitted (ax_spawn from a
+                                 parent past its own deadline: AX_ETIMEDOUT) */
+    uint64_t delay_ms;        /* start no earlier than this from now; 0 = now; at most
+                                 a year (else AX_EINVAL) */
     unsigned max_retry;       /* retries after the first attempt (0 = none) */
     const ax_retry_policy *retry; /* NULL = the scheduler's default */
     const char *trace_id;     /* copied; < AX_TRACE_ID_MAX bytes of valid UTF-8, no
@@ -328,7 +332,8 @@ ax_task *ax_task_current(void);
  * resume until it yields: the watchdog ends their attempts at their
  * deadlines ("timed out after N ms (its worker was held)") and hands the
  * worker's not-yet-started jobs to the other workers. */
-int ax_sleep(ax_task *t, uint64_t ms);
+int ax_sleep(ax_task *t, uint64_t ms); /* ms above a year sleeps a year (the
+                                          task's deadline, under a year, ends it first) */
 int ax_yield(ax_task *t);
 #define AX_READ 1u
 #define AX_WRITE 2u
