@@ -72,8 +72,8 @@ struct rmsg {
     struct rmsg *next;         /* done list */
     struct rmsg *hprev, *hnext; /* held list */
     uint64_t touched_ns;       /* delivered, or its idle time last reset */
-    unsigned hb_gen;           /* the heartbeat round trip that sent it last (c->hb_gen) */
     unsigned hb_pass;          /* the heartbeat pass that chose it last (c->hb_pass) */
+    unsigned hb_chunk;         /* ... and its round trip in that pass */
     ax_redis_consumer *c;
     int key;                   /* round position of its stream: 0 high, 1 normal, 2 low */
     ax_priority prio;
@@ -110,7 +110,7 @@ struct ax_redis_consumer {
     pthread_mutex_t lock; /* the done list and the held list */
     struct rmsg *done_head, *done_tail;
     struct rmsg *held_head; /* every message held, for the heartbeat */
-    unsigned hb_gen, hb_pass; /* heartbeat round trips and passes (under lock) */
+    unsigned hb_pass; /* heartbeat passes (under lock) */
     atomic_uint held;
     atomic_bool stopping, started;
     struct ax_redis_consumer *reg_next; /* the process's consumers (reg_lock) */
@@ -946,14 +946,16 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
     return AX_OK;
 }
 
-/* After a heartbeat's replies: the messages it sent on the streams whose
- * XCLAIM succeeded (ok[key]) had their idle time reset at `sent` or later. */
-static void heartbeat_done(ax_redis_consumer *c, unsigned gen, const bool ok[3], uint64_t sent)
+/* After a heartbeat pass: the messages it sent in round trip k on a
+ * stream whose XCLAIM succeeded (ok[k][stream]) had their idle time reset
+ * at sent[k] or later. One scan of the held list. */
+static void heartbeat_done(ax_redis_consumer *c, unsigned pass, bool (*ok)[3],
+                           const uint64_t *sent, size_t nchunks)
 {
     pthread_mutex_lock(&c->lock);
     for (struct rmsg *m = c->held_head; m; m = m->hnext)
-        if (m->hb_gen == gen && ok[m->key])
-            m->touched_ns = sent;
+        if (m->hb_pass == pass && m->hb_chunk < nchunks && ok[m->hb_chunk][m->key])
+            m->touched_ns = sent[m->hb_chunk];
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -970,7 +972,10 @@ static void heartbeat_done(ax_redis_consumer *c, unsigned gen, const bool ok[3],
  * Every message due goes out in one pass, HB_CHUNK per round trip: one
  * round trip a pass left all but the 512 newest (the held list is newest
  * first) for the next passes, and with 1 100 held a live peer took the 76
- * oldest (review). An error reply fails its stream's messages, counted in
+ * oldest (review). The held list is scanned twice a pass under the lock
+ * (to choose, and to mark what Redis reset), whatever the number of round
+ * trips: a scan a round trip made a pass O(held^2 / 512), 6 s at 300 000
+ * held (review). An error reply fails its stream's messages, counted in
  * redis_errors, and the pass goes on; only a failed round trip (the
  * connection) ends it and is returned, as it also fails the claim that
  * follows. deadline_ns: when each round trip must be over (0: the
@@ -979,42 +984,43 @@ enum { HB_CHUNK = 512 };
 
 static int heartbeat(ax_task *t, ax_redis_consumer *c, uint64_t deadline_ns)
 {
-    char (*ids)[AX_REDIS_ID_MAX] = malloc(HB_CHUNK * sizeof *ids);
-    int keys[HB_CHUNK];
+    uint64_t half = (uint64_t)c->cfg.visibility_ms * 500000u, now = ax_now_ns();
+    size_t cap = atomic_load(&c->held) + 1, n = 0;
+    char (*ids)[AX_REDIS_ID_MAX] = malloc(cap * sizeof *ids);
+    int *keys = malloc(cap * sizeof *keys);
+    size_t nchunks_max = cap / HB_CHUNK + 1;
+    bool (*ok)[3] = calloc(nchunks_max, sizeof *ok);
+    uint64_t *sent = malloc(nchunks_max * sizeof *sent);
     const char **argv = malloc((HB_CHUNK + 6 * 3) * sizeof *argv);
     size_t *lens = malloc((HB_CHUNK + 6 * 3) * sizeof *lens);
     int rc = AX_OK;
-    if (!ids || !argv || !lens) {
+    if (!ids || !keys || !ok || !sent || !argv || !lens) {
         rc = ax_fail_static(AX_ENOMEM, "heartbeat: out of memory");
         goto out;
     }
-    uint64_t half = (uint64_t)c->cfg.visibility_ms * 500000u;
     pthread_mutex_lock(&c->lock);
     unsigned pass = ++c->hb_pass ? c->hb_pass : ++c->hb_pass; /* never 0, a message's first */
+    for (struct rmsg *m = c->held_head; m && n < cap; m = m->hnext)
+        if (now - m->touched_ns >= half) {
+            m->hb_pass = pass;
+            m->hb_chunk = (unsigned)(n / HB_CHUNK);
+            keys[n] = m->key;
+            memcpy(ids[n++], m->entry_id, AX_REDIS_ID_MAX);
+        }
     pthread_mutex_unlock(&c->lock);
-    for (size_t n = HB_CHUNK; n == HB_CHUNK && rc == AX_OK;) {
-        n = 0;
-        uint64_t now = ax_now_ns();
-        pthread_mutex_lock(&c->lock);
-        unsigned gen = ++c->hb_gen ? c->hb_gen : ++c->hb_gen;
-        for (struct rmsg *m = c->held_head; m && n < HB_CHUNK; m = m->hnext)
-            if (now - m->touched_ns >= half && m->hb_pass != pass) {
-                m->hb_pass = pass;
-                m->hb_gen = gen;
-                keys[n] = m->key;
-                memcpy(ids[n++], m->entry_id, AX_REDIS_ID_MAX);
-            }
-        pthread_mutex_unlock(&c->lock);
+    size_t nchunks = 0;
+    for (size_t first = 0; first < n; first += HB_CHUNK) {
+        size_t last = first + HB_CHUNK < n ? first + HB_CHUNK : n;
         struct rcmd cmds[3];
         redisReply *reps[3];
         int cmd_key[3];
         size_t nc = 0, a = 0;
-        for (int k = 0; k < 3 && n; k++) {
+        for (int k = 0; k < 3; k++) {
             size_t start = a;
             const char *head[] = {"XCLAIM", c->q->key[round_key[k]], RGROUP, c->name, "0"};
             for (size_t i = 0; i < 5; i++)
                 argv[a++] = head[i];
-            for (size_t i = 0; i < n; i++)
+            for (size_t i = first; i < last; i++)
                 if (keys[i] == k)
                     argv[a++] = ids[i];
             if (a == start + 5) {
@@ -1027,12 +1033,12 @@ static int heartbeat(ax_task *t, ax_redis_consumer *c, uint64_t deadline_ns)
             cmd_key[nc] = k;
             cmds[nc++] = (struct rcmd){(int)(a - start), argv + start, lens + start};
         }
-        if (nc == 0)
-            break;
         int64_t timeout_ms = -1;
+        sent[nchunks] = ax_now_ns();
         if (deadline_ns) {
-            uint64_t t_now = ax_now_ns();
-            timeout_ms = deadline_ns > t_now ? (int64_t)((deadline_ns - t_now) / 1000000u) : 0;
+            timeout_ms = deadline_ns > sent[nchunks]
+                             ? (int64_t)((deadline_ns - sent[nchunks]) / 1000000u)
+                             : 0;
             if (timeout_ms < 1) {
                 rc = ax_fail_static(AX_ETIMEDOUT, "heartbeat: no time left");
                 break;
@@ -1042,19 +1048,22 @@ static int heartbeat(ax_task *t, ax_redis_consumer *c, uint64_t deadline_ns)
             count_err(c, rc);
             break;
         }
-        bool ok[3] = {false, false, false};
         for (size_t i = 0; i < nc; i++) {
-            if (reps[i]->type == REDIS_REPLY_ERROR) {
+            if (reps[i]->type == REDIS_REPLY_ERROR)
                 count_err(c, ax_fail(AX_ENET, "redis: heartbeat: XCLAIM: %s", reps[i]->str));
-            } else {
-                ok[cmd_key[i]] = true;
-            }
+            else
+                ok[nchunks][cmd_key[i]] = true;
             freeReplyObject(reps[i]);
         }
-        heartbeat_done(c, gen, ok, now);
+        nchunks++;
     }
+    if (nchunks)
+        heartbeat_done(c, pass, ok, sent, nchunks);
 out:
     free(ids);
+    free(keys);
+    free(ok);
+    free(sent);
     free(argv);
     free(lens);
     return rc;
