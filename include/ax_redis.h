@@ -324,7 +324,10 @@ int ax_redis_consumer_start(ax_redis_consumer *c);
  * visibility_ms. Outcomes of messages that ended after the acker stopped
  * (a handler that finished as the drain ran out) are written by the same
  * bound, so a second stop after them acknowledges them (ax-worker's
- * SIGTERM path). Not from one of s's tasks: from any
+ * SIGTERM path). A stop while another stop of the same consumer runs
+ * waits for it within its own timeout_ms, else returns AX_ETIMEDOUT. The
+ * drain ends early if ax_shutdown cancels the consumer's tasks meanwhile.
+ * Not from one of s's tasks: from any
  * task of s (ax_task_current), or an on_done on a worker thread that has
  * run one of the consumer's tasks, it returns AX_ESTATE at once, nothing
  * stopped, as ax_shutdown does. On a consumer never started it only marks

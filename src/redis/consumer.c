@@ -113,6 +113,7 @@ struct ax_redis_consumer {
     unsigned hb_pass; /* heartbeat passes (under lock) */
     atomic_uint held;
     atomic_bool stopping, started;
+    atomic_bool stop_busy; /* an ax_redis_consumer_stop is running */
     struct ax_redis_consumer *reg_next; /* the process's consumers (reg_lock) */
     bool registered;
     atomic_bool puller_running, acker_running; /* cleared by their tasks' on_done */
@@ -187,7 +188,9 @@ static void drain(int efd)
  * a Redis failure. */
 static void count_err(ax_redis_consumer *c, int rc)
 {
-    if (rc != AX_ECANCELED)
+    /* AX_EBUSY: the connection was in use by another of our own callers,
+     * no Redis call failed */
+    if (rc != AX_ECANCELED && rc != AX_EBUSY)
         atomic_fetch_add(&c->errors, 1);
 }
 
@@ -1219,8 +1222,18 @@ struct ackcmd {
     size_t first, count; /* its messages: order[first .. first + count) */
 };
 
+/* The time left until deadline_ns for a round trip (-1: no deadline, the
+ * connection's command_timeout_ms; 0: none left). */
+static int64_t ms_left(uint64_t deadline_ns)
+{
+    if (!deadline_ns)
+        return -1;
+    uint64_t now = ax_now_ns();
+    return deadline_ns > now ? (int64_t)((deadline_ns - now) / 1000000u) : 0;
+}
+
 static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t n,
-                     int64_t timeout_ms)
+                     uint64_t deadline_ns)
 {
     struct ackcmd cmds[3 + ACK_BATCH];
     struct rcmd plain[3 + ACK_BATCH];
@@ -1253,6 +1266,9 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
         }
     for (size_t j = 0; j < nc; j++)
         plain[j] = cmds[j].cmd;
+    int64_t timeout_ms = ms_left(deadline_ns);
+    if (timeout_ms == 0)
+        return ax_fail_static(AX_ETIMEDOUT, "acknowledgement: no time left");
     int rc = rconn_pipeline(t, c->ack_conn, timeout_ms, nc, plain, reps);
     if (rc) {
         count_err(c, rc);
@@ -1264,7 +1280,10 @@ static int ack_batch(ax_task *t, ax_redis_consumer *c, struct rmsg **ms, size_t 
             freeReplyObject(reps[j]);
             reps[j] = NULL;
             rscript_to_eval(cmds[j].script, &plain[j]);
-            if ((rc = rconn_pipeline(t, c->ack_conn, timeout_ms, 1, &plain[j], &reps[j]))) {
+            timeout_ms = ms_left(deadline_ns);
+            rc = timeout_ms == 0 ? ax_fail_static(AX_ETIMEDOUT, "acknowledgement: no time left")
+                                 : rconn_pipeline(t, c->ack_conn, timeout_ms, 1, &plain[j], &reps[j]);
+            if (rc) {
                 count_err(c, rc);
                 for (size_t k = j + 1; k < nc; k++) /* unsettled: the next try */
                     freeReplyObject(reps[k]);
@@ -1455,7 +1474,7 @@ static int acker(ax_task *t, void *arg)
                 break;
             continue;
         }
-        if (ack_batch(t, c, batch, n, -1) != AX_OK) {
+        if (ack_batch(t, c, batch, n, 0) != AX_OK) {
             /* What is not settled goes to the back of the done list and is
              * written again after a pause, with whatever is done by then:
              * one message whose record cannot be written (its queue's
@@ -1627,9 +1646,7 @@ static void settle_outcomes(ax_redis_consumer *c, uint64_t deadline_ns)
         pthread_mutex_unlock(&c->lock);
         if (n == 0)
             return;
-        uint64_t now = ax_now_ns();
-        int64_t ms = deadline_ns > now ? (int64_t)((deadline_ns - now) / 1000000u) : 0;
-        if (ms < 1 || ack_batch(ax_task_current(), c, batch, n, ms) != AX_OK) {
+        if (ack_batch(ax_task_current(), c, batch, n, deadline_ns) != AX_OK) {
             requeue_unsettled(c, batch, n);
             return;
         }
@@ -1642,7 +1659,8 @@ static void settle_outcomes(ax_redis_consumer *c, uint64_t deadline_ns)
  * are written (settle_outcomes). ax_shutdown cancels the acker with the
  * handlers, so the ones it had not reached stayed held for good (a trial:
  * abandoned 23, held 41, and ax_redis_consumer_stop said AX_ETIMEDOUT). */
-static void settle_abandoned(ax_redis_consumer *c, uint64_t until)
+/* The abandoned messages on the done list, taken off it; NULL if none. */
+static struct rmsg *take_abandoned(ax_redis_consumer *c)
 {
     struct rmsg *gone = NULL, *last = NULL;
     pthread_mutex_lock(&c->lock);
@@ -1659,19 +1677,32 @@ static void settle_abandoned(ax_redis_consumer *c, uint64_t until)
     }
     c->done_tail = last;
     pthread_mutex_unlock(&c->lock);
-    uint64_t deadline = hand_back_deadline(c, until);
-    if (gone) {
-        /* The queue's connections serve blocking callers; the calling
-         * task's I/O parks it (stop is refused from the consumer's own
-         * scheduler's tasks), a plain thread blocks. The scheduler itself
-         * is not touched: it may be freed. */
-        ax_redis *r = rq_conn_get(c->q);
-        abandon(c, ax_task_current(), r, gone, deadline);
-        if (r)
-            rq_conn_put(c->q, r);
-    }
-    settle_outcomes(c, deadline);
+    return gone;
 }
+
+static void settle_abandoned(ax_redis_consumer *c, uint64_t until)
+{
+    uint64_t deadline = hand_back_deadline(c, until);
+    /* Twice round: a message cancelled while the outcomes were written
+     * (after the first look) is handed back too, not left held (review). */
+    for (int round = 0; round < 2; round++) {
+        struct rmsg *gone;
+        while ((gone = take_abandoned(c))) {
+            /* The queue's connections serve blocking callers; the calling
+             * task's I/O parks it (stop is refused from the consumer's own
+             * scheduler's tasks), a plain thread blocks. The scheduler
+             * itself is not touched: it may be freed. */
+            ax_redis *r = rq_conn_get(c->q);
+            abandon(c, ax_task_current(), r, gone, deadline);
+            if (r)
+                rq_conn_put(c->q, r);
+        }
+        if (round == 0)
+            settle_outcomes(c, deadline);
+    }
+}
+
+static int stop_one(ax_redis_consumer *c, uint64_t until);
 
 int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
 {
@@ -1682,6 +1713,24 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
         return ax_fail_static(AX_ESTATE, "ax_redis_consumer_stop: called from one of its "
                                          "scheduler's tasks (it would wait for itself)");
     uint64_t until = ax_now_ns() + (timeout_ms > 0 ? (uint64_t)timeout_ms * 1000000u : 0);
+    /* One stop at a time; a second waits for the first within its own
+     * bound. Two at once both drained and settled: the one that found the
+     * done list emptied by the other said AX_ETIMEDOUT, and their
+     * heartbeats collided on the connection (review). Polled, not a mutex:
+     * the first may be a task parked on the second's worker. */
+    while (atomic_exchange(&c->stop_busy, true)) {
+        if (ax_now_ns() >= until)
+            return ax_fail_static(AX_ETIMEDOUT, "ax_redis_consumer_stop: another stop of this "
+                                                "consumer is still running");
+        usleep(1000);
+    }
+    int rc = stop_one(c, until);
+    atomic_store(&c->stop_busy, false);
+    return rc;
+}
+
+static int stop_one(ax_redis_consumer *c, uint64_t until)
+{
     if (atomic_load(&c->ended_by_sched) && !atomic_load(&c->stopping)) {
         /* Its tasks were ended by ax_shutdown, ax_free or ax_cancel: the
          * scheduler may be freed, so it is not touched. Both have passed
@@ -1711,7 +1760,12 @@ int ax_redis_consumer_stop(ax_redis_consumer *c, int64_t timeout_ms)
      * a live peer take the messages still running and run them twice
      * (review: 2 of 2, with stop returning AX_OK). */
     uint64_t next_hb = 0;
-    while (atomic_load(&c->held) && ax_now_ns() < until) {
+    /* ... and ends when the acker does: nothing else lowers held (an
+     * ax_shutdown meanwhile cancelled it with the handlers), and the
+     * heartbeat would keep cancelled messages from the other consumers
+     * until the timeout (review: a stop(5000) beside an ax_shutdown held
+     * them all 5 s). */
+    while (atomic_load(&c->held) && ax_now_ns() < until && atomic_load(&c->acker_running)) {
         if (ax_now_ns() >= next_hb && !atomic_load(&c->puller_running)) {
             heartbeat(ax_task_current(), c, until);
             next_hb = ax_now_ns() + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
