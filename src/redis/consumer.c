@@ -1780,6 +1780,13 @@ static int stop_one(ax_redis_consumer *c, uint64_t until)
     }
     if (atomic_load(&c->puller_running) || atomic_load(&c->acker_running))
         return ax_fail_static(AX_ETIMEDOUT, "ax_redis_consumer_stop: a consumer task did not end");
+    /* The drain ended with the acker (an ax_shutdown cancelled both it and
+     * the handlers): their messages reach the done list from their
+     * on_done, which may come after the acker's end; wait for them, within
+     * the bound, or they stay held (CI, a busy machine: stop(30000) beside
+     * an ax_shutdown said AX_ETIMEDOUT after 0.5 s). */
+    while (atomic_load(&c->held) && atomic_load(&c->inflight) && ax_now_ns() < until)
+        usleep(1000);
     settle_abandoned(c, until); /* what the acker, cancelled above, had not reached */
     if (!drained && atomic_load(&c->held) != 0)
         return ax_fail(AX_ETIMEDOUT,
