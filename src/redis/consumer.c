@@ -656,12 +656,15 @@ static void copy_str(char *dst, size_t cap, const redisReply *v)
 
 /* Take one delivered entry: hold it and start its task (or record its
  * outcome at once). */
-static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const redisReply *fields,
+/* False when it could not take the message (out of memory): it stays
+ * pending, claimed after visibility_ms, and is not counted as pulled or
+ * claimed (the books: pulled + claimed = what was held since). */
+static bool dispatch(ax_redis_consumer *c, int key, const redisReply *id, const redisReply *fields,
                      unsigned deliveries)
 {
     struct rmsg *m = calloc(1, sizeof *m);
     if (!m)
-        return; /* stays pending: claimed after visibility_ms */
+        return false;
     m->c = c;
     m->key = key;
     m->prio = key_prio[key];
@@ -693,14 +696,14 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
         snprintf(m->err, sizeof m->err, "malformed message (no kind, timeout or payload)");
         m->outcome = OUT_DEAD;
         push_done(c, m);
-        return;
+        return true;
     }
     uint64_t now = wall_ms();
     if (m->deadline_ms && now >= m->deadline_ms) {
         snprintf(m->err, sizeof m->err, "its deadline passed before it started");
         m->outcome = OUT_DEAD;
         push_done(c, m);
-        return;
+        return true;
     }
     /* ref: the message id, so that its task's lifecycle events name the
      * message (grep the logs of every process for one id) */
@@ -743,6 +746,7 @@ static void dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
         fail_outcome(m, e);
         push_done(c, m);
     }
+    return true;
 }
 
 /* ---- the puller ---------------------------------------------------------------------------- */
@@ -800,8 +804,8 @@ static int take_read(ax_redis_consumer *c, const redisReply *rep)
                 const redisReply *e = es->element[j];
                 if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
                     e->element[1]->type == REDIS_REPLY_ARRAY) {
-                    dispatch(c, k, e->element[0], e->element[1], 1);
-                    got++;
+                    if (dispatch(c, k, e->element[0], e->element[1], 1))
+                        got++;
                 }
             }
         }
@@ -939,7 +943,8 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
                 if (e->element[0]->type != REDIS_REPLY_STRING ||
                     is_held(c, k, e->element[0]->str))
                     continue; /* ours, still running (this process stalled): not twice */
-                dispatch(c, k, e->element[0], e->element[1], d);
+                if (!dispatch(c, k, e->element[0], e->element[1], d))
+                    continue;
                 atomic_fetch_add(&c->claimed, 1);
                 free--;
             }
