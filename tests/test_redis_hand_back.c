@@ -21,6 +21,7 @@
  *  4. 150 messages held: all handed back, in several script calls.
  */
 #include "redis_server.h"
+#include "redis_queue.h"
 #include "util.h"
 
 #include <ax_redis.h>
@@ -40,17 +41,6 @@ static int quick(ax_task *t, const ax_redis_msg *m, void *arg)
     if (m->deliveries == 2) atomic_fetch_add(&second_delivery, 1);
     atomic_fetch_add(&ran_b, 1);
     return 0;
-}
-
-static ax_redis_queue *queue(const char *name, int port)
-{
-    ax_redis_queue_config qc;
-    ax_redis_queue_config_default(&qc);
-    qc.name = name;
-    qc.conn.port = (uint16_t)port;
-    ax_redis_queue *q;
-    CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
-    return q;
 }
 
 static ax_redis_consumer *consumer(ax_sched *s, ax_redis_queue *q, const char *name,
@@ -95,7 +85,7 @@ static ax_redis_queue *pulled_and_hanging_n(const char *name, int port, int n, a
                                             ax_redis_consumer **a)
 {
     atomic_store(&hanging, 0);
-    ax_redis_queue *q = queue(name, port);
+    ax_redis_queue *q = rs_queue(port, name);
     submit_n(q, n);
     *sa = test_sched(2, (unsigned)n + 8);
     *a = consumer(*sa, q, "a", hang, n > 8 ? (unsigned)n : 8);

@@ -21,6 +21,7 @@
  * their idle time during the drain: b took both and ran them again, and
  * the stop still returned 0 (review). */
 #include "redis_server.h"
+#include "redis_queue.h"
 #include "util.h"
 
 #include <ax_redis.h>
@@ -62,20 +63,9 @@ static void sleep_until_ms(uint64_t at)
     if (at > now) usleep((useconds_t)(at - now) * 1000);
 }
 
-static ax_redis_queue *queue(int port, const char *name)
-{
-    ax_redis_queue_config qc;
-    ax_redis_queue_config_default(&qc);
-    qc.name = name;
-    qc.conn.port = (uint16_t)port;
-    ax_redis_queue *q;
-    CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
-    return q;
-}
-
 static void refused_heartbeat(int port, redisContext *rc)
 {
-    ax_redis_queue *q = queue(port, "hb");
+    ax_redis_queue *q = rs_queue(port, "hb");
     ax_sched *s = test_sched(2, 16);
 
     ax_redis_consumer *a = consumer(s, q, "a", 3000, 100, N);
@@ -126,7 +116,7 @@ static void many_due(int port)
 {
     atomic_store(&starts, 0);
     handler_ms = 6000;
-    ax_redis_queue *q = queue(port, "hbmany");
+    ax_redis_queue *q = rs_queue(port, "hbmany");
     ax_sched *s = test_sched(2, 2 * MANY + 16);
     ax_redis_spec sp = {.kind = "long", .timeout_ms = 30000};
     for (int i = 0; i < MANY; i++)
@@ -156,7 +146,7 @@ static void stop_drains(int port)
 {
     atomic_store(&starts, 0);
     handler_ms = 5000;
-    ax_redis_queue *q = queue(port, "hbdrain");
+    ax_redis_queue *q = rs_queue(port, "hbdrain");
     ax_sched *sa = test_sched(2, 16), *sb = test_sched(2, 16);
     ax_redis_spec sp = {.kind = "long", .timeout_ms = 30000};
     ax_redis_consumer *a = consumer(sa, q, "a", 3000, 200, 4);

@@ -18,6 +18,7 @@
  * heartbeats do not collide on the connection (review: one said
  * AX_ETIMEDOUT, and AX_EBUSY was counted as a Redis error). */
 #include "redis_server.h"
+#include "redis_queue.h"
 #include "util.h"
 
 #include <ax_redis.h>
@@ -33,17 +34,6 @@ static int slow(ax_task *t, const ax_redis_msg *m, void *arg)
     for (int i = 0; i < 6000 && !atomic_load(&release_it); i++)
         if (ax_sleep(t, 5) != 0) return -1;
     return 0;
-}
-
-static ax_redis_queue *queue(int port, const char *name)
-{
-    ax_redis_queue_config qc;
-    ax_redis_queue_config_default(&qc);
-    qc.name = name;
-    qc.conn.port = (uint16_t)port;
-    ax_redis_queue *q;
-    CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
-    return q;
 }
 
 /* A consumer of q running n messages of "slow", all started. */
@@ -79,7 +69,7 @@ static void *shut_later(void *arg)
 
 static void stop_beside_shutdown(int port)
 {
-    ax_redis_queue *q = queue(port, "stb");
+    ax_redis_queue *q = rs_queue(port, "stb");
     ax_sched *s = test_sched(2, 16);
     ax_redis_consumer *c = running(s, q, 8);
     shut_s = s;
@@ -116,7 +106,7 @@ static void *stopper(void *arg)
 
 static void two_stops(int port)
 {
-    ax_redis_queue *q = queue(port, "st2");
+    ax_redis_queue *q = rs_queue(port, "st2");
     ax_sched *s = test_sched(2, 16);
     stop_c = running(s, q, 2);
     pthread_t th[2];
@@ -145,7 +135,7 @@ int main(void)
 {
     int port = rs_start();
     redisContext *rc = rs_connect();
-    ax_redis_queue *q = queue(port, "st");
+    ax_redis_queue *q = rs_queue(port, "st");
     ax_sched *s = test_sched(2, 16);
     ax_redis_consumer *c = running(s, q, 1);
 
