@@ -1,25 +1,28 @@
 /* libax_redis heartbeat: a live consumer's messages are not taken over by
- * a peer while it runs them.
+ * a peer while it runs them. Margins of a second or more either way, so
+ * that a busy machine (TSan, other suites) neither fails the fixed code
+ * nor passes the old one.
  *
  * A. One heartbeat that Redis refuses. Consumer a holds 4 messages whose
- * handlers run 4 s (visibility 3 s: its heartbeat resets their idle time
- * from 1.5 s on, every claim pass); a live peer b claims entries idle
- * 2.4 s (its own visibility_ms). XCLAIM is refused (ACL) from 1.0 to 1.8 s
- * after the delivery, so a's first heartbeat, at ~1.5 s, fails. It must
- * try again at its next pass (after 1.8 s: idle reset well before b's
- * 2.4 s). Before, the failed heartbeat marked the messages as reset, the
- * next try came at ~3 s, and b took and ran all 4 while a still ran them
- * (review: a pause or a refused XCLAIM shorter than half the visibility
- * ran every message twice).
+ * handlers run 8 s (visibility 6 s: its heartbeat resets their idle time
+ * from 3 s on, every claim pass of 100 ms); a live peer b claims entries
+ * idle 4.8 s (its own visibility_ms). XCLAIM is refused (ACL) from 2.0 to
+ * 3.6 s after the delivery, so a's first heartbeat, at ~3 s, fails. It
+ * must try again at its next passes (after 3.6 s: idle reset ~1.2 s before
+ * b's 4.8 s). Before, the failed heartbeat marked the messages as reset,
+ * the next try came at ~6 s, and b took and ran all 4 while a still ran
+ * them (review: a pause or a refused XCLAIM shorter than half the
+ * visibility ran every message twice).
  *
  * B. More messages due than one round trip carries (512). a holds 1 100,
- * claim passes every 1 s; before, a pass reset the 512 newest and left
- * the rest to the next passes, and b took the 76 oldest (review).
+ * visibility 6 s, claim passes every 2 s; before, a pass reset the 512
+ * newest and left the rest to the next passes, the last 76 at 7-9 s, and
+ * b (claiming at 6 s) took them (review).
  *
- * C. A stop's drain. a is stopped with a 10 s drain while its 2 handlers
- * run 5 s; the puller, which heartbeats, is gone. Before, nothing reset
- * their idle time during the drain: b took both and ran them again, and
- * the stop still returned 0 (review). */
+ * C. A stop's drain. a is stopped with a 30 s drain while its 2 handlers
+ * run 5 s (visibility 3 s); the puller, which heartbeats, is gone.
+ * Before, nothing reset their idle time during the drain: b took both and
+ * ran them again, and the stop still returned 0 (review). */
 #include "redis_server.h"
 #include "redis_queue.h"
 #include "util.h"
@@ -68,19 +71,20 @@ static void refused_heartbeat(int port, redisContext *rc)
     ax_redis_queue *q = rs_queue(port, "hb");
     ax_sched *s = test_sched(2, 16);
 
-    ax_redis_consumer *a = consumer(s, q, "a", 3000, 100, N);
+    handler_ms = 8000;
+    ax_redis_consumer *a = consumer(s, q, "a", 6000, 100, N);
     ax_redis_spec sp = {.kind = "long", .timeout_ms = 30000};
     for (int i = 0; i < N; i++)
         CHECK_EQ(ax_redis_submit(NULL, q, &sp, 5000, NULL), 0);
     CHECK(WAIT_UNTIL(atomic_load(&starts) == N, 30000));
     uint64_t t0 = atomic_load(&first_start_ms); /* the delivery, near enough */
-    ax_redis_consumer *b = consumer(s, q, "b", 2400, 50, N);
+    ax_redis_consumer *b = consumer(s, q, "b", 4800, 50, N);
 
-    sleep_until_ms(t0 + 1000);
+    sleep_until_ms(t0 + 2000);
     redisReply *r = redisCommand(rc, "ACL SETUSER default -xclaim");
     CHECK(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
-    sleep_until_ms(t0 + 1800);
+    sleep_until_ms(t0 + 3600);
     r = redisCommand(rc, "ACL SETUSER default +xclaim");
     CHECK(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
@@ -115,15 +119,15 @@ static void refused_heartbeat(int port, redisContext *rc)
 static void many_due(int port)
 {
     atomic_store(&starts, 0);
-    handler_ms = 6000;
+    handler_ms = 8000;
     ax_redis_queue *q = rs_queue(port, "hbmany");
     ax_sched *s = test_sched(2, 2 * MANY + 16);
     ax_redis_spec sp = {.kind = "long", .timeout_ms = 30000};
     for (int i = 0; i < MANY; i++)
         CHECK_EQ(ax_redis_submit(NULL, q, &sp, 5000, NULL), 0);
-    ax_redis_consumer *a = consumer(s, q, "a", 3000, 1000, MANY);
+    ax_redis_consumer *a = consumer(s, q, "a", 6000, 2000, MANY);
     CHECK(WAIT_UNTIL(atomic_load(&starts) >= MANY, 30000));
-    ax_redis_consumer *b = consumer(s, q, "b", 3000, 100, MANY);
+    ax_redis_consumer *b = consumer(s, q, "b", 6000, 100, MANY);
     ax_redis_consumer_stats sa, sb;
     CHECK(WAIT_UNTIL((ax_redis_consumer_stats_get(a, &sa), ax_redis_consumer_stats_get(b, &sb),
                       sa.succeeded + sb.succeeded + sb.ack_lost >= MANY),
