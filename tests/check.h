@@ -23,6 +23,20 @@
 #define TEST_TSAN 1
 #endif
 
+/* TEST_SLOW: the factor on liveness bounds that wait for thousands of
+ * coroutines to start. Under TSan every coroutine past a worker's warm ones
+ * is a new TSan fiber, and creating one costs ~3 ms on a 2-core VM whose
+ * page faults are dear (perf: __tsan::CreateThreadContext and the memset of
+ * its fresh pages, 40 % of test_idle's time): 3 000 parked tasks take 10 s
+ * alone, 30 s beside the rest of the suite. Only bounds a test waits out
+ * for something that must happen are scaled, never a window in which
+ * something must not. */
+#if defined(TEST_TSAN)
+#define TEST_SLOW 4
+#else
+#define TEST_SLOW 1
+#endif
+
 #define CHECK(cond)                                                            \
     do {                                                                       \
         if (!(cond)) {                                                         \

@@ -140,7 +140,7 @@ if [ "$checked" -eq 3 ]; then ok; else bad "each class path checked once before 
 logged=$(grep -vF '"ax-demo-check"' "$TMP/nginx/logs/access.log" | grep -cE '"GET /(quote|search|report) ' || true)
 if [ -s "$TMP/ok/results.json" ]; then
     python3 - "$TMP/ok/results.json" "$URL" "$logged" >"$TMP/py.out" 2>&1 <<'EOF' || true
-import json, sys
+import json, os, sys
 
 doc = json.load(open(sys.argv[1]))
 url, logged = sys.argv[2], int(sys.argv[3])
@@ -170,9 +170,15 @@ for c in doc["configs"]:
     # Most answered, unless the run says the machine stalled it (its own
     # measure: stall or CPU pressure); a stall can leave any share of the
     # attempts without an answer, but never all.
-    stalled = c["machine_stalled"]
+    # Under TSan (scripts/test sets AX_TEST_TSAN) the engine itself is 5 to
+    # 15 times slower, which the run's stall measure does not see: ax-auto's
+    # limits follow the latency it measures, so it may refuse or expire a
+    # third of the tasks (CI, December 2026: 491 and 506 of 823 succeeded,
+    # 164-179 refused, 132-153 failed past their queue budget). There only
+    # "some" is checked, as for a stalled machine.
+    stalled = c["machine_stalled"] or os.environ.get("AX_TEST_TSAN") == "1"
     check(f"{name}: most requests answered ({ok200} of {n}"
-          f"{'; machine stalled: some' if stalled else ''})",
+          f"{'; machine stalled or TSan: some' if stalled else ''})",
           ok200 > 0 if stalled else ok200 >= 0.9 * n)
     check(f"{name}: answered_2xx {c['answered_2xx']} == {ok200}", c["answered_2xx"] == ok200)
     check(f"{name}: not failing", c["upstream_failing"] is False)
@@ -182,7 +188,7 @@ for c in doc["configs"]:
     # limit follows latency); otherwise none is refused and most succeed.
     refused = t["shed"] + t["rejected"]
     check(f"{name}: tasks accounted for and most succeeded ({t['succeeded']} of {t['generated']}"
-          f"{', refused ' + str(refused) + ', machine stalled' if stalled else ''}; {t})",
+          f"{', refused ' + str(refused) + ', machine stalled or TSan' if stalled else ''}; {t})",
           t["generated"] == t["admitted"] + refused
           and t["admitted"] == t["succeeded"] + t["failed"] + t["timed_out"] + t["cancelled"]
           and (t["succeeded"] >= 1 if stalled else refused == 0

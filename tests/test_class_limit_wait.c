@@ -78,23 +78,38 @@ static void short_case(int how)
     for (int i = 0; i < 12; i++)
         CHECK_EQ(ax_submit(s, &b, NULL), AX_OK);
     CHECK(WAIT_UNTIL(rc_cstats(s, id).in_flight == 12, 5000));
-    ax_spec a = {.fn = long_sleep, .class_id = id};
-    if (how == 0)
-        a.deadline_ns = ax_now_ns() + 50 * 1000000ull;
-    else
-        a.timeout_ms = 50;
-    CHECK_EQ(ax_submit(s, &a, NULL), AX_OK);
-    CHECK(WAIT_UNTIL(snap(cr).last_drop != 0, 5000));
+    /* The attempt cut short. A deadline_ns counts from the submission: on
+     * a machine busy enough (TSan beside other tests) it can pass while the
+     * task is still queued, which times it out unstarted, no drop. Then
+     * again with twice the time, up to 1.6 s. */
+    uint64_t timed_out = 0;
+    for (unsigned ms = 50; snap(cr).last_drop == 0; ms *= 2) {
+        CHECK(ms <= 1600);
+        if (ms > 50)
+            fprintf(stderr, "short/%s: the %u ms attempt timed out before it started; "
+                            "again with %u ms\n", names[how], ms / 2, ms);
+        ax_spec a = {.fn = long_sleep, .class_id = id};
+        if (how == 0)
+            a.deadline_ns = ax_now_ns() + ms * 1000000ull;
+        else
+            a.timeout_ms = ms;
+        CHECK_EQ(ax_submit(s, &a, NULL), AX_OK);
+        timed_out++;
+        CHECK(WAIT_UNTIL(rc_cstats(s, id).timed_out == timed_out, 20000));
+    }
     struct limsnap v = snap(cr);
-    usleep(100 * 1000);
+    /* Before the fix the wait ended drop_rtt after the drop. */
+    uint64_t look_ns = v.drop_rtt * 2 > 100 * 1000000ull ? v.drop_rtt * 2 : 100 * 1000000ull;
+    usleep((useconds_t)(look_ns / 1000));
     uint64_t now = ax_now_ns();
     pthread_mutex_lock(&cr->lk);
     bool quiet = !v.last_drop || !v.pending || now >= cr->lim.quiet_until;
     pthread_mutex_unlock(&cr->lk);
     unsigned out = rc_cstats(s, id).in_flight;
     fprintf(stderr, "short/%s: drop_rtt %llu ms (the 12 beside: %u ms timeouts), drop_pending %u; "
-                    "100 ms later quiet=%d with %u of them still in flight\n",
-            names[how], (unsigned long long)(v.drop_rtt / 1000000u), 10000u, v.pending, quiet, out);
+                    "%llu ms later quiet=%d with %u of them still in flight\n",
+            names[how], (unsigned long long)(v.drop_rtt / 1000000u), 10000u, v.pending,
+            (unsigned long long)(look_ns / 1000000u), quiet, out);
     CHECK_SOFT(!quiet, "the wait after the drop is over with %u attempts beside it still out", out);
     atomic_store(&release_b, 1);
     CHECK_EQ(ax_shutdown(s, 5000), 0);

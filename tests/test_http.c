@@ -429,10 +429,10 @@ int main(void)
     atomic_store(&ok_count, 0);
     t0 = test_now_ms();
     for (int i = 0; i < 2000; i++) {
-        ax_spec q = {.fn = get_sleep2s, .timeout_ms = 20000};
+        ax_spec q = {.fn = get_sleep2s, .timeout_ms = 20000 * TEST_SLOW};
         CHECK_EQ(ax_submit(s, &q, NULL), 0);
     }
-    CHECK(WAIT_UNTIL(atomic_load(&ok_count) == 2000, 15000));
+    CHECK(WAIT_UNTIL(atomic_load(&ok_count) == 2000, 15000 * TEST_SLOW));
     fprintf(stderr, "2000 x 2 s requests in flight: %llu ms\n",
             (unsigned long long)(test_now_ms() - t0));
     CHECK_EQ(ax_shutdown(s, 1000), 0);

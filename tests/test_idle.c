@@ -71,7 +71,7 @@ int main(void)
         ax_spec sp = {.fn = sleeper, .timeout_ms = 2 * 3600u * 1000u, .on_done = on_done};
         CHECK_EQ(ax_submit(s, &sp, NULL), 0);
     }
-    CHECK(WAIT_UNTIL(atomic_load(&entered) == NTASK, 30000));
+    CHECK(WAIT_UNTIL(atomic_load(&entered) == NTASK, 30000 * TEST_SLOW));
     CHECK(WAIT_UNTIL(test_stats(s).running == NTASK, 5000));
     usleep(300 * 1000); /* let every thread finish its last spin and go to sleep */
 
