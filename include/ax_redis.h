@@ -360,7 +360,12 @@ typedef struct ax_redis_consumer_stats {
                                           or a message handed back unrun (refused by
                                           the scheduler, or read after its shutdown) */
     uint64_t ack_lost;      /* outcomes another consumer had already recorded */
-    uint64_t held;          /* pulled and not yet acknowledged, now */
+    uint64_t held;          /* pulled and not yet acknowledged, now. Each field is
+                               read alone, held first: a message being settled is
+                               counted in its outcome just before it leaves held,
+                               so the identity below is exact when nothing moves
+                               (after a stop), and a held of 0 comes with complete
+                               outcomes */
     uint64_t redis_errors;  /* failed Redis calls (each retried); not the expected
                                BUSYGROUP of XGROUP CREATE at start, nor a call its
                                stop or its scheduler's shutdown cancelled */
