@@ -73,6 +73,9 @@ int main(void)
     uint64_t pid;
     CHECK_EQ(ax_submit(s, &pp, &pid), 0);
     CHECK(WAIT_UNTIL(test_stats(s).failed == 2, 5000));
+    /* A terminal event is emitted after the outcome is counted (finish.c):
+     * wait for the events themselves, then check their exact number. */
+    CHECK(WAIT_UNTIL((ax_events_flush(s), atomic_load(&nev) >= 5 + 4), 10000));
     CHECK_EQ(ax_events_flush(s), 0);
 
     /* submitted, started 0, retry_scheduled, started 1, failed 1; and

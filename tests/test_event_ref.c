@@ -24,6 +24,8 @@ static struct seen {
 } seen[N + 16];
 static unsigned nseen;
 static unsigned refused_with_ref;
+static unsigned nterminal; /* SUCCEEDED and FAILED events seen */
+static unsigned nterminal_seen;
 
 static void on_event(const ax_event *e, void *arg)
 {
@@ -42,6 +44,8 @@ static void on_event(const ax_event *e, void *arg)
         x->id = e->id;
         memcpy(x->ref, e->ref, sizeof x->ref);
     }
+    if (e->kind == AX_EV_SUCCEEDED || e->kind == AX_EV_FAILED)
+        nterminal++;
     if (x) {
         x->events++;
         if (strcmp(x->ref, e->ref) != 0) x->mismatch = true;
@@ -142,6 +146,10 @@ int main(void)
     ax_spec par = {.fn = parent_joins, .arg = &child_res, .timeout_ms = 10000, .ref = "parent"};
     CHECK_EQ(ax_submit(s, &par, NULL), 0);
     CHECK(WAIT_UNTIL(test_stats(s).succeeded + test_stats(s).failed == N + 3 + 1, 30000));
+    /* A terminal event is emitted after its outcome is counted (finish.c). */
+    CHECK(WAIT_UNTIL((ax_events_flush(s), pthread_mutex_lock(&mu), nterminal_seen = nterminal,
+                      pthread_mutex_unlock(&mu), nterminal_seen >= N + 3 + 1),
+                     30000));
 
     /* A refusal carries the ref too: the HIGH bucket (4) full while paused. */
     CHECK_EQ(ax_pause(s), 0);

@@ -267,6 +267,9 @@ int main(void)
         CHECK_EQ(ax_submit(s, &sp, NULL), 0);
     }
     CHECK(WAIT_UNTIL(test_stats(s).succeeded + test_stats(s).failed >= st.succeeded + st.failed + 40, 5000));
+    /* The terminal event comes after the outcome's count (finish.c): wait
+     * for the events, then check that no more came. */
+    CHECK(WAIT_UNTIL((ax_events_flush(s), atomic_load(&cb_count[AX_EV_FAILED]) >= 20), 10000));
     CHECK_EQ(ax_events_flush(s), 0);
     CHECK_EQ(atomic_load(&cb_count[AX_EV_SUBMITTED]), 0);
     CHECK_EQ(atomic_load(&cb_count[AX_EV_SUCCEEDED]), 0);
@@ -279,7 +282,9 @@ int main(void)
         CHECK_EQ(ax_submit(s, &sp, NULL), 0);
     }
     CHECK(WAIT_UNTIL(test_stats(s).running == 0 && test_stats(s).queued[AX_PRIO_NORMAL] == 0, 5000));
-    usleep(10000);
+    /* A slot is freed before the SUCCEEDED event is emitted (finish.c):
+     * wait for the sampled events themselves (1 in 4 of 400). */
+    CHECK(WAIT_UNTIL((ax_events_flush(s), atomic_load(&cb_count[AX_EV_SUCCEEDED]) >= 100), 10000));
     CHECK_EQ(ax_events_flush(s), 0);
     int sub = atomic_load(&cb_count[AX_EV_SUBMITTED]);
     CHECK_EQ(sub, 100); /* ids are consecutive sequence numbers: exactly 1 in 4 */
@@ -323,6 +328,8 @@ int main(void)
         CHECK_EQ(ax_submit(s, &sp, NULL), 0);
         CHECK_EQ(ax_events_filter(s, AX_EVMASK_ALL, 1u + (unsigned)(i % 3)), 0);
     }
+    /* Counted after the slot is freed (finish.c): wait for the count. */
+    CHECK(WAIT_UNTIL(test_stats(s).succeeded - succ0 >= 400, 20000));
     CHECK(WAIT_UNTIL(test_stats(s).running == 0 && test_stats(s).queued[AX_PRIO_NORMAL] == 0, 20000));
     CHECK_EQ(test_stats(s).succeeded - succ0, 400);
     ax_free(s);

@@ -382,7 +382,7 @@ static int fail_fn(ax_task *t, void *arg)
 static int slow_fn(ax_task *t, void *arg)
 {
     (void)arg;
-    return ax_sleep(t, 5000); /* its 20 ms timeout ends it */
+    return ax_sleep(t, 5000); /* its 200 ms timeout ends it */
 }
 
 struct scraper {
@@ -443,7 +443,10 @@ static struct outcome workload(bool scrape)
         case 0: sp.fn = quick; break;
         case 1: sp.fn = fail_fn; break;
         case 2: sp.fn = fail_fn, sp.max_retry = 1, sp.retry = &fast_retry; break;
-        case 3: sp.fn = slow_fn, sp.timeout_ms = 20; break;
+        /* 200 ms: an attempt whose worker was held between arming the
+         * deadline and entering the function ends unbegun (watchdog.c),
+         * one STARTED short; a first TSan fiber can take that long. */
+        case 3: sp.fn = slow_fn, sp.timeout_ms = 200; break;
         }
         CHECK_EQ(ax_submit(s, &sp, NULL), 0);
     }
@@ -468,6 +471,12 @@ static struct outcome workload(bool scrape)
         pthread_join(th, NULL);
         o.scrapes = atomic_load(&sc.done);
     }
+    /* Terminal events come after the counts (finish.c): one per task. */
+    CHECK(WAIT_UNTIL((ax_events_flush(s), atomic_load(&events[AX_EV_SUCCEEDED]) +
+                                               atomic_load(&events[AX_EV_FAILED]) +
+                                               atomic_load(&events[AX_EV_TIMED_OUT]) >=
+                                           N + 1),
+                     LIVENESS_MS));
     CHECK_EQ(ax_events_flush(s), 0);
     o.st = test_stats(s);
     CHECK_EQ(ax_metrics_get(s, &o.m), 0);
