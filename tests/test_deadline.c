@@ -97,7 +97,9 @@ static void check_timed_out_early(struct rec *r)
     CHECK_EQ(r->last.state, AX_STATE_TIMED_OUT);
     CHECK_EQ(r->last.code, AX_ETIMEDOUT);
     CHECK_EQ(r->last.attempts, 1);
-    CHECK_EQ(atomic_load(&r->started), 1);
+    /* Entered once, or (a busy machine: its worker held past the 50 ms
+     * timeout before the function began, watchdog.c) not at all. */
+    CHECK_LE(atomic_load(&r->started), 1);
 }
 
 /* ---- 4. a slow on_done in dispatch does not hold a taken job ---------------- */
@@ -314,17 +316,17 @@ int main(void)
     ax_stats st = test_stats(s);
     CHECK_EQ(st.delayed, 0);
     CHECK_EQ(st.timed_out, 2);
-    CHECK_EQ(st.started, 2);
+    unsigned entered = atomic_load(&fail.started) + atomic_load(&tmo.started);
+    CHECK_EQ(st.started, entered);
     /* Past the end of the 3 s back-off: no second attempt, no second on_done. */
     uint64_t until = t0 + BACKOFF_MS + 500;
     while (test_now_ms() < until)
         usleep(10 * 1000);
-    CHECK_EQ(atomic_load(&fail.started), 1);
-    CHECK_EQ(atomic_load(&tmo.started), 1);
+    CHECK_EQ(atomic_load(&fail.started) + atomic_load(&tmo.started), entered);
     CHECK_EQ(atomic_load(&fail.done_calls), 1);
     CHECK_EQ(atomic_load(&tmo.done_calls), 1);
     st = test_stats(s);
-    CHECK_EQ(st.started, 2);
+    CHECK_EQ(st.started, entered);
     CHECK_EQ(st.timed_out, 2);
     CHECK_EQ(st.failed, 0);
     CHECK_EQ(st.delayed, 0);

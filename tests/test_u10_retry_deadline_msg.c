@@ -30,9 +30,11 @@ int main(void)
     ax_sched *s = test_sched(1, 4);
     ax_retry_policy slow = {AX_BACKOFF_EXPONENTIAL, 2000, 5000, 0};
     ax_spec sp = {.fn = fails, .timeout_ms = 100, .max_retry = 3, .retry = &slow,
-                  .deadline_ns = ax_now_ns() + 200000000ull, .on_done = on_done};
+                  /* 1 s: time enough to start on a busy machine (a first
+                   * TSan fiber); the 2 s back-off still passes it */
+                  .deadline_ns = ax_now_ns() + 1000000000ull, .on_done = on_done};
     CHECK_EQ(ax_submit(s, &sp, NULL), 0);
-    CHECK(WAIT_UNTIL(atomic_load(&ndone) == 1, 3000));
+    CHECK(WAIT_UNTIL(atomic_load(&ndone) == 1, 10000));
     fprintf(stderr, "result: state=%s code=%d attempts=%u run_ns=%llu error=\"%s\"\n",
             ax_state_name(res.state), res.code, res.attempts, (unsigned long long)res.run_ns,
             res.error);

@@ -115,7 +115,9 @@ static void part_linger(void)
 {
     ax_sched *s = new_sched(2, 16, 200);
     CHECK_EQ(ax_events_callback(s, lg_on_event, NULL), 0);
-    ax_spec sp = {.fn = lg_task, .timeout_ms = 100, .on_done = lg_done};
+    /* 1 s: the task's 10 ms sleep must end well inside it on a busy
+     * machine; on_done's 1.5 s still runs past deadline + grace (1.2 s). */
+    ax_spec sp = {.fn = lg_task, .timeout_ms = 1000, .on_done = lg_done};
     CHECK_EQ(ax_submit(s, &sp, NULL), 0);
     CHECK(WAIT_UNTIL(atomic_load(&lg_done_returned), 5000));
     usleep(100 * 1000); /* a report the watchdog was making has landed */
