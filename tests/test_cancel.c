@@ -189,7 +189,7 @@ static void test_delayed(ax_sched *s)
     ax_spec sp = {.fn = count_fn,
                   .arg = &d,
                   .timeout_ms = 1000,
-                  .delay_ms = 400,
+                  .delay_ms = 1000, /* cancelled well before it ends, even on a busy machine */
                   .on_done = on_done,
                   .cb_arg = &d};
     uint64_t id;
@@ -218,7 +218,7 @@ static void test_delayed(ax_sched *s)
     check_cancelled_now(&r);
     CHECK_EQ(test_stats(s).delayed, 0);
 
-    usleep(600 * 1000); /* past the 400 ms delay */
+    usleep(1200 * 1000); /* past the 1 s delay */
     CHECK_EQ(atomic_load(&d.ran), 0);
     CHECK_EQ(atomic_load(&d.calls), 1);
     CHECK_EQ(atomic_load(&r.ran), 1);

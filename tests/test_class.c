@@ -378,7 +378,7 @@ static void test_breaker(void)
     ax_class_config c = base("flaky");
     c.breaker_min_calls = 4;
     c.breaker_failure_rate = 0.5;
-    c.breaker_open_ms = 200;
+    c.breaker_open_ms = 1000; /* the refusal below must come while it is open */
     c.breaker_half_open_calls = 2;
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
@@ -397,7 +397,7 @@ static void test_breaker(void)
     CHECK_EQ(ax_class_stats_get(s, id, &st), AX_OK);
     CHECK_EQ(st.breaker_rejected, 1u);
     CHECK_EQ(test_stats(s).rejected, 1u);
-    usleep(300 * 1000); /* past open_ms */
+    usleep(1200 * 1000); /* past open_ms */
     CHECK_EQ(ax_class_stats_get(s, id, &st), AX_OK);
     CHECK_EQ(st.breaker, AX_BREAKER_HALF_OPEN);
     run_one(s, &sp);
