@@ -499,9 +499,10 @@ struct ax_sched {
      * dispatchable. A stale hint only delays a dispatch to the next
      * iteration or wake-up (every change that makes work dispatchable also
      * wakes a sleeping worker). */
-    /* Its own cache line (as the two groups below): stored by every
-     * submitter, read by every worker loop. */
-    _Alignas(64) _Atomic unsigned hint_queued; /* jobs in the three buckets' lists (parked ones not) */
+    /* Its own cache line (as the two groups below): read by every worker
+     * loop, stored when the lists turn empty or non-empty. */
+    _Alignas(64) _Atomic unsigned hint_queued; /* 1: jobs in the three buckets' lists
+                                                  (parked ones not); else 0 */
     _Atomic int hint_blocked;       /* paused or closing */
     /* The last dispatch found orphans at max_orphans: no worker may start
      * an attempt, so none spins waiting for one, and the run that returns

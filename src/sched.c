@@ -39,12 +39,17 @@
 
 static const uint8_t round_order[AX_PRIO_COUNT] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
 
-/* Jobs a worker could take from the buckets' lists: parked ones are not. */
+/* Whether a worker could take a job from the buckets' lists (parked ones
+ * it cannot). Stored only when that changes: every worker loop reads the
+ * hint, so a store on every push and pick (the count, before) moved its
+ * line to the storing core and back twice a task, and the store drained
+ * before the unlock did (bench ax_fullpath, 1 worker, on a VM with a
+ * 430 ns cache-line round trip between its vCPUs: see job.c). */
 static inline void hint_queued_locked(struct ax_sched *s)
 {
-    atomic_store_explicit(&s->hint_queued,
-                          s->b[0].n + s->b[1].n + s->b[2].n - s->parked_total,
-                          memory_order_relaxed);
+    unsigned any = s->b[0].n + s->b[1].n + s->b[2].n > s->parked_total;
+    if (atomic_load_explicit(&s->hint_queued, memory_order_relaxed) != any)
+        atomic_store_explicit(&s->hint_queued, any, memory_order_relaxed);
 }
 
 /* ---- the buckets' rings (internal.h: struct bucket) ------------------------ */
