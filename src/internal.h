@@ -479,7 +479,8 @@ struct ax_sched {
     struct ax_stats st;             /* counters (gauges are filled on read) */
     struct job **chunks;
     unsigned nchunks;
-    struct job *job_free;
+    struct job *job_free;         /* FIFO (job.c): the oldest freed is reused first */
+    struct job *job_free_tail;
     unsigned nfree;               /* jobs on job_free */
     _Atomic unsigned nfree_hint;  /* nfree, readable without the lock */
     /* The scheduler's timer wheel (sched.c): delays, back-offs and queued

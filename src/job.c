@@ -36,6 +36,8 @@ static int link_chunk_locked(struct ax_sched *s, struct job *c)
     }
     /* s->chunks is sized for the maximum at ax_new: no realloc under readers. */
     unsigned base = s->nchunks * AX_JOB_CHUNK;
+    if (!s->job_free)
+        s->job_free_tail = &c[AX_JOB_CHUNK - 1];
     for (unsigned i = AX_JOB_CHUNK; i-- > 0;) {
         c[i].id = base + i; /* slot index until first use: sequence 0, never issued */
         c[i].next = s->job_free;
@@ -84,6 +86,8 @@ int job_alloc_locked(struct ax_sched *s, struct job **out)
     }
     struct job *j = s->job_free;
     s->job_free = j->next;
+    if (!s->job_free)
+        s->job_free_tail = NULL;
     /* The next submit's job, most likely freed by a worker on another core
      * (its lines were last written there): fetch all of it now, so the
      * next submit neither waits for j->next (a dependent miss under
@@ -124,8 +128,12 @@ void job_free_locked(struct ax_sched *s, struct job *j)
     }
     j->id = slot;
     s->live_prio[j->prio]--;
-    j->next = s->job_free;
-    s->job_free = j;
+    j->next = NULL;
+    if (s->job_free_tail)
+        s->job_free_tail->next = j;
+    else
+        s->job_free = j;
+    s->job_free_tail = j;
     s->nfree++;
     atomic_store_explicit(&s->nfree_hint, s->nfree, memory_order_relaxed);
 }
