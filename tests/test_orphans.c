@@ -731,11 +731,32 @@ static void test_waiting_retry_cancel_reuse(void)
     CHECK_EQ(ax_cancel(s, wq[0].id), 0);
     CHECK(WAIT_UNTIL(atomic_load(&wq[0].done_calls) == 1, 5000));
 
-    /* N takes the slot W just freed. */
-    uint64_t submit_ns = ax_now_ns();
+    /* N takes the slot W just freed. The free list is FIFO (job.c): W's
+     * slot comes round after the free jobs ahead of it. So N's spec is
+     * submitted until it lands there, each miss cancelled (freed behind
+     * W's slot; its on_done has run when ax_cancel returns) and not
+     * counted. The id's low AX_SLOT_BITS (22) bits are its slot
+     * (internal.h). */
+    const uint64_t slot_mask = (1ull << 22) - 1;
+    uint64_t submit_ns = 0, idn = 0;
+    int fillers = 0;
     ax_spec n = {.fn = late_fn, .timeout_ms = 5000, .delay_ms = WQ_DELAY_MS, .on_done = late_done};
-    uint64_t idn = 0;
-    CHECK_EQ(ax_submit(s, &n, &idn), 0);
+    for (int i = 0; i < 4096 && !idn; i++) {
+        uint64_t id = 0;
+        submit_ns = ax_now_ns();
+        CHECK_EQ(ax_submit(s, &n, &id), 0);
+        if ((id & slot_mask) == (wq[0].id & slot_mask)) {
+            idn = id;
+        } else {
+            CHECK_EQ(ax_cancel(s, id), 0);
+            fillers++;
+        }
+    }
+    CHECK(idn != 0);
+    CHECK_EQ(idn & slot_mask, wq[0].id & slot_mask);
+    CHECK_EQ(atomic_load(&late_done_calls), fillers);
+    CHECK_EQ(atomic_load(&late_runs), 0);
+    atomic_store(&late_done_calls, 0);
     ax_stats held = test_stats(s);
     fprintf(stderr, "cancelled waiting retry: W id %#llx, N id %#llx\n",
             (unsigned long long)wq[0].id, (unsigned long long)idn);
@@ -765,11 +786,11 @@ static void test_waiting_retry_cancel_reuse(void)
     CHECK_EQ(st.delayed, 0);
     CHECK_EQ(st.queued[AX_PRIO_HIGH] + st.queued[AX_PRIO_NORMAL] + st.queued[AX_PRIO_LOW], 0);
     CHECK_EQ(st.orphans, 0);
-    CHECK_EQ(st.submitted, 4); /* R, W, H, N */
-    CHECK_EQ(st.started, 4);   /* no retry ran */
+    CHECK_EQ(st.submitted, 4 + (uint64_t)fillers); /* R, W, H, N and the misses */
+    CHECK_EQ(st.started, 4);                       /* no retry ran */
     CHECK_EQ(st.retried, 1);
     CHECK_EQ(st.succeeded, 3);
-    CHECK_EQ(st.cancelled, 1);
+    CHECK_EQ(st.cancelled, 1 + (uint64_t)fillers);
     CHECK_EQ(st.failed + st.timed_out, 0);
     CHECK_EQ(atomic_load(&late_done_calls), 1);
     CHECK_EQ(atomic_load(&wq[0].done_calls), 1);
