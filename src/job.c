@@ -89,20 +89,22 @@ int job_alloc_locked(struct ax_sched *s, struct job **out)
     if (!s->job_free)
         s->job_free_tail = NULL;
     /* The next submit's job, most likely freed by a worker on another core
-     * (its lines were last written there): fetch all of it now, so the
-     * next submit neither waits for j->next (a dependent miss under
-     * s->lock) nor drains its stores to it before its unlock. On a VM whose
-     * two vCPUs pass a cache line to and fro in 430 ns (bench ax_fullpath,
-     * medians of 5, same run): 1 worker 701 -> 585 ns a task, 2 workers
-     * 841 -> 692, ax_spawn 914 -> 782. Prefetching the worker's next job in
-     * sched_pick_locked as well moved nothing further. */
+     * (its lines were last written there): fetch all of it now, for
+     * writing, so the next submit neither waits for j->next (a dependent
+     * miss under s->lock) nor drains its stores to it before its unlock.
+     * On a VM whose two vCPUs pass a cache line to and fro in 410-430 ns
+     * (bench ax_fullpath, medians of 5 in one run): 1 worker 701 -> 585 ns
+     * a task with read prefetches, 2 workers 841 -> 692, ax_spawn
+     * 914 -> 782; then with PREFETCHW here and sched_pick_locked's
+     * prefetch of the next pick, 1 worker 491 -> 424, 2 workers
+     * 542 -> 444, ax_spawn 374 -> 336 (the FIFO free list in between). */
     if (j->next) {
         const char *q = (const char *)j->next;
-        __builtin_prefetch(q, 1, 3);
-        __builtin_prefetch(q + 64, 1, 3);
-        __builtin_prefetch(q + 128, 1, 3);
-        __builtin_prefetch(q + 192, 1, 3);
-        __builtin_prefetch(q + sizeof *j - 1, 1, 3);
+        ax_prefetch_w(q);
+        ax_prefetch_w(q + 64);
+        ax_prefetch_w(q + 128);
+        ax_prefetch_w(q + 192);
+        ax_prefetch_w(q + sizeof *j - 1);
     }
     s->nfree--;
     atomic_store_explicit(&s->nfree_hint, s->nfree, memory_order_relaxed);

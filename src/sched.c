@@ -582,6 +582,17 @@ struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **end
             do
                 b->rh++;
             while (b->rh != b->rt && b->ring[b->rh & b->mask] == RING_GONE);
+            if (b->rh != b->rt) {
+                /* The next pick's job, written by its submitter on another
+                 * core: its class (read by the next pick), its state word
+                 * (dispatch's atomic RMW) and wait_ns (written there), so
+                 * the batch's misses overlap instead of coming one by one
+                 * under s->lock (job.c has the figures). */
+                const struct job *q = slot_job(s, b->ring[b->rh & b->mask]);
+                __builtin_prefetch(&q->cls, 0, 3);
+                ax_prefetch_w(&q->sw);
+                ax_prefetch_w(&q->wait_ns);
+            }
             b->n--;
             hint_queued_locked(s);
             s->rr_taken++;
