@@ -272,6 +272,22 @@ typedef struct ax_spec {
      * task without one costs nothing more: the copy lives in a small
      * allocation of its own, made only for tasks that have one. */
     const char *ref;
+    /* Called once with `arg` when neither ax nor any attempt's function can
+     * use it any more: free arg here, not in on_done. on_done runs when the
+     * task ends, and a running attempt that is cancelled or times out ends
+     * at once while its function goes on (an orphan: see the blocking calls
+     * below):
+     * it may still read arg, and may not even have reached its first line
+     * yet. on_release runs after on_done has returned and after the last
+     * attempt's coroutine has returned: at once for a task that was not
+     * running, when the orphan returns for one that was. It runs on the
+     * thread that let go last (the task's worker, the caller of ax_cancel
+     * or ax_shutdown, a parent's ax_join, or the callback pool's finisher;
+     * never the watchdog), and like on_done it must not block for long nor
+     * call ax_free / ax_shutdown. An orphan that never returns keeps its
+     * arg: ax_free then leaks it with the scheduler. NULL = none; a task
+     * with one costs a small allocation at submit, as a ref does. */
+    void (*on_release)(void *arg);
 } ax_spec;
 
 #define AX_SPEC_PRIORITY 1u  /* ax_spec.overrides: keep spec.priority over the class's */
@@ -289,7 +305,7 @@ int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out);
  * in order, exactly as n calls of ax_submit would (the same codes, counters
  * and events; a refusal does not stop the others), with the scheduler's
  * lock taken once for each run of up to 8 specs instead of once per spec
- * (a spec with a class, overrides or a ref, and every spec while events are
+ * (a spec with a class, overrides, a ref or an on_release, and every spec while events are
  * lossless, goes through ax_submit alone). rcs[i] (if rcs is not NULL) gets
  * each one's result, ids[i] (if ids is not NULL) its id, 0 when refused.
  * Returns AX_OK when all n were admitted, else the first refusal's code

@@ -71,9 +71,20 @@ static uint32_t handoff_pack(unsigned attempt, unsigned state, unsigned to, unsi
     return (uint32_t)attempt << 12 | state << 8 | to << 4 | slot;
 }
 
+/* j->handoff of a job handed over only for its on_release (cb_pool_release):
+ * never a packed attempt (attempts stay below 2^16). */
+#define HANDOFF_RELEASE UINT32_MAX
+
 static void finish_handed(struct ax_sched *s, struct job *j)
 {
     uint32_t h = j->handoff;
+    if (h == HANDOFF_RELEASE) {
+        job_run_release(s, NULL, j);
+        pthread_mutex_lock(&s->lock);
+        job_free_locked(s, j);
+        pthread_mutex_unlock(&s->lock);
+        return;
+    }
     unsigned attempt = h >> 12, state = (h >> 8) & 15, to = (h >> 4) & 15, slot = h & 7;
     bool began = !(h & FIN_UNBEGUN);
     char msg[96];
@@ -257,11 +268,10 @@ void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result
     pthread_mutex_unlock(&p->lock);
 }
 
-void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
-                    unsigned to, int slot)
+static void fin_push(struct ax_sched *s, struct job *j, uint32_t handoff)
 {
     struct cb_pool *p = s->cbp;
-    j->handoff = handoff_pack(attempt, state, to, (unsigned)slot);
+    j->handoff = handoff;
     j->next = NULL;
     pthread_mutex_lock(&p->lock);
     if (p->fin_tail)
@@ -271,6 +281,17 @@ void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigne
     p->fin_tail = j;
     pthread_cond_signal(&p->fin_cond);
     pthread_mutex_unlock(&p->lock);
+}
+
+void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
+                    unsigned to, int slot)
+{
+    fin_push(s, j, handoff_pack(attempt, state, to, (unsigned)slot));
+}
+
+void cb_pool_release(struct ax_sched *s, struct job *j)
+{
+    fin_push(s, j, HANDOFF_RELEASE);
 }
 
 bool cb_pool_check(struct ax_sched *s, uint64_t now)

@@ -150,10 +150,12 @@ struct job {
 _Static_assert(sizeof(void *) != 8 || sizeof(struct job) == 248, "struct job grew");
 
 /* What few jobs have, kept off struct job: allocated at submit for a task
- * with a ref, or at its end for a child that failed with an error text
- * (which ax_join reports); freed with the job (job_free_locked). */
+ * with a ref or an on_release, or at its end for a child that failed with
+ * an error text (which ax_join reports); freed with the job
+ * (job_free_locked). */
 struct job_ext {
     char *err;              /* a child's terminal error text (malloc), or NULL */
+    void (*release)(void *arg); /* ax_spec.on_release, set at submit; NULL if none */
     char ref[AX_REF_MAX];   /* ax_spec.ref, "" if none */
 };
 
@@ -181,6 +183,11 @@ struct job *job_find_locked(struct ax_sched *s, uint64_t id);
  * were the last on a terminal job, re-queues a waiting retry if JH_RUN was.
  * w: the calling worker (applied in its next lock section) or NULL. */
 void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t word);
+/* The same for the watchdog, which runs no user code: a job whose last
+ * hold it drops and that has an on_release goes to the finisher. */
+void job_release_nouser(struct ax_sched *s, struct job *j, uint64_t hold);
+/* A freeable job's on_release (if any), on the calling thread (job.c). */
+void job_run_release(struct ax_sched *s, struct worker *w, struct job *j);
 static inline void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold)
 {
     uint64_t n = js_release(&j->sw, hold);
@@ -980,6 +987,9 @@ void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result
  * never dropped, linked through j->next. */
 void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,
                     unsigned to, int slot);
+/* A freeable job with an on_release whose last hold the watchdog dropped:
+ * the finisher runs its on_release and frees it (never dropped). */
+void cb_pool_release(struct ax_sched *s, struct job *j);
 uint64_t cb_pool_overruns(struct ax_sched *s);
 uint64_t cb_pool_dropped(struct ax_sched *s);
 /* watchdog: count overruns, add a thread if all are stuck; true while any

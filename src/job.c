@@ -153,9 +153,26 @@ struct job *job_find_locked(struct ax_sched *s, uint64_t id)
     return j;
 }
 
+void job_run_release(struct ax_sched *s, struct worker *w, struct job *j)
+{
+    void (*fn)(void *) = j->ext->release;
+    j->ext->release = NULL;
+    /* User code, as on_done: ax_free and ax_shutdown refuse to run in it. */
+    struct on_done_frame frame = {s, ax_on_done_frames};
+    ax_on_done_frames = &frame;
+    fn(j->arg);
+    ax_on_done_frames = frame.up;
+    if (w && w == ax_current_worker)
+        w->clock_stale = true; /* the next dispatch reads the clock again */
+}
+
 void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t word)
 {
     if (js_freeable(word)) {
+        /* Terminal, on_done returned, no coroutine of it left: its arg is
+         * the user's again (ax_spec.on_release). */
+        if (AX_UNLIKELY(j->ext && j->ext->release))
+            job_run_release(s, w, j);
         if (w) { /* freed in the worker's next lock section: nobody holds it */
             j->next = w->pend.free_list;
             w->pend.free_list = j;
@@ -174,6 +191,18 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
     sched_orphan_returned_locked(s, j, js_gen(word), now_ns());
     pthread_mutex_unlock(&s->lock);
     sched_wake_workers(s, 1);
+}
+
+void job_release_nouser(struct ax_sched *s, struct job *j, uint64_t hold)
+{
+    uint64_t n = js_release(&j->sw, hold);
+    if (js_freeable(n) && AX_UNLIKELY(j->ext && j->ext->release)) {
+        cb_pool_release(s, j); /* the finisher runs it and frees the job */
+        return;
+    }
+    bool requeue = (hold & JH_RUN) && js_state(n) == JS_RETRYING && (n & JF_WAIT);
+    if (requeue || js_freeable(n))
+        job_released(s, NULL, j, n);
 }
 
 void job_table_destroy(struct ax_sched *s)

@@ -51,17 +51,22 @@ static __attribute__((noinline)) int validate_ref(const char *ref)
     return AX_OK;
 }
 
-/* The ref's own allocation (struct job_ext), made before the lock; NULL
- * with *rc = AX_ENOMEM when none can be had. */
-static __attribute__((noinline)) struct job_ext *ref_ext(const char *ref, int *rc)
+/* The allocation (struct job_ext) of a task with a ref or an on_release,
+ * made before the lock; NULL with *rc = AX_ENOMEM when none can be had. */
+static __attribute__((noinline)) struct job_ext *spec_ext(const ax_spec *sp, int *rc)
 {
     struct job_ext *x = malloc(sizeof *x);
     if (!x) {
-        *rc = ax_fail_static(AX_ENOMEM, "ax_submit: out of memory for spec.ref");
+        *rc = ax_fail_static(AX_ENOMEM, sp->ref && sp->ref[0]
+                                            ? "ax_submit: out of memory for spec.ref"
+                                            : "ax_submit: out of memory for spec.on_release");
         return NULL;
     }
     x->err = NULL;
-    memcpy(x->ref, ref, strlen(ref) + 1); /* validated: < AX_REF_MAX */
+    x->release = sp->on_release;
+    x->ref[0] = 0;
+    if (sp->ref)
+        memcpy(x->ref, sp->ref, strlen(sp->ref) + 1); /* validated: < AX_REF_MAX */
     return x;
 }
 
@@ -304,7 +309,7 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
         j->trace_id[0] = 0;
     if (AX_UNLIKELY(ext)) { /* a free job has ext NULL, has_ref 0 (job_free_locked) */
         j->ext = ext;
-        j->has_ref = 1;
+        j->has_ref = ext->ref[0] != 0;
     }
     /* Under the lock: SUBMITTED is produced before any worker can start it. */
     if (AX_UNLIKELY(ev_on(s, AX_EV_SUBMITTED))) {
@@ -327,11 +332,11 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
     bool open = AX_UNLIKELY(!rc && cls &&
                             !(cls->cfg.protect_high && sp->priority == AX_PRIO_HIGH) &&
                             class_open_now(cls, now));
-    /* spec.ref's copy: a failure is a refusal like the others, counted
-     * (review: an AX_ENOMEM here was counted nowhere). */
+    /* spec.ref's copy and on_release: a failure is a refusal like the
+     * others, counted (review: an AX_ENOMEM here was counted nowhere). */
     struct job_ext *ext = NULL;
-    if (AX_UNLIKELY(!rc && !open && sp->ref && sp->ref[0]))
-        ext = ref_ext(sp->ref, &rc);
+    if (AX_UNLIKELY(!rc && !open && ((sp->ref && sp->ref[0]) || sp->on_release)))
+        ext = spec_ext(sp, &rc);
     if (AX_UNLIKELY(rc || open)) {
         /* The event is emitted under the lock, where it may not wait: room
          * first (lossless mode), as for every other refusal (user trial:
@@ -437,10 +442,11 @@ int submit_refused(struct ax_sched *s, const ax_spec *sp, int code)
 #define SUBMIT_BATCH_RUN 8
 
 /* A spec ax_submit_batch admits in a run: no class or overrides (deriving
- * may take the class's breaker and budget), no ref (its allocation). */
+ * may take the class's breaker and budget), no ref or on_release (their
+ * allocation). */
 static inline bool plain_spec(const ax_spec *sp)
 {
-    return !(sp->class_id | sp->overrides) && !(sp->ref && sp->ref[0]);
+    return !(sp->class_id | sp->overrides) && !(sp->ref && sp->ref[0]) && !sp->on_release;
 }
 
 struct batch_out {

@@ -148,7 +148,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
                 job_slot_free(s, j, false);
                 cb_pool_finish(s, j, attempt, JS_CANCELLED, JS_CANCELLED, FIN_SLOT_FREED);
             }
-            job_release(s, NULL, j, JH_RUN); /* the to-start list's hold */
+            job_release_nouser(s, j, JH_RUN); /* the to-start list's hold */
         }
         return;
     }
@@ -193,7 +193,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
     while (gone) {
         struct job *j = gone;
         gone = j->next;
-        job_release(s, NULL, j, JH_RUN);
+        job_release_nouser(s, j, JH_RUN);
     }
     if (moved)
         sched_wake_workers(s, moved);

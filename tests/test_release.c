@@ -1,0 +1,391 @@
+/* test_release.c - ax_spec.on_release: a task's arg is handed back once,
+ * after on_done and after the last attempt's coroutine returned (ax.h).
+ *
+ * Why: on_done runs the moment a running attempt is cancelled or times out,
+ * while its function goes on (an orphan), and may not even have reached
+ * its first line. ax-demo freed its task record in on_done and TSan caught
+ * the function's first line reading it afterwards (CI, stop 29:
+ * heap-use-after-free in eng_ax.c attempt, freed by on_done from
+ * ax_shutdown's cancel). on_release is where such an arg can be freed.
+ *
+ * Every case records the order of the events of one task on one counter
+ * (seq): on_done, the function's last read of its arg, on_release; and
+ * the thread on_release ran on.
+ *  1. Never ran: a task queued behind a paused scheduler is cancelled:
+ *     on_done, then on_release, both before ax_cancel returns (on the
+ *     caller's thread: nothing else held it).
+ *  2. Cancelled while running: the function parks in ax_sleep, is
+ *     cancelled (ax_sleep returns AX_ECANCELED), then waits for the test's
+ *     gate and reads its arg. on_done has run when ax_cancel returns;
+ *     on_release has not, and does not while the function is held; once
+ *     the gate opens it runs after the function's last read, on the
+ *     worker.
+ *  3. Timed out while running and held: timeout_ms 50, the function
+ *     ignores the deadline (no ax call, polls the gate): on_done (TIMED_OUT)
+ *     runs without it, on_release only after it returned.
+ *  4. A retry waiting for its orphan, cancelled: attempt 0 times out and
+ *     keeps running (held at the gate); back-off 1 ms; the retry waits for
+ *     the orphan; the task is cancelled there (on_done: CANCELLED, the
+ *     retry never ran), yet on_release waits for the orphan of attempt 0.
+ *  5. Many tasks from four submitting threads (ax_submit and
+ *     ax_submit_batch), each arg a malloc'ed record freed in on_release
+ *     (ASan: no leak, no double free): on_release runs exactly once per
+ *     admitted task, each after its own on_done.
+ *  6. Shutdown: tasks queued behind a paused scheduler end CANCELLED in
+ *     ax_shutdown; every one's on_release has run when ax_free returns, and
+ *     a task without on_release costs nothing extra (no call).
+ *  7. A spec with on_release and bad input is refused like any other
+ *     (AX_EINVAL, nothing called).
+ */
+#include "util.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static _Atomic unsigned seq;
+
+struct rec {
+    _Atomic unsigned done_at, fn_last_at, release_at; /* seq + 1; 0 = not yet */
+    _Atomic unsigned done_calls, release_calls;
+    _Atomic int done_state;
+    _Atomic bool gate, in_fn;
+    char release_thread[16];
+    _Atomic int attempts;
+};
+
+static unsigned tick(void)
+{
+    return atomic_fetch_add(&seq, 1) + 1;
+}
+
+static void on_done(const ax_result *r, void *arg)
+{
+    struct rec *x = arg;
+    atomic_store(&x->done_state, (int)r->state);
+    atomic_fetch_add(&x->done_calls, 1);
+    atomic_store(&x->done_at, tick());
+}
+
+static void on_release(void *arg)
+{
+    struct rec *x = arg;
+    pthread_getname_np(pthread_self(), x->release_thread, sizeof x->release_thread);
+    atomic_fetch_add(&x->release_calls, 1);
+    atomic_store(&x->release_at, tick());
+}
+
+static int fn_quick(ax_task *t, void *arg)
+{
+    (void)t;
+    struct rec *x = arg;
+    atomic_store(&x->fn_last_at, tick());
+    return 0;
+}
+
+/* Parks until cancelled, then waits for the gate, then reads its arg. */
+static int fn_park_then_gate(ax_task *t, void *arg)
+{
+    struct rec *x = arg;
+    atomic_store(&x->in_fn, true);
+    int rc = ax_sleep(t, 3600 * 1000);
+    while (!atomic_load(&x->gate))
+        usleep(1000); /* holds the worker: the attempt is over anyway */
+    atomic_store(&x->fn_last_at, tick());
+    return rc;
+}
+
+/* Ignores its deadline: no ax call until the gate opens. */
+static int fn_hog_until_gate(ax_task *t, void *arg)
+{
+    (void)t;
+    struct rec *x = arg;
+    atomic_fetch_add(&x->attempts, 1);
+    atomic_store(&x->in_fn, true);
+    while (!atomic_load(&x->gate))
+        usleep(1000);
+    atomic_store(&x->fn_last_at, tick());
+    return 0;
+}
+
+static ax_spec spec_for(struct rec *x, ax_fn fn)
+{
+    ax_spec sp = {
+        .fn = fn,
+        .arg = x,
+        .timeout_ms = 60000,
+        .on_done = on_done,
+        .cb_arg = x,
+        .on_release = on_release,
+    };
+    return sp;
+}
+
+static void case_never_ran(void)
+{
+    ax_sched *s = test_sched(2, 8);
+    CHECK_EQ(ax_pause(s), 0);
+    struct rec x = {0};
+    ax_spec sp = spec_for(&x, fn_quick);
+    uint64_t id;
+    CHECK_EQ(ax_submit(s, &sp, &id), 0);
+    CHECK_EQ(atomic_load(&x.release_calls), 0u);
+    CHECK_EQ(ax_cancel(s, id), 0);
+    /* Nothing else held it: both ran on this thread, in order. */
+    CHECK_EQ(atomic_load(&x.done_calls), 1u);
+    CHECK_EQ(atomic_load(&x.release_calls), 1u);
+    CHECK_EQ(atomic_load(&x.done_state), (int)AX_STATE_CANCELLED);
+    CHECK(atomic_load(&x.done_at) < atomic_load(&x.release_at));
+    CHECK_EQ(atomic_load(&x.fn_last_at), 0u);
+    char me[16];
+    pthread_getname_np(pthread_self(), me, sizeof me);
+    CHECK_EQ(strcmp(x.release_thread, me), 0);
+    CHECK_EQ(ax_resume(s), 0);
+    ax_free(s);
+    CHECK_EQ(atomic_load(&x.release_calls), 1u);
+    printf("ok 1 - never ran: on_done then on_release, both in ax_cancel\n");
+}
+
+static void case_cancel_running(void)
+{
+    ax_sched *s = test_sched(2, 8);
+    struct rec x = {0};
+    ax_spec sp = spec_for(&x, fn_park_then_gate);
+    uint64_t id;
+    CHECK_EQ(ax_submit(s, &sp, &id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&x.in_fn), 30000));
+    CHECK_EQ(ax_cancel(s, id), 0);
+    CHECK_EQ(atomic_load(&x.done_calls), 1u); /* ended at once */
+    CHECK_EQ(atomic_load(&x.done_state), (int)AX_STATE_CANCELLED);
+    /* The function still runs (held at the gate) and will read its arg. */
+    usleep(50 * 1000);
+    CHECK_EQ(atomic_load(&x.release_calls), 0u);
+    CHECK_EQ(atomic_load(&x.fn_last_at), 0u);
+    atomic_store(&x.gate, true);
+    CHECK(WAIT_UNTIL(atomic_load(&x.release_calls) == 1, 30000));
+    CHECK(atomic_load(&x.done_at) < atomic_load(&x.fn_last_at));
+    CHECK(atomic_load(&x.fn_last_at) < atomic_load(&x.release_at));
+    CHECK_EQ(strncmp(x.release_thread, "ax-worker-", 10), 0);
+    ax_free(s);
+    CHECK_EQ(atomic_load(&x.release_calls), 1u);
+    CHECK_EQ(atomic_load(&x.done_calls), 1u);
+    printf("ok 2 - cancelled while running: on_release after the orphan's last read (%s)\n",
+           x.release_thread);
+}
+
+static void case_timeout_hog(void)
+{
+    ax_sched *s = test_sched(2, 8);
+    struct rec x = {0};
+    ax_spec sp = spec_for(&x, fn_hog_until_gate);
+    sp.timeout_ms = 50;
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&x.done_calls) == 1, 30000));
+    CHECK_EQ(atomic_load(&x.done_state), (int)AX_STATE_TIMED_OUT);
+    usleep(50 * 1000);
+    CHECK_EQ(atomic_load(&x.release_calls), 0u);
+    atomic_store(&x.gate, true);
+    CHECK(WAIT_UNTIL(atomic_load(&x.release_calls) == 1, 30000));
+    CHECK(atomic_load(&x.done_at) < atomic_load(&x.fn_last_at));
+    CHECK(atomic_load(&x.fn_last_at) < atomic_load(&x.release_at));
+    ax_free(s);
+    CHECK_EQ(atomic_load(&x.release_calls), 1u);
+    printf("ok 3 - timed out while held: on_release after the hog returned\n");
+}
+
+static void case_retry_waits_for_orphan(void)
+{
+    ax_sched *s = test_sched(2, 8);
+    struct rec x = {0};
+    static const ax_retry_policy fast = {AX_BACKOFF_EXPONENTIAL, 1, 1, 0};
+    ax_spec sp = spec_for(&x, fn_hog_until_gate);
+    sp.timeout_ms = 50;
+    sp.max_retry = 1;
+    sp.retry = &fast;
+    uint64_t id;
+    CHECK_EQ(ax_submit(s, &sp, &id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&x.in_fn), 30000));
+    /* Attempt 0 timed out, its back-off (1 ms) is over, and the retry waits
+     * for the orphan: the task is delayed, not queued. */
+    CHECK(WAIT_UNTIL(test_stats(s).delayed == 1, 30000));
+    usleep(20 * 1000);
+    CHECK_EQ(ax_cancel(s, id), 0);
+    CHECK_EQ(atomic_load(&x.done_calls), 1u);
+    CHECK_EQ(atomic_load(&x.done_state), (int)AX_STATE_CANCELLED);
+    usleep(50 * 1000);
+    CHECK_EQ(atomic_load(&x.release_calls), 0u); /* attempt 0's orphan still runs */
+    atomic_store(&x.gate, true);
+    CHECK(WAIT_UNTIL(atomic_load(&x.release_calls) == 1, 30000));
+    CHECK(atomic_load(&x.fn_last_at) < atomic_load(&x.release_at));
+    CHECK(atomic_load(&x.done_at) < atomic_load(&x.release_at));
+    ax_free(s);
+    CHECK_EQ(atomic_load(&x.attempts), 1); /* the retry never ran */
+    CHECK_EQ(atomic_load(&x.release_calls), 1u);
+    printf("ok 4 - a retry waiting for its orphan, cancelled: on_release after the orphan\n");
+}
+
+/* Case 5: records malloc'ed by the submitters, freed by on_release. */
+struct owned {
+    _Atomic unsigned done;
+    unsigned magic;
+};
+static _Atomic unsigned owned_released, owned_done, owned_bad;
+
+static void owned_on_done(const ax_result *r, void *arg)
+{
+    (void)r;
+    struct owned *o = arg;
+    atomic_fetch_add(&o->done, 1);
+    atomic_fetch_add(&owned_done, 1);
+}
+
+static void owned_release(void *arg)
+{
+    struct owned *o = arg;
+    if (o->magic != 0xa11ce || atomic_load(&o->done) != 1)
+        atomic_fetch_add(&owned_bad, 1);
+    o->magic = 0;
+    free(o);
+    atomic_fetch_add(&owned_released, 1);
+}
+
+static int owned_fn(ax_task *t, void *arg)
+{
+    struct owned *o = arg;
+    if (o->magic != 0xa11ce)
+        atomic_fetch_add(&owned_bad, 1);
+    if (((uintptr_t)o >> 4) % 3 == 0)
+        (void)ax_yield(t); /* some park once: their release comes from the resumed run */
+    return 0;
+}
+
+#define SUBMITTERS 4
+#if defined(TEST_TSAN)
+#define PER_SUBMITTER 1000u
+#else
+#define PER_SUBMITTER 4000u
+#endif
+
+static ax_sched *many_s;
+static _Atomic unsigned admitted;
+
+static ax_spec owned_spec(void)
+{
+    struct owned *o = malloc(sizeof *o);
+    CHECK(o != NULL);
+    atomic_init(&o->done, 0);
+    o->magic = 0xa11ce;
+    ax_spec sp = {.fn = owned_fn,
+                  .arg = o,
+                  .timeout_ms = 60000,
+                  .on_done = owned_on_done,
+                  .cb_arg = o,
+                  .on_release = owned_release};
+    return sp;
+}
+
+static void *submitter(void *arg)
+{
+    bool batch = (uintptr_t)arg & 1;
+    for (unsigned i = 0; i < PER_SUBMITTER;) {
+        if (batch) {
+            ax_spec specs[8];
+            int rcs[8];
+            for (unsigned k = 0; k < 8; k++)
+                specs[k] = owned_spec();
+            ax_submit_batch(many_s, specs, 8, rcs, NULL);
+            for (unsigned k = 0; k < 8; k++) {
+                if (rcs[k] == 0)
+                    atomic_fetch_add(&admitted, 1);
+                else
+                    free(specs[k].arg); /* refused: still the caller's */
+            }
+            i += 8;
+        } else {
+            ax_spec sp = owned_spec();
+            if (ax_submit(many_s, &sp, NULL) == 0)
+                atomic_fetch_add(&admitted, 1);
+            else
+                free(sp.arg);
+            i++;
+        }
+    }
+    return NULL;
+}
+
+static void case_many(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 2;
+    c.max_concurrency = 64;
+    for (unsigned p = 0; p < AX_PRIO_COUNT; p++)
+        c.capacity[p] = 100000;
+    c.shed_ratio = 1.0;
+    many_s = test_sched_cfg(&c);
+    pthread_t th[SUBMITTERS];
+    for (uintptr_t i = 0; i < SUBMITTERS; i++)
+        CHECK_EQ(pthread_create(&th[i], NULL, submitter, (void *)i), 0);
+    for (unsigned i = 0; i < SUBMITTERS; i++)
+        pthread_join(th[i], NULL);
+    unsigned n = atomic_load(&admitted);
+    CHECK(n > 0);
+    CHECK(WAIT_UNTIL(atomic_load(&owned_released) == n, 60000 * TEST_SLOW));
+    ax_free(many_s);
+    CHECK_EQ(atomic_load(&owned_done), n);
+    CHECK_EQ(atomic_load(&owned_released), n);
+    CHECK_EQ(atomic_load(&owned_bad), 0u);
+    printf("ok 5 - %u tasks from %d threads: on_release once each, after its on_done\n", n,
+           SUBMITTERS);
+}
+
+static void case_shutdown(void)
+{
+    ax_sched *s = test_sched(2, 8);
+    CHECK_EQ(ax_pause(s), 0);
+    enum { N = 100 };
+    static struct rec xs[N];
+    for (unsigned i = 0; i < N; i++) {
+        ax_spec sp = spec_for(&xs[i], fn_quick);
+        if (i % 2)
+            sp.on_release = NULL; /* half without: no call for those */
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    }
+    CHECK_EQ(ax_shutdown(s, 0), 0);
+    ax_free(s);
+    for (unsigned i = 0; i < N; i++) {
+        CHECK_EQ(atomic_load(&xs[i].done_calls), 1u);
+        CHECK_EQ(atomic_load(&xs[i].done_state), (int)AX_STATE_CANCELLED);
+        CHECK_EQ(atomic_load(&xs[i].release_calls), i % 2 ? 0u : 1u);
+        if (!(i % 2))
+            CHECK(atomic_load(&xs[i].done_at) < atomic_load(&xs[i].release_at));
+    }
+    printf("ok 6 - shutdown: every on_release ran by ax_free, none for tasks without\n");
+}
+
+static void case_refused(void)
+{
+    ax_sched *s = test_sched(1, 8);
+    struct rec x = {0};
+    ax_spec sp = spec_for(&x, fn_quick);
+    sp.timeout_ms = 0; /* invalid */
+    CHECK_EQ(ax_submit(s, &sp, NULL), AX_EINVAL);
+    int rc = 0;
+    CHECK_EQ(ax_submit_batch(s, &sp, 1, &rc, NULL), AX_EINVAL);
+    CHECK_EQ(rc, AX_EINVAL);
+    ax_free(s);
+    CHECK_EQ(atomic_load(&x.done_calls), 0u);
+    CHECK_EQ(atomic_load(&x.release_calls), 0u);
+    printf("ok 7 - a refused spec: no on_done, no on_release\n");
+}
+
+int main(void)
+{
+    case_never_ran();
+    case_cancel_running();
+    case_timeout_hog();
+    case_retry_waits_for_orphan();
+    case_many();
+    case_shutdown();
+    case_refused();
+    return 0;
+}
