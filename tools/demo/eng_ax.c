@@ -175,8 +175,10 @@ events:
 static int attempt(ax_task *t, void *arg)
 {
     struct dm_task *tk = arg;
-    /* Nothing of tk after the call: if the deadline or a cancel ends this
-     * attempt while the call is still in progress, on_done may free it. */
+    /* tk lives until on_release, which ax runs only after this function
+     * returned: on_done, which may run before this function's first line
+     * (a cancel at shutdown) or while the call is in progress (the
+     * deadline), only counts the end. */
     unsigned cls = tk->cls;
     uint64_t t0 = dm_attempt_begin(tk);
     ax_http_response resp;
@@ -209,7 +211,12 @@ static void on_done(const ax_result *r, void *arg)
         if (strstr(r->error, "not retried: class"))
             atomic_fetch_add_explicit(&dm_run_g.budget_denied, 1, memory_order_relaxed);
     }
-    dm_task_done(tk, o);
+    dm_task_account(tk, o);
+}
+
+static void on_release(void *arg)
+{
+    free(arg); /* the struct dm_task: no attempt of it can run any more */
 }
 
 static int ax_submit_task(struct dm_task *tk)
@@ -224,6 +231,7 @@ static int ax_submit_task(struct dm_task *tk)
         .retry = &policy,
         .on_done = on_done,
         .cb_arg = tk,
+        .on_release = on_release,
     };
     if (nclasses) {
         /* The class's timeout, retry count and policy; the task's own priority. */

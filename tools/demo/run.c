@@ -111,13 +111,16 @@ void dm_attempt_end(unsigned cls, uint64_t start_ns, long http_status)
     }
 }
 
-void dm_task_done(struct dm_task *t, enum dm_outcome o)
+void dm_task_account(struct dm_task *t, enum dm_outcome o)
 {
     struct dm_run *rn = &dm_run_g;
     /* A task that never started waited at least until now: count that, or
-     * the wait of a backlog that was never served would vanish. */
+     * the wait of a backlog that was never served would vanish. An
+     * exchange, as dm_attempt_begin's: a cancel that ends an attempt about
+     * to begin must not count the wait twice. */
     uint64_t now = now_ns();
-    if (!atomic_load_explicit(&t->started, memory_order_relaxed)) {
+    bool started = atomic_exchange_explicit(&t->started, true, memory_order_relaxed);
+    if (!started) {
         atomic_fetch_sub_explicit(&rn->waiting, 1, memory_order_relaxed);
         wait_ended(rn, t, now);
     }
@@ -130,8 +133,7 @@ void dm_task_done(struct dm_task *t, enum dm_outcome o)
     /* Requests per task admitted while degraded: every such task but those
      * the end of the run cancelled before they ever started (the demo's cut,
      * not the engine's choice); refused or expired ones count with 0. */
-    if (t->in_degraded &&
-        (o != OUT_CANCELLED || atomic_load_explicit(&t->started, memory_order_relaxed))) {
+    if (t->in_degraded && (o != OUT_CANCELLED || started)) {
         atomic_fetch_add_explicit(&rn->degraded_tasks, 1, memory_order_relaxed);
         atomic_fetch_add_explicit(&rn->degraded_requests,
                                   atomic_load_explicit(&t->attempts, memory_order_relaxed),
@@ -139,6 +141,11 @@ void dm_task_done(struct dm_task *t, enum dm_outcome o)
     }
     atomic_max(&rn->max_task_requests, atomic_load_explicit(&t->attempts, memory_order_relaxed));
     atomic_fetch_add_explicit(&rn->out[t->prio][o], 1, memory_order_relaxed);
+}
+
+void dm_task_done(struct dm_task *t, enum dm_outcome o)
+{
+    dm_task_account(t, o);
     free(t);
 }
 

@@ -92,13 +92,18 @@ struct dm_run {
 extern struct dm_run dm_run_g;
 
 /* Bookkeeping the engines call. begin returns the attempt's start time.
- * end takes the class, not the task: ax runs on_done (which frees the
- * task) when an attempt's deadline or a cancel ends it, and the function
- * may still be running then (an orphan), so after its call returns the
- * function must not touch the task. */
+ * ax runs on_done when an attempt's deadline or a cancel ends it, and the
+ * function may still be running then (an orphan), or not yet have reached
+ * its first line: so the ax engine accounts the end in on_done
+ * (dm_task_account) and frees the task in on_release (ax_spec.on_release),
+ * once no function can touch it. begin and account may then meet on one
+ * task: whichever comes first counts its wait. */
 uint64_t dm_attempt_begin(struct dm_task *t);
 void dm_attempt_end(unsigned cls, uint64_t start_ns, long http_status);
-/* The task's terminal state; frees it. */
+/* The task's terminal state, counted; the task stays allocated. */
+void dm_task_account(struct dm_task *t, enum dm_outcome o);
+/* dm_task_account, then free the task (for an engine whose task function
+ * has returned when the task ends). */
 void dm_task_done(struct dm_task *t, enum dm_outcome o);
 
 #endif
