@@ -65,8 +65,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 struct http_sock;
 
@@ -75,6 +78,7 @@ struct http_worker {
     CURLM *multi;
     struct run_timer timer;
     struct http_sock *graveyard; /* removed sockets, freed after the epoll batch */
+    struct http_sock *live;      /* not removed yet (closed at destroy if curl never does) */
     ax_http_config conf;         /* as applied to multi */
     unsigned conf_gen;           /* s->http_conf_gen when conf was read */
     unsigned inflight, peak;     /* transfers in multi now / at most so far */
@@ -99,11 +103,30 @@ struct http_worker {
 #define HTTP_MAX_HEADERS ((size_t)1 << 20)
 #define HTTP_CONTENT_TYPE_MAX 256 /* with its NUL */
 
+/* A socket curl asked us to watch. The worker's epoll watches it through
+ * a duplicate descriptor of our own (`reg`), never through curl's number:
+ * libcurl 7.88 sometimes closes a socket first and says CURL_POLL_REMOVE
+ * for it later (TSan caught it in ax-demo, CI stop 29; the call that
+ * closes it is inside curl_multi_socket_action, the REMOVE comes from the
+ * same call's end). By then the number may be another thread's new socket
+ * or one this worker registered itself, and an EPOLL_CTL_DEL by that
+ * number would delete someone else's entry, or fail and leave the
+ * worker's count of registrations (nfd_waits) up for good, so that it
+ * polls epoll on every turn of its loop. A number of our own is closed
+ * only by us: the registration and its removal always name the file curl
+ * registered, whatever curl did with its own number meanwhile. One
+ * F_DUPFD and one close per registration (a transfer on a reused
+ * connection adds and removes its socket once). */
 struct http_sock {
     struct reactor_src src; /* first: the reactor hands us this pointer */
     struct http_worker *hw;
-    curl_socket_t fd;       /* -1 once curl removed it */
-    struct http_sock *next; /* graveyard */
+    curl_socket_t fd;       /* curl's number; -1 once curl removed it */
+    int reg;                /* the number in epoll: our duplicate, or -1 */
+    bool own;               /* reg is our duplicate (else curl's fd: no fd left to dup) */
+    dev_t dev;              /* the registered file (fstat of reg) */
+    ino_t ino;
+    struct http_sock *next;                 /* graveyard */
+    struct http_sock *live_prev, *live_next; /* hw->live */
 };
 
 struct http_wait {
@@ -167,6 +190,48 @@ static void on_socket_event(struct reactor_src *src, struct worker *w, uint32_t 
     check_done(hw);
 }
 
+/* Out of epoll, and our duplicate closed. */
+static void sock_unregister(struct http_worker *hw, struct http_sock *hs)
+{
+    if (hs->reg < 0)
+        return;
+    reactor_src_del(hw->w, hs->reg);
+    if (hs->own)
+        close(hs->reg);
+    hs->reg = -1;
+}
+
+/* Into epoll through a duplicate of curl's fd (struct http_sock). */
+static int sock_register(struct http_worker *hw, struct http_sock *hs, curl_socket_t fd,
+                         uint32_t ev)
+{
+    int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    hs->own = d >= 0;
+    hs->reg = d >= 0 ? d : fd; /* out of descriptors: curl's own, as before */
+    struct stat st;
+    if (fstat(hs->reg, &st) == 0) {
+        hs->dev = st.st_dev;
+        hs->ino = st.st_ino;
+    }
+    int rc = reactor_src_add(hw->w, hs->reg, ev, &hs->src, false);
+    if (rc != 0 && hs->own) {
+        close(hs->reg);
+        hs->reg = -1;
+    } else if (rc != 0) {
+        hs->reg = -1;
+    }
+    return rc;
+}
+
+/* curl's fd still names the file we registered: a socket curl closed
+ * without a REMOVE and whose number its next socket took keeps the stale
+ * entry (and our hs) in curl's socket hash. */
+static bool sock_same(const struct http_sock *hs, curl_socket_t fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && st.st_dev == hs->dev && st.st_ino == hs->ino;
+}
+
 static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
 {
     (void)easy;
@@ -174,11 +239,18 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     struct http_sock *hs = socketp;
     if (what == CURL_POLL_REMOVE) {
         if (hs) {
-            reactor_src_del(hw->w, fd);
+            /* By our own number: curl's may be closed and reused already. */
+            sock_unregister(hw, hs);
             curl_multi_assign(hw->multi, fd, NULL);
             /* The epoll batch being handled may still point at it: free
              * it once the batch is done (reactor_done). */
             hs->fd = -1;
+            if (hs->live_prev)
+                hs->live_prev->live_next = hs->live_next;
+            else
+                hw->live = hs->live_next;
+            if (hs->live_next)
+                hs->live_next->live_prev = hs->live_prev;
             hs->next = hw->graveyard;
             hw->graveyard = hs;
         }
@@ -189,7 +261,6 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         ev |= EPOLLIN;
     if (what & CURL_POLL_OUT)
         ev |= EPOLLOUT;
-    bool mod = hs != NULL;
     if (!hs) {
         hs = calloc(1, sizeof *hs);
         if (!hs)
@@ -197,10 +268,19 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
         hs->src.on_event = on_socket_event;
         hs->hw = hw;
         hs->fd = fd;
+        hs->reg = -1;
+        hs->live_next = hw->live;
+        if (hw->live)
+            hw->live->live_prev = hs;
+        hw->live = hs;
         curl_multi_assign(hw->multi, fd, hs);
+    } else if (hs->reg >= 0 && !sock_same(hs, fd)) {
+        sock_unregister(hw, hs); /* curl reused the number: watch the new file */
     }
-    if (reactor_src_add(hw->w, fd, ev, &hs->src, mod) != 0 && mod)
-        reactor_src_add(hw->w, fd, ev, &hs->src, false); /* curl reused the fd number */
+    if (hs->reg >= 0 && reactor_src_add(hw->w, hs->reg, ev, &hs->src, true) == 0)
+        return 0;
+    sock_unregister(hw, hs);
+    sock_register(hw, hs, fd, ev);
     return 0;
 }
 
@@ -245,6 +325,13 @@ static void http_worker_destroy(void *p)
         curl_easy_cleanup(hw->pool[--hw->npool]);
     free(hw->pool);
     curl_multi_cleanup(hw->multi); /* closes cached connections */
+    /* Sockets curl never said REMOVE for: our duplicates are ours to close. */
+    while (hw->live) {
+        struct http_sock *hs = hw->live;
+        hw->live = hs->live_next;
+        sock_unregister(hw, hs);
+        free(hs);
+    }
     reap(hw);
     free(hw);
 }
