@@ -219,8 +219,11 @@ int ax_new(const ax_config *cfg, ax_sched **out);
  * their coroutines up to max(timeout_ms, 1000) ms more to return. Returns 0
  * when every task's coroutine has ended, AX_ETIMEDOUT if some cancelled task
  * still has not returned (its on_done has run; its coroutine is still on a
- * worker). Safe to call more than once; AX_ESTATE from one of the
- * scheduler's own tasks or callbacks (it would wait for itself). */
+ * worker). An on_release an orphan starts as it returns may still be
+ * running when it returns; ax_free waits for every on_done and on_release
+ * in progress (within shutdown_timeout_ms). Safe to call more than once;
+ * AX_ESTATE from one of the scheduler's own tasks or callbacks (it would
+ * wait for itself). */
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);
 
 /* Shut down (if not yet, with no wait) and free everything, all within

@@ -170,17 +170,25 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
 {
     if (js_freeable(word)) {
         /* Terminal, on_done returned, no coroutine of it left: its arg is
-         * the user's again (ax_spec.on_release). */
-        if (AX_UNLIKELY(j->ext && j->ext->release))
+         * the user's again (ax_spec.on_release). Counted with the on_done
+         * calls in progress until the job is freed: ax_free waits for them
+         * before it frees the table (new-user trial: a slow on_release in
+         * ax_cancel's thread freed the job into a table ax_free had freed). */
+        bool rel = AX_UNLIKELY(j->ext && j->ext->release);
+        if (rel) {
+            atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
             job_run_release(s, w, j);
+        }
         if (w) { /* freed in the worker's next lock section: nobody holds it */
             j->next = w->pend.free_list;
             w->pend.free_list = j;
-            return;
+        } else {
+            pthread_mutex_lock(&s->lock);
+            job_free_locked(s, j);
+            pthread_mutex_unlock(&s->lock);
         }
-        pthread_mutex_lock(&s->lock);
-        job_free_locked(s, j);
-        pthread_mutex_unlock(&s->lock);
+        if (rel)
+            atomic_fetch_sub_explicit(&s->in_on_done, 1, memory_order_release);
         return;
     }
     /* A retry waited for the coroutine that just returned: queue it now.

@@ -420,9 +420,9 @@ void ax_free(ax_sched *s)
         unsigned cbs = atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
         if (cbs)
             fprintf(stderr,
-                    "ax_free:   %u on_done callback(s) still running: an on_done that does "
-                    "not return holds its worker as a task would (its task is listed as "
-                    "ended)\n",
+                    "ax_free:   %u on_done / on_release callback(s) still running: one that "
+                    "does not return holds its worker as a task would (its task is listed "
+                    "as ended)\n",
                     cbs);
         report_stuck(s);
         /* Write out the events so far, but stop nothing the held worker may

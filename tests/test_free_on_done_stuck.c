@@ -51,7 +51,7 @@ int main(void)
     static char out[65536];
     fork_capture_ok("child", child, out, sizeof out, 60000);
     CHECK(strstr(out, "ax_free returned") != NULL);
-    CHECK(strstr(out, "1 on_done callback(s) still running") != NULL);
+    CHECK(strstr(out, "1 on_done / on_release callback(s) still running") != NULL);
     puts("test_free_on_done_stuck: ok");
     return 0;
 }

@@ -36,6 +36,12 @@
  *     a task without on_release costs nothing extra (no call).
  *  7. A spec with on_release and bad input is refused like any other
  *     (AX_EINVAL, nothing called).
+ *  8. ax_free waits for an on_release in progress on another thread: one
+ *     that sleeps 300 ms inside ax_cancel's call (a queued task) while the
+ *     main thread calls ax_shutdown and ax_free; it has finished when
+ *     ax_free returns, and the job it frees after is in a live table
+ *     (new-user trial: ASan saw job_free_locked write into the table
+ *     ax_free had freed).
  */
 #include "util.h"
 
@@ -378,6 +384,44 @@ static void case_refused(void)
     printf("ok 7 - a refused spec: no on_done, no on_release\n");
 }
 
+/* Case 8: a slow on_release on the thread of ax_cancel, while ax_free. */
+static _Atomic bool slow_in, slow_out;
+static ax_sched *slow_s;
+static uint64_t slow_id;
+
+static void slow_release(void *arg)
+{
+    (void)arg;
+    atomic_store(&slow_in, true);
+    usleep(300 * 1000);
+    atomic_store(&slow_out, true);
+}
+
+static void *slow_canceller(void *arg)
+{
+    (void)arg;
+    CHECK_EQ(ax_cancel(slow_s, slow_id), 0);
+    return NULL;
+}
+
+static void case_free_waits(void)
+{
+    slow_s = test_sched(1, 8);
+    CHECK_EQ(ax_pause(slow_s), 0);
+    ax_spec sp = {.fn = fn_quick, .timeout_ms = 60000, .on_release = slow_release};
+    static struct rec x;
+    sp.arg = &x;
+    CHECK_EQ(ax_submit(slow_s, &sp, &slow_id), 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, slow_canceller, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&slow_in), 30000));
+    CHECK_EQ(ax_shutdown(slow_s, 0), 0);
+    ax_free(slow_s); /* must wait for the release, which then frees the job */
+    CHECK(atomic_load(&slow_out));
+    pthread_join(th, NULL);
+    printf("ok 8 - ax_free waits for an on_release running in ax_cancel's thread\n");
+}
+
 int main(void)
 {
     case_never_ran();
@@ -387,5 +431,6 @@ int main(void)
     case_many();
     case_shutdown();
     case_refused();
+    case_free_waits();
     return 0;
 }
