@@ -202,8 +202,23 @@ if [ "$rc" -eq 2 ]; then ok; else bad "--upstream DIRECTORY: exit $rc, want 2: $
 rc=0
 "$BIN" --config "$TMP/quick.conf" --only seed-tuned --upstream "$UP" --out "$TMP/quick" \
     >"$TMP/quick.out" 2>"$TMP/quick.err" || rc=$?
-if [ "$rc" -ne 0 ]; then
-    bad "quick run: exit $rc: $(tail -2 "$TMP/quick.err")"
+# Exit 3 (no 2xx: "the upstream failed most requests") from a machine too
+# busy to run the 0.4 s scenario at all says nothing of ax-upstream's count:
+# under TSan beside two busy loops, 12 of 30 such runs got no answer at all
+# (results.json machine_stalled, 11-17 requests started of 109).
+stalled() {
+    python3 -c 'import json, sys
+c = json.load(open(sys.argv[1]))["configs"][0]
+if not (c["machine_stalled"] and c["answered_2xx"] == 0):
+    sys.exit(1)
+p, n, a = c["cpu_pressure_pct"], c["upstream_requests"], c["answered"]
+print(f"SKIPPED: quick run: the machine stalled (CPU pressure {p:.0f} %, {n} requests "
+      f"sent, {a} answered): no count to check")' "$TMP/quick/results.json" 2>/dev/null
+}
+if [ "$rc" -eq 3 ] && stalled; then
+    ok
+elif [ "$rc" -ne 0 ]; then
+    bad "quick run: exit $rc: $(head -c 6000 "$TMP/quick.err")"
 elif python3 -c 'import json, sys
 c = json.load(open(sys.argv[1]))["configs"][0]
 a, n, s = c["answered"], c["upstream_requests_counted_by_upstream"], c["upstream_requests"]
