@@ -69,6 +69,7 @@
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 struct http_sock;
@@ -78,7 +79,7 @@ struct http_worker {
     CURLM *multi;
     struct run_timer timer;
     struct http_sock *graveyard; /* removed sockets, freed after the epoll batch */
-    struct http_sock *live;      /* not removed yet (closed at destroy if curl never does) */
+    struct http_sock *live;      /* not removed yet (freed at destroy if curl never does) */
     ax_http_config conf;         /* as applied to multi */
     unsigned conf_gen;           /* s->http_conf_gen when conf was read */
     unsigned inflight, peak;     /* transfers in multi now / at most so far */
@@ -103,27 +104,25 @@ struct http_worker {
 #define HTTP_MAX_HEADERS ((size_t)1 << 20)
 #define HTTP_CONTENT_TYPE_MAX 256 /* with its NUL */
 
-/* A socket curl asked us to watch. The worker's epoll watches it through
- * a duplicate descriptor of our own (`reg`), never through curl's number:
- * libcurl 7.88 sometimes closes a socket first and says CURL_POLL_REMOVE
- * for it later (TSan caught it in ax-demo, CI stop 29; the call that
- * closes it is inside curl_multi_socket_action, the REMOVE comes from the
- * same call's end). By then the number may be another thread's new socket
- * or one this worker registered itself, and an EPOLL_CTL_DEL by that
- * number would delete someone else's entry, or fail and leave the
+/* A socket curl asked us to watch, registered in the worker's epoll by
+ * curl's number. libcurl 7.88 sometimes closes a socket first and says
+ * CURL_POLL_REMOVE for it later, in the same curl_multi_socket_action call
+ * (TSan caught it in ax-demo, CI stop 29). The close took the registration
+ * out of epoll already, and by the REMOVE the number may be another
+ * thread's new socket or one this worker registered: an EPOLL_CTL_DEL by
+ * that number deleted someone else's entry, or failed and left the
  * worker's count of registrations (nfd_waits) up for good, so that it
- * polls epoll on every turn of its loop. A number of our own is closed
- * only by us: the registration and its removal always name the file curl
- * registered, whatever curl did with its own number meanwhile. One
- * F_DUPFD and one close per registration (a transfer on a reused
- * connection adds and removes its socket once). */
+ * polled epoll on every turn of its loop. So the file registered is known
+ * by identity (dev, ino, as reactor.c's ax_wait_fd entries are), and the
+ * number is used only while it still names that file. (Registering a
+ * duplicate descriptor of our own instead was tried: one more fd per
+ * socket, and test_http_10k's 10 000 connections ran out of descriptors.) */
 struct http_sock {
     struct reactor_src src; /* first: the reactor hands us this pointer */
     struct http_worker *hw;
     curl_socket_t fd;       /* curl's number; -1 once curl removed it */
-    int reg;                /* the number in epoll: our duplicate, or -1 */
-    bool own;               /* reg is our duplicate (else curl's fd: no fd left to dup) */
-    dev_t dev;              /* the registered file (fstat of reg) */
+    bool registered;        /* in the worker's epoll (as fd, for the file dev/ino) */
+    dev_t dev;
     ino_t ino;
     struct http_sock *next;                 /* graveyard */
     struct http_sock *live_prev, *live_next; /* hw->live */
@@ -190,46 +189,42 @@ static void on_socket_event(struct reactor_src *src, struct worker *w, uint32_t 
     check_done(hw);
 }
 
-/* Out of epoll, and our duplicate closed. */
-static void sock_unregister(struct http_worker *hw, struct http_sock *hs)
+/* fstat without ThreadSanitizer's interceptor, which takes it for a use of
+ * the number: asking whether a number still names our file, when another
+ * thread may have reused it, is the point here, not a race. */
+static bool sock_stat(curl_socket_t fd, struct stat *st)
 {
-    if (hs->reg < 0)
-        return;
-    reactor_src_del(hw->w, hs->reg);
-    if (hs->own)
-        close(hs->reg);
-    hs->reg = -1;
+    return syscall(SYS_newfstatat, fd, "", st, AT_EMPTY_PATH) == 0;
 }
 
-/* Into epoll through a duplicate of curl's fd (struct http_sock). */
-static int sock_register(struct http_worker *hw, struct http_sock *hs, curl_socket_t fd,
-                         uint32_t ev)
-{
-    int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    hs->own = d >= 0;
-    hs->reg = d >= 0 ? d : fd; /* out of descriptors: curl's own, as before */
-    struct stat st;
-    if (fstat(hs->reg, &st) == 0) {
-        hs->dev = st.st_dev;
-        hs->ino = st.st_ino;
-    }
-    int rc = reactor_src_add(hw->w, hs->reg, ev, &hs->src, false);
-    if (rc != 0 && hs->own) {
-        close(hs->reg);
-        hs->reg = -1;
-    } else if (rc != 0) {
-        hs->reg = -1;
-    }
-    return rc;
-}
-
-/* curl's fd still names the file we registered: a socket curl closed
- * without a REMOVE and whose number its next socket took keeps the stale
- * entry (and our hs) in curl's socket hash. */
+/* curl's fd still names the file we registered. */
 static bool sock_same(const struct http_sock *hs, curl_socket_t fd)
 {
     struct stat st;
-    return fstat(fd, &st) == 0 && st.st_dev == hs->dev && st.st_ino == hs->ino;
+    return sock_stat(fd, &st) && st.st_dev == hs->dev && st.st_ino == hs->ino;
+}
+
+/* Out of epoll: by number while it is still our file; else the close took
+ * the registration out already, and only the worker's count is left. */
+static void sock_unregister(struct http_worker *hw, struct http_sock *hs)
+{
+    if (!hs->registered)
+        return;
+    hs->registered = false;
+    if (sock_same(hs, hs->fd))
+        reactor_src_del(hw->w, hs->fd);
+    else
+        reactor_src_gone(hw->w, hs->fd);
+}
+
+static void sock_register(struct http_worker *hw, struct http_sock *hs, uint32_t ev)
+{
+    struct stat st;
+    if (!sock_stat(hs->fd, &st))
+        return; /* not open: nothing to watch (curl finds out itself) */
+    hs->dev = st.st_dev;
+    hs->ino = st.st_ino;
+    hs->registered = reactor_src_add(hw->w, hs->fd, ev, &hs->src, false) == 0;
 }
 
 static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *socketp)
@@ -239,8 +234,7 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     struct http_sock *hs = socketp;
     if (what == CURL_POLL_REMOVE) {
         if (hs) {
-            /* By our own number: curl's may be closed and reused already. */
-            sock_unregister(hw, hs);
+            sock_unregister(hw, hs); /* curl's number may be closed, even reused */
             curl_multi_assign(hw->multi, fd, NULL);
             /* The epoll batch being handled may still point at it: free
              * it once the batch is done (reactor_done). */
@@ -267,20 +261,21 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
             return -1;
         hs->src.on_event = on_socket_event;
         hs->hw = hw;
-        hs->fd = fd;
-        hs->reg = -1;
         hs->live_next = hw->live;
         if (hw->live)
             hw->live->live_prev = hs;
         hw->live = hs;
         curl_multi_assign(hw->multi, fd, hs);
-    } else if (hs->reg >= 0 && !sock_same(hs, fd)) {
-        sock_unregister(hw, hs); /* curl reused the number: watch the new file */
+    } else if (hs->registered && !sock_same(hs, fd)) {
+        /* A socket curl closed without a REMOVE, whose number its next
+         * socket took: its stale entry (and our hs) came back. */
+        sock_unregister(hw, hs);
     }
-    if (hs->reg >= 0 && reactor_src_add(hw->w, hs->reg, ev, &hs->src, true) == 0)
+    hs->fd = fd;
+    if (hs->registered && reactor_src_add(hw->w, fd, ev, &hs->src, true) == 0)
         return 0;
     sock_unregister(hw, hs);
-    sock_register(hw, hs, fd, ev);
+    sock_register(hw, hs, ev);
     return 0;
 }
 
@@ -325,11 +320,11 @@ static void http_worker_destroy(void *p)
         curl_easy_cleanup(hw->pool[--hw->npool]);
     free(hw->pool);
     curl_multi_cleanup(hw->multi); /* closes cached connections */
-    /* Sockets curl never said REMOVE for: our duplicates are ours to close. */
+    /* Sockets curl never said REMOVE for: their memory (the worker's epoll
+     * goes with the worker). */
     while (hw->live) {
         struct http_sock *hs = hw->live;
         hw->live = hs->live_next;
-        sock_unregister(hw, hs);
         free(hs);
     }
     reap(hw);

@@ -242,6 +242,9 @@ struct reactor_src {
 };
 int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod);
 void reactor_src_del(struct worker *w, int fd);
+/* The file behind an extension's registration was closed (which took it
+ * out of epoll): drop its count and mark, touching no number. */
+void reactor_src_gone(struct worker *w, int fd);
 /* One fd's runs parked in ax_wait_fd on a worker (w->fdw[fd]): a reader and
  * a writer (one run may be both) share one epoll registration, whose data
  * carries the fd and `gen`; a registration that outlived its file's fd

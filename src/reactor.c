@@ -92,6 +92,13 @@ void reactor_src_del(struct worker *w, int fd)
         w->fdw[fd].src = false;
 }
 
+void reactor_src_gone(struct worker *w, int fd)
+{
+    w->nfd_waits--;
+    if ((size_t)fd < w->fdw_cap)
+        w->fdw[fd].src = false;
+}
+
 #define FD_IN (EPOLLIN | EPOLLRDHUP)
 #define FD_OUT EPOLLOUT
 
