@@ -281,9 +281,12 @@ typedef struct ax_spec {
      * at once while its function goes on (an orphan: see the blocking calls
      * below):
      * it may still read arg, and may not even have reached its first line
-     * yet. on_release runs after on_done has returned and after the last
-     * attempt's coroutine has returned: at once for a task that was not
-     * running, when the orphan returns for one that was. It runs on the
+     * yet. on_release runs after on_done has returned, after the last
+     * attempt's coroutine has returned (at once for a task that was not
+     * running, when the orphan returns for one that was) and after every
+     * on_timeout of the task ran or was dropped. Children (ax_spawn) are
+     * tasks of their own: a child given this arg must be joined (or end)
+     * first. It runs on the
      * thread that let go last (the task's worker, the caller of ax_cancel
      * or ax_shutdown, a parent's ax_join, or the callback pool's finisher;
      * never the watchdog), and like on_done it must not block for long nor

@@ -38,6 +38,7 @@ struct cb_item {
     ax_callback fn;
     void *arg;
     ax_result r;
+    struct job *held; /* JH_CB taken for it (cb_pool_post_held), or NULL */
 };
 
 struct cb_thread {
@@ -113,6 +114,20 @@ static void finish_handed(struct ax_sched *s, struct job *j)
                    slot == FIN_NO_SLOT || !began ? 0 : j->timeout_ns, JH_HAND);
 }
 
+/* One of a job's queued on_timeouts ran or was dropped: the last lets go
+ * of JH_CB, and may be the job's last hold (on_release runs here then). */
+static void held_done(struct ax_sched *s, struct job *j)
+{
+    pthread_mutex_lock(&s->lock);
+    uint64_t n = 0;
+    bool last = --j->ext->timeouts_queued == 0;
+    if (last)
+        n = js_release(&j->sw, JH_CB);
+    pthread_mutex_unlock(&s->lock);
+    if (last && js_freeable(n))
+        job_released(s, NULL, j, n);
+}
+
 static void *cb_main(void *arg)
 {
     struct cb_thread *t = arg;
@@ -140,6 +155,8 @@ static void *cb_main(void *arg)
         if (atomic_load_explicit(&p->s->watchdog_idle, memory_order_seq_cst))
             watchdog_kick(p->s);
         it.fn(&it.r, it.arg);
+        if (it.held)
+            held_done(p->s, it.held);
         atomic_store(&t->started_ns, 0);
         pthread_mutex_lock(&p->lock);
         t->overrun_counted = false;
@@ -241,8 +258,12 @@ void cb_pool_stop(struct ax_sched *s)
         p->fin_head = j->next;
         finish_handed(s, j);
     }
-    for (; p->n; p->n--, p->head = (p->head + 1) % p->cap)
-        p->ring[p->head].fn(&p->ring[p->head].r, p->ring[p->head].arg);
+    for (; p->n; p->n--, p->head = (p->head + 1) % p->cap) {
+        struct cb_item *it = &p->ring[p->head];
+        it->fn(&it->r, it->arg);
+        if (it->held)
+            held_done(s, it->held);
+    }
     pthread_mutex_destroy(&p->lock);
     pthread_cond_destroy(&p->cond);
     pthread_cond_destroy(&p->fin_cond);
@@ -252,22 +273,43 @@ void cb_pool_stop(struct ax_sched *s)
     s->cbp = NULL;
 }
 
-void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r)
+static bool post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r,
+                 struct job *held)
 {
     struct cb_pool *p = s->cbp;
     pthread_mutex_lock(&p->lock);
     if (p->n == p->cap) {
         pthread_mutex_unlock(&p->lock);
         atomic_fetch_add_explicit(&p->dropped, 1, memory_order_relaxed);
-        return;
+        return false;
     }
     struct cb_item *it = &p->ring[(p->head + p->n) % p->cap];
     it->fn = fn;
     it->arg = arg;
     it->r = *r;
+    it->held = held;
     p->n++;
     pthread_cond_signal(&p->cond);
     pthread_mutex_unlock(&p->lock);
+    return true;
+}
+
+void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r)
+{
+    post(s, fn, arg, r, NULL);
+}
+
+void cb_pool_post_held(struct ax_sched *s, struct job *j, ax_callback fn, void *arg,
+                       const ax_result *r)
+{
+    /* The caller holds the job (it ends the attempt): the hold is taken
+     * before anyone can let go of the job's last other one. */
+    pthread_mutex_lock(&s->lock);
+    if (j->ext->timeouts_queued++ == 0)
+        atomic_fetch_or_explicit(&j->sw, JH_CB, memory_order_acq_rel);
+    pthread_mutex_unlock(&s->lock);
+    if (!post(s, fn, arg, r, j))
+        held_done(s, j); /* dropped (queue full): as if it had run */
 }
 
 static void fin_push(struct ax_sched *s, struct job *j, uint32_t handoff)

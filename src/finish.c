@@ -254,7 +254,10 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
         ax_result r;
         result_fill(j, attempt, JS_TIMED_OUT, code, err, &r);
         r.run_ns = run_ns;
-        cb_pool_post(s, j->on_timeout, j->cb_arg, &r);
+        if (AX_UNLIKELY(j->ext && j->ext->release))
+            cb_pool_post_held(s, j, j->on_timeout, j->cb_arg, &r);
+        else
+            cb_pool_post(s, j->on_timeout, j->cb_arg, &r);
     }
     if (to != JS_RETRYING)
         terminal_path(s, w, j, attempt, to, code, err, give);

@@ -156,6 +156,9 @@ _Static_assert(sizeof(void *) != 8 || sizeof(struct job) == 248, "struct job gre
 struct job_ext {
     char *err;              /* a child's terminal error text (malloc), or NULL */
     void (*release)(void *arg); /* ax_spec.on_release, set at submit; NULL if none */
+    unsigned timeouts_queued;   /* its on_timeouts on the callback pool (s->lock):
+                                   JH_CB is held while > 0, so on_release (which
+                                   may free cb_arg) comes after them */
     char ref[AX_REF_MAX];   /* ax_spec.ref, "" if none */
 };
 
@@ -986,6 +989,11 @@ int cb_pool_start(struct ax_sched *s);
 void cb_pool_stop(struct ax_sched *s);
 /* Queue on_timeout; dropped (and counted) when callback_queue are waiting. */
 void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r);
+/* The same for a job's on_timeout when it has an on_release: the job is
+ * held (JH_CB) until this and its other queued on_timeouts ran or were
+ * dropped, and the last of them may run on_release and free it. */
+void cb_pool_post_held(struct ax_sched *s, struct job *j, ax_callback fn, void *arg,
+                       const ax_result *r);
 /* Finish an attempt the watchdog ended (finish_attempt on a pool thread):
  * never dropped, linked through j->next. */
 void cb_pool_finish(struct ax_sched *s, struct job *j, unsigned attempt, unsigned state,

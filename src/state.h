@@ -20,7 +20,10 @@
  *   bit   9      JH_HAND    the watchdog ended the attempt and handed the
  *                           rest of its end to the callback pool (linked
  *                           through the job) which has not run it yet
- *   bits 10..21  attempt    0-based (max_retry_cap <= 1000)
+ *   bits 10..20  attempt    0-based (max_retry_cap <= 1000)
+ *   bit   21     JH_CB      an on_timeout of a task with an on_release is
+ *                           queued or running on the callback pool
+ *                           (finish.c, callback.c; under s->lock)
  *   bits 22..63  generation the id's sequence: a freed slot (word 0) and a
  *                           reused one match no older id
  *
@@ -75,11 +78,12 @@ enum {
 #define JF_WAIT (1ull << 7)
 #define JF_RETRY_ARMED (1ull << 8)
 #define JH_HAND (1ull << 9)
-#define JH_ALL (JH_END | JH_RUN | JH_PARENT | JH_HAND)
+#define JH_CB (1ull << 21)
+#define JH_ALL (JH_END | JH_RUN | JH_PARENT | JH_HAND | JH_CB)
 #define JS_ATTEMPT_SHIFT 10
-#define JS_ATTEMPT_BITS 12
+#define JS_ATTEMPT_BITS 11
 #define JS_ATTEMPT_MASK (((1ull << JS_ATTEMPT_BITS) - 1) << JS_ATTEMPT_SHIFT)
-#define JS_GEN_SHIFT 22
+#define JS_GEN_SHIFT 22 /* bit 21 is JH_CB */
 #define JS_GEN_BITS 42
 
 #define JS_BIT(st) (1u << (st))

@@ -64,6 +64,7 @@ static __attribute__((noinline)) struct job_ext *spec_ext(const ax_spec *sp, int
     }
     x->err = NULL;
     x->release = sp->on_release;
+    x->timeouts_queued = 0;
     x->ref[0] = 0;
     if (sp->ref)
         memcpy(x->ref, sp->ref, strlen(sp->ref) + 1); /* validated: < AX_REF_MAX */

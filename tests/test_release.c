@@ -42,6 +42,13 @@
  *     ax_free returns, and the job it frees after is in a live table
  *     (new-user trial: ASan saw job_free_locked write into the table
  *     ax_free had freed).
+ *  9. on_timeout runs on the callback pool after the attempt ended, with
+ *     cb_arg, which is often arg: on_release waits for it (review: ASan
+ *     saw on_timeout read what on_release had freed). One callback thread,
+ *     callback_queue 1: task 0's on_timeout holds the thread; tasks 1 and
+ *     2 time out, one on_timeout is queued and one dropped. The dropped
+ *     one's task is released at once; task 0 is not while its on_timeout
+ *     runs; each on_timeout that ran ended before its task's on_release.
  */
 #include "util.h"
 
@@ -422,6 +429,81 @@ static void case_free_waits(void)
     printf("ok 8 - ax_free waits for an on_release running in ax_cancel's thread\n");
 }
 
+/* Case 9: on_timeout (on the callback pool) comes before on_release. */
+static _Atomic unsigned to_calls, to_end_at[3], rel_at[3], rel_calls;
+static _Atomic bool to_block;
+
+static void slow_on_timeout(const ax_result *r, void *arg)
+{
+    (void)r;
+    unsigned i = (unsigned)(uintptr_t)arg;
+    atomic_fetch_add(&to_calls, 1);
+    if (i == 0)
+        while (atomic_load(&to_block))
+            usleep(1000); /* holds the only callback thread */
+    else
+        usleep(20 * 1000);
+    atomic_store(&to_end_at[i], tick());
+}
+
+static void idx_release(void *arg)
+{
+    unsigned i = (unsigned)(uintptr_t)arg;
+    atomic_store(&rel_at[i], tick());
+    atomic_fetch_add(&rel_calls, 1);
+}
+
+static int fn_sleep_long(ax_task *t, void *arg)
+{
+    (void)arg;
+    return ax_sleep(t, 3600 * 1000); /* AX_ETIMEDOUT at the deadline: returns at once */
+}
+
+static void case_timeout_before_release(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 2;
+    c.max_concurrency = 8;
+    c.callback_threads = 1;
+    c.callback_queue = 1;
+    c.callback_timeout_ms = 600000; /* no second thread while 0's on_timeout holds the first */
+    ax_sched *s = test_sched_cfg(&c);
+    atomic_store(&to_block, true);
+    for (uintptr_t i = 0; i < 3; i++) {
+        ax_spec sp = {.fn = fn_sleep_long,
+                      .arg = (void *)i,
+                      .timeout_ms = 50,
+                      .on_timeout = slow_on_timeout,
+                      .cb_arg = (void *)i,
+                      .on_release = idx_release};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+        if (i == 0) /* 0's on_timeout holds the callback thread */
+            CHECK(WAIT_UNTIL(atomic_load(&to_calls) == 1, 30000));
+    }
+    /* 1 and 2 timed out too: one on_timeout queued, the other dropped
+     * (callback_queue 1). The dropped one's task is released; the others
+     * wait for their on_timeout. */
+    CHECK(WAIT_UNTIL(test_stats(s).callback_dropped == 1, 30000));
+    CHECK(WAIT_UNTIL(atomic_load(&rel_calls) == 1, 30000));
+    usleep(50 * 1000);
+    CHECK_EQ(atomic_load(&rel_calls), 1u);
+    CHECK_EQ(atomic_load(&rel_at[0]), 0u); /* its on_timeout is still running */
+    atomic_store(&to_block, false);
+    CHECK(WAIT_UNTIL(atomic_load(&rel_calls) == 3, 30000));
+    ax_free(s);
+    unsigned ran = 0;
+    for (unsigned i = 0; i < 3; i++) {
+        if (atomic_load(&to_end_at[i])) {
+            ran++;
+            CHECK(atomic_load(&to_end_at[i]) < atomic_load(&rel_at[i]));
+        }
+    }
+    CHECK_EQ(ran, 2u);
+    CHECK_EQ(atomic_load(&rel_calls), 3u);
+    printf("ok 9 - on_release after the task's on_timeout ran or was dropped\n");
+}
+
 int main(void)
 {
     case_never_ran();
@@ -432,5 +514,6 @@ int main(void)
     case_shutdown();
     case_refused();
     case_free_waits();
+    case_timeout_before_release();
     return 0;
 }
