@@ -80,6 +80,8 @@ struct http_worker {
     struct run_timer timer;
     struct http_sock *graveyard; /* removed sockets, freed after the epoll batch */
     struct http_sock *live;      /* not removed yet (freed at destroy if curl never does) */
+    struct http_sock *haunted;   /* removed after curl closed them: maybe still in epoll
+                                    (sock_unregister); freed at destroy */
     ax_http_config conf;         /* as applied to multi */
     unsigned conf_gen;           /* s->http_conf_gen when conf was read */
     unsigned inflight, peak;     /* transfers in multi now / at most so far */
@@ -205,16 +207,23 @@ static bool sock_same(const struct http_sock *hs, curl_socket_t fd)
 }
 
 /* Out of epoll: by number while it is still our file; else the close took
- * the registration out already, and only the worker's count is left. */
-static void sock_unregister(struct http_worker *hw, struct http_sock *hs)
+ * the registration out already, and only the worker's count is left.
+ * Returns true in that second case: the entry outlives the close if
+ * another descriptor still holds the file (a child the host forked while
+ * the transfer ran: curl's sockets are not close-on-exec), so its data,
+ * hs, must stay allocated (review: freed, the next event on it called
+ * freed memory). */
+static bool sock_unregister(struct http_worker *hw, struct http_sock *hs)
 {
     if (!hs->registered)
-        return;
+        return false;
     hs->registered = false;
-    if (sock_same(hs, hs->fd))
+    if (sock_same(hs, hs->fd)) {
         reactor_src_del(hw->w, hs->fd);
-    else
-        reactor_src_gone(hw->w, hs->fd);
+        return false;
+    }
+    reactor_src_gone(hw->w, hs->fd);
+    return true;
 }
 
 static void sock_register(struct http_worker *hw, struct http_sock *hs, uint32_t ev)
@@ -234,7 +243,8 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
     struct http_sock *hs = socketp;
     if (what == CURL_POLL_REMOVE) {
         if (hs) {
-            sock_unregister(hw, hs); /* curl's number may be closed, even reused */
+            /* curl's number may be closed, even reused */
+            bool haunted = sock_unregister(hw, hs);
             curl_multi_assign(hw->multi, fd, NULL);
             /* The epoll batch being handled may still point at it: free
              * it once the batch is done (reactor_done). */
@@ -245,8 +255,13 @@ static int socket_cb(CURL *easy, curl_socket_t fd, int what, void *userp, void *
                 hw->live = hs->live_next;
             if (hs->live_next)
                 hs->live_next->live_prev = hs->live_prev;
-            hs->next = hw->graveyard;
-            hw->graveyard = hs;
+            if (haunted) { /* kept till the worker goes: its events are ignored */
+                hs->next = hw->haunted;
+                hw->haunted = hs;
+            } else {
+                hs->next = hw->graveyard;
+                hw->graveyard = hs;
+            }
         }
         return 0;
     }
@@ -325,6 +340,11 @@ static void http_worker_destroy(void *p)
     while (hw->live) {
         struct http_sock *hs = hw->live;
         hw->live = hs->live_next;
+        free(hs);
+    }
+    while (hw->haunted) {
+        struct http_sock *hs = hw->haunted;
+        hw->haunted = hs->next;
         free(hs);
     }
     reap(hw);
