@@ -744,6 +744,20 @@ static size_t buf_append(struct buf *b, const char *data, size_t n)
     return n;
 }
 
+/* Every socket ax_http_get/post opens is close-on-exec: a subprocess the
+ * host starts does not inherit it (libcurl 7.88 opens them without
+ * SOCK_CLOEXEC). A child holding one would keep the connection open past
+ * curl's close, and keep its epoll entry alive (struct http_sock). */
+static int on_sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
+{
+    (void)clientp;
+    (void)purpose;
+    int fl = fcntl(fd, F_GETFD);
+    if (fl >= 0 && !(fl & FD_CLOEXEC))
+        fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
+    return CURL_SOCKOPT_OK;
+}
+
 static size_t on_data(char *data, size_t size, size_t nmemb, void *userp)
 {
     return buf_append(userp, data, size * nmemb);
@@ -813,6 +827,7 @@ static int request_do(ax_task *t, const char *url, const char *content_type, con
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &bb);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_data);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, &hb);
+    curl_easy_setopt(easy, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
     if (hw) {
         curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, hw->conf.http_version);
         /* Wait for a connection being set up to say whether it multiplexes

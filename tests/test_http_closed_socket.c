@@ -19,7 +19,9 @@
  * passes on the old code too. It holds the invariant the fix keeps: after
  * 3 x 40 transfers of those kinds on one worker, a task on that worker
  * finds its count of fd registrations back at 0 (read on the worker's own
- * thread). The defect itself is shown by ax-demo under TSan (test_ax_demo):
+ * thread), and the keep-alive connections curl still caches are all
+ * close-on-exec (ax_http sets FD_CLOEXEC on every socket it opens: a
+ * subprocess holding one would keep its epoll entry alive). The defect itself is shown by ax-demo under TSan (test_ax_demo):
  * 9 of 120 quick runs reported it before, none after.
  */
 #include "util.h"
@@ -33,6 +35,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
 #define N 40
@@ -131,12 +135,42 @@ static int get_task(ax_task *t, void *arg)
 }
 
 static _Atomic int probed = -1;
+static _Atomic int client_socks = -1, client_socks_inheritable = -1;
+
+/* curl's sockets to the upstream still open here (its cache's idle
+ * keep-alive connections): how many, and how many a subprocess would
+ * inherit (no FD_CLOEXEC). */
+static void scan_client_sockets(void)
+{
+    int n = 0, inheritable = 0;
+    DIR *d = opendir("/proc/self/fd");
+    CHECK(d != NULL);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] == '.' || fd == dirfd(d))
+            continue;
+        struct sockaddr_in peer;
+        socklen_t pl = sizeof peer;
+        if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || peer.sin_family != AF_INET ||
+            ntohs(peer.sin_port) != port)
+            continue;
+        n++;
+        if (!(fcntl(fd, F_GETFD) & FD_CLOEXEC))
+            inheritable++;
+    }
+    closedir(d);
+    atomic_store(&client_socks_inheritable, inheritable);
+    atomic_store(&client_socks, n);
+}
 
 static int probe_task(ax_task *t, void *arg)
 {
     (void)arg;
     (void)t;
-    /* On the worker's own thread: nfd_waits is its alone. */
+    /* On the worker's own thread: nfd_waits is its alone, and the sockets
+     * are its curl's. */
+    scan_client_sockets();
     atomic_store(&probed, (int)ax_current_worker->nfd_waits);
     return 0;
 }
@@ -179,6 +213,9 @@ int main(void)
                         "ended (sockets curl closed before its CURL_POLL_REMOVE)\n",
                 atomic_load(&probed));
     CHECK_EQ(atomic_load(&probed), 0);
+    /* Kept-alive connections are in curl's cache, none inheritable. */
+    CHECK(atomic_load(&client_socks) > 0);
+    CHECK_EQ(atomic_load(&client_socks_inheritable), 0);
     ax_free(s);
     shutdown(lfd, SHUT_RDWR);
     close(lfd);
