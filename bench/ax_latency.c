@@ -6,8 +6,9 @@
  * the same arrival pattern as the Go peer). Each task notes when it starts,
  * then ax_sleeps `task_ms`. With the defaults (25 000/s x 10 ms = 250
  * running on average against the default max_concurrency of 500) the
- * scheduler runs at about 50 % of its cap and a burst usually finds a worker
- * running or spinning. Prints
+ * scheduler runs at about 50 % of its cap: the workers are busy or spinning
+ * through each burst and the timers' wake-ups, and asleep between them (see
+ * the split below). Prints
  *   ax_latency_p50_us, ax_latency_p99_us   start - just-before-ax_submit
  *
  * Workers asleep (idle_gap_ms=G > 0): a burst of `burst` (default 1) every
@@ -15,6 +16,15 @@
  * 50 us at most before it sleeps in epoll_wait, so with G = 5 every
  * submission finds all workers asleep and pays for waking one. Prints
  *   ax_latency_asleep_p50_us, ax_latency_asleep_p99_us
+ *
+ * Also, workers awake with bursts of more than one task: the same figures for
+ * the first task of each burst and for the others (ax_latency_first_*,
+ * ax_latency_rest_*). They show what the p99 above is made of: measured on
+ * this project's 2-core VM (issue 10, 2026-12-03) the first two tasks of a
+ * burst waited ~50 us at the median and the others 11-20 us. Between two
+ * bursts (1 ms) the workers spin SPIN_NS (50 us) and then sleep, so the
+ * first submits of a burst wake sleeping workers (an eventfd write each,
+ * which also delays the submitter), and the burst waits for the wake-up.
  *
  * In both modes the first 10 % of tasks are warm-up and not counted.
  * Per task, ax does what the peer does not: a coroutine with its own stack
@@ -92,8 +102,29 @@ int main(int argc, char **argv)
     int64_t *lat = bu_xcalloc(m, sizeof *lat);
     for (size_t i = 0; i < m; i++)
         lat[i] = (int64_t)(started[skip + i] - submitted[skip + i]);
+    /* The first task of each burst, and the others (before the sort below). */
+    int64_t *first = NULL, *rest = NULL;
+    size_t nf = 0, nr = 0;
+    if (!gap_ms && burst > 1) {
+        first = bu_xcalloc(m, sizeof *first);
+        rest = bu_xcalloc(m, sizeof *rest);
+        for (size_t i = 0; i < m; i++) {
+            if ((skip + i) % burst == 0)
+                first[nf++] = lat[i];
+            else
+                rest[nr++] = lat[i];
+        }
+    }
     printf("%s_p50_us %.2f\n", key, (double)bu_percentile(lat, m, 50) / 1e3);
     printf("%s_p99_us %.2f\n", key, (double)bu_percentile(lat, m, 99) / 1e3);
+    if (first) {
+        printf("%s_first_p50_us %.2f\n", key, (double)bu_percentile(first, nf, 50) / 1e3);
+        printf("%s_first_p99_us %.2f\n", key, (double)bu_percentile(first, nf, 99) / 1e3);
+        printf("%s_rest_p50_us %.2f\n", key, (double)bu_percentile(rest, nr, 50) / 1e3);
+        printf("%s_rest_p99_us %.2f\n", key, (double)bu_percentile(rest, nr, 99) / 1e3);
+        free(first);
+        free(rest);
+    }
     ab_check(ax_shutdown(s, 1000), "ax_shutdown");
     ax_free(s);
     return 0;

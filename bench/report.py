@@ -137,6 +137,12 @@ def rows(idle_s):
          "go_seed_latency_p50_us", go_seed, None),
         ("dispatch latency p99, workers awake (50% load)", "us", "ax_latency_p99_us",
          "go_seed_latency_p99_us", go_seed, at_most(50, "us")),
+        # What the awake p99 is made of: the first task of each burst of 25,
+        # which often wakes a sleeping worker, and the other 24. No peer.
+        ("dispatch latency p99, awake, first task of each burst", "us",
+         "ax_latency_first_p99_us", None, "none", None),
+        ("dispatch latency p99, awake, the other tasks of each burst", "us",
+         "ax_latency_rest_p99_us", None, "none", None),
         ("dispatch latency p50, workers asleep (1 task / 5 ms)", "us",
          "ax_latency_asleep_p50_us", "go_seed_latency_asleep_p50_us", go_seed, None),
         ("dispatch latency p99, workers asleep (1 task / 5 ms)", "us",
@@ -146,6 +152,12 @@ def rows(idle_s):
          "Go time.Sleep", None),
         ("timer lateness p99 (50 ms sleep)", "ms", "ax_lateness_p99_ms", "go_lateness_p99_ms",
          "Go time.Sleep", at_most(2, "ms")),
+        # Split by when the sleep began: while the bench's one submitting
+        # thread still ran (three busy threads on 2 cores), or after. No peer.
+        ("timer lateness p99, sleeps begun while submitting", "ms",
+         "ax_lateness_submitting_p99_ms", None, "none", None),
+        ("timer lateness p99, sleeps begun after the last submit", "ms",
+         "ax_lateness_after_p99_ms", None, "none", None),
         (f"idle CPU over {idle_s:g} s, sleeping tasks", "CPU s", "ax_idle_cpu_s",
          "go_idle_cpu_s", "Go goroutines in time.Sleep", at_most(0.01 * idle_s / 5, "CPU s")),
         ("instructions per task (full path)", "instr/task", "ax_instr_per_task", None, "n/a",
