@@ -87,6 +87,15 @@ def rows(idle_s):
     go_seed = "Go seed scheduler"
     r = [
         # name, unit, ax key, peer key, peer name, target
+        # The machine, not ax: one cache line's round trip between two cores
+        # (machine_line.c). The core rows move with it on a VM whose host
+        # changes its placement: compare rows only at alike readings.
+        ("machine: cache-line round trip between two cores, at the start", "ns",
+         "machine_line_rtt_start_ns", None, "none", None),
+        ("machine: cache-line round trip, after the core rows", "ns",
+         "machine_line_rtt_core_ns", None, "none", None),
+        ("machine: cache-line round trip, at the end", "ns", "machine_line_rtt_end_ns", None,
+         "none", None),
         ("yield hand-off (ax_yield, 1 worker)", "ns/hand-off", "ax_switch_ns", "go_gosched_ns",
          "Go runtime.Gosched, GOMAXPROCS=1", at_most(18, "ns")),
         # The same programs linked to libax.so: the peer is ax linked to libax.a.
