@@ -217,11 +217,13 @@ int ax_new(const ax_config *cfg, ax_sched **out);
  * delayed task (they end CANCELLED with their on_done), let running tasks
  * finish for up to timeout_ms (<= 0: none), then cancel them too, and give
  * their coroutines up to max(timeout_ms, 1000) ms more to return. Returns 0
- * when every task's coroutine has ended, AX_ETIMEDOUT if some cancelled task
- * still has not returned (its on_done has run; its coroutine is still on a
- * worker). An on_release an orphan starts as it returns may still be
- * running when it returns; ax_free waits for every on_done and on_release
- * in progress (within shutdown_timeout_ms). Safe to call more than once;
+ * when every task's coroutine has ended and every on_done and on_release
+ * has returned, the on_release an orphan starts as it returns included;
+ * AX_ETIMEDOUT if some cancelled task still has not returned (its on_done
+ * has run; its coroutine is still on a worker) or a callback has not. Not
+ * waited for: on_timeout calls on the callback pool, and the on_release of
+ * a task that waits for its on_timeout; ax_free waits for those too
+ * (within shutdown_timeout_ms). Safe to call more than once;
  * AX_ESTATE from one of the scheduler's own tasks or callbacks (it would
  * wait for itself). */
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);

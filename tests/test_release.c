@@ -49,11 +49,23 @@
  *     2 time out, one on_timeout is queued and one dropped. The dropped
  *     one's task is released at once; task 0 is not while its on_timeout
  *     runs; each on_timeout that ran ended before its task's on_release.
+ * 10. ax_shutdown returns only after the on_release that a cancelled task's
+ *     orphan starts as it returns. The task spawns CHILDREN empty children
+ *     and never joins them, is cancelled, goes on (no ax call) until the
+ *     test opens its gate, then returns; ax_shutdown is called just after
+ *     the gate opens. Returning, the orphan stopped counting as live before its job
+ *     released its children and then itself, and the on_release (100 ms)
+ *     began only then: with nothing else left, ax_shutdown, which polls
+ *     every millisecond, returned 0 in between, before the on_release had
+ *     begun (review of stop 29; on the old code case 10 fails in most of
+ *     its ROUNDS rounds: releasing the children holds the window open for
+ *     about a millisecond).
  */
 #include "util.h"
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 static _Atomic unsigned seq;
 
@@ -504,6 +516,89 @@ static void case_timeout_before_release(void)
     printf("ok 9 - on_release after the task's on_timeout ran or was dropped\n");
 }
 
+/* Case 10: ax_shutdown and an orphan's on_release. */
+#define CHILDREN 50000
+#define ROUNDS 8
+
+static _Atomic bool orphan_gate, orphan_release_began, orphan_release_ended;
+static _Atomic int orphan_children;
+
+static int fn_empty(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return 0;
+}
+
+/* Spawns CHILDREN, never joins them, then ignores its deadline until the
+ * gate opens (no ax call: the attempt ends without it). */
+static int fn_spawn_then_hog(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_spec child = {.fn = fn_empty, .timeout_ms = 60000};
+    int n = 0;
+    for (int i = 0; i < CHILDREN; i++) {
+        int rc = ax_spawn(t, &child, NULL);
+        if (rc != 0 && i - n < 3)
+            fprintf(stderr, "spawn %d: %s: %s\n", i, ax_strerror(rc), ax_error_detail());
+        n += rc == 0;
+    }
+    atomic_store(&orphan_children, n);
+    while (!atomic_load(&orphan_gate))
+        usleep(1000);
+    return 0;
+}
+
+static void orphan_release(void *arg)
+{
+    (void)arg;
+    atomic_store(&orphan_release_began, true);
+    usleep(100 * 1000);
+    atomic_store(&orphan_release_ended, true);
+}
+
+static void case_shutdown_waits_for_orphan_release(void)
+{
+    for (int round = 0; round < ROUNDS; round++) {
+        ax_config c;
+        ax_config_default(&c);
+        c.workers = 2;
+        c.max_concurrency = 8;
+        c.capacity[AX_PRIO_NORMAL] = CHILDREN + 64;
+        c.shed_ratio = 1.0;
+        ax_sched *s = test_sched_cfg(&c);
+        atomic_store(&orphan_gate, false);
+        atomic_store(&orphan_release_began, false);
+        atomic_store(&orphan_release_ended, false);
+        atomic_store(&orphan_children, -1);
+        static struct rec x;
+        memset(&x, 0, sizeof x);
+        ax_spec sp = spec_for(&x, fn_spawn_then_hog);
+        sp.on_release = orphan_release;
+        uint64_t id;
+        CHECK_EQ(ax_submit(s, &sp, &id), 0);
+        CHECK(WAIT_UNTIL(atomic_load(&orphan_children) >= 0, 60000 * TEST_SLOW));
+        CHECK_EQ(atomic_load(&orphan_children), CHILDREN);
+        CHECK_EQ(ax_cancel(s, id), 0); /* the attempt ends; its function goes on */
+        CHECK_EQ(atomic_load(&x.done_calls), 1u);
+        CHECK_EQ(atomic_load(&x.done_state), (int)AX_STATE_CANCELLED);
+        /* Every child ended (they ran on the other worker): nothing but the
+         * orphan is left. */
+        CHECK(WAIT_UNTIL(test_stats(s).succeeded == CHILDREN, 60000 * TEST_SLOW));
+        CHECK(!atomic_load(&orphan_release_began));
+        atomic_store(&orphan_gate, true);
+        CHECK_EQ(ax_shutdown(s, 30000), 0);
+        if (!atomic_load(&orphan_release_ended)) {
+            fprintf(stderr, "round %d: ax_shutdown returned 0 with the orphan's on_release %s\n",
+                    round, atomic_load(&orphan_release_began) ? "still running" : "not begun");
+            CHECK(atomic_load(&orphan_release_ended));
+        }
+        ax_free(s);
+        CHECK_EQ(atomic_load(&x.release_calls), 0u); /* its own on_release replaced ours */
+    }
+    printf("ok 10 - ax_shutdown returns after an orphan's on_release (%d rounds)\n", ROUNDS);
+}
+
 int main(void)
 {
     case_never_ran();
@@ -515,5 +610,6 @@ int main(void)
     case_refused();
     case_free_waits();
     case_timeout_before_release();
+    case_shutdown_waits_for_orphan_release();
     return 0;
 }
