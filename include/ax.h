@@ -593,7 +593,8 @@ typedef struct ax_stats {
     uint64_t orphans;     /* coroutines still running after their task timed out / was cancelled */
     uint64_t lingering;   /* timed-out tasks reported still running grace_ms later */
     uint64_t stacks_in_use;
-    uint64_t callback_overruns; /* on_timeout calls that ran past callback_timeout_ms */
+    uint64_t callback_overruns; /* callback-pool calls that ran past callback_timeout_ms: an
+                                   on_timeout, or an on_release run there after one */
     uint64_t callback_dropped;  /* on_timeout calls dropped: callback_queue was full */
     ax_prio_stats prio[AX_PRIO_COUNT]; /* the same books per priority (indexed by
                                           ax_priority): each field's sum over p is

@@ -155,8 +155,17 @@ static void *cb_main(void *arg)
         if (atomic_load_explicit(&p->s->watchdog_idle, memory_order_seq_cst))
             watchdog_kick(p->s);
         it.fn(&it.r, it.arg);
-        if (it.held)
+        if (it.held) {
+            /* The job's last hold may drop here and run its on_release: a
+             * callback of its own, timed from its own start (it was added to
+             * the on_timeout's time, so two within callback_timeout_ms each
+             * counted an overrun: stop 29's note). */
+            pthread_mutex_lock(&p->lock);
+            t->overrun_counted = false;
+            pthread_mutex_unlock(&p->lock);
+            atomic_store(&t->started_ns, now_ns());
             held_done(p->s, it.held);
+        }
         atomic_store(&t->started_ns, 0);
         pthread_mutex_lock(&p->lock);
         t->overrun_counted = false;

@@ -60,6 +60,11 @@
  *     begun (review of stop 29; on the old code case 10 fails in most of
  *     its ROUNDS rounds: releasing the children holds the window open for
  *     about a millisecond).
+ * 11. An on_release that runs on the callback thread after its task's
+ *     on_timeout is timed as a callback of its own: with
+ *     callback_timeout_ms 1000, an on_timeout of 600 ms then an on_release
+ *     of 600 ms count no overrun (they were timed together: 1, on the old
+ *     code), while an on_release of 1 500 ms after them counts one.
  */
 #include "util.h"
 
@@ -599,6 +604,56 @@ static void case_shutdown_waits_for_orphan_release(void)
     printf("ok 10 - ax_shutdown returns after an orphan's on_release (%d rounds)\n", ROUNDS);
 }
 
+/* Case 11: an on_release after an on_timeout, on the callback thread. */
+static _Atomic unsigned c11_release_ms, c11_released;
+
+static void c11_on_timeout(const ax_result *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    usleep(600 * 1000);
+}
+
+static void c11_release(void *arg)
+{
+    (void)arg;
+    usleep(atomic_load(&c11_release_ms) * 1000u);
+    atomic_fetch_add(&c11_released, 1);
+}
+
+static void case_release_timed_alone(void)
+{
+    static const unsigned release_ms[2] = {600, 1500};
+    static const uint64_t overruns[2] = {0, 1};
+    for (int k = 0; k < 2; k++) {
+        ax_config c;
+        ax_config_default(&c);
+        c.workers = 1;
+        c.max_concurrency = 8;
+        c.callback_threads = 1;
+        c.callback_timeout_ms = 1000;
+        ax_sched *s = test_sched_cfg(&c);
+        atomic_store(&c11_release_ms, release_ms[k]);
+        atomic_store(&c11_released, 0);
+        ax_spec sp = {.fn = fn_sleep_long,
+                      .timeout_ms = 20,
+                      .on_timeout = c11_on_timeout,
+                      .on_release = c11_release};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+        /* The coroutine returns at the deadline (ax_sleep): the release
+         * waits only for the on_timeout, then runs on the callback thread. */
+        CHECK(WAIT_UNTIL(atomic_load(&c11_released) == 1, 60000 * TEST_SLOW));
+        uint64_t got = test_stats(s).callback_overruns;
+        if (got != overruns[k])
+            fprintf(stderr, "case 11: on_release of %u ms: %llu overrun(s), want %llu\n",
+                    release_ms[k], (unsigned long long)got, (unsigned long long)overruns[k]);
+        CHECK_EQ(got, overruns[k]);
+        CHECK_EQ(ax_shutdown(s, 1000), 0);
+        ax_free(s);
+    }
+    printf("ok 11 - an on_release after an on_timeout is timed on its own\n");
+}
+
 int main(void)
 {
     case_never_ran();
@@ -611,5 +666,6 @@ int main(void)
     case_free_waits();
     case_timeout_before_release();
     case_shutdown_waits_for_orphan_release();
+    case_release_timed_alone();
     return 0;
 }
