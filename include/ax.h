@@ -223,7 +223,10 @@ int ax_new(const ax_config *cfg, ax_sched **out);
  * has run; its coroutine is still on a worker) or a callback has not. Not
  * waited for: on_timeout calls on the callback pool, and the on_release of
  * a task that waits for its on_timeout; ax_free waits for those too
- * (within shutdown_timeout_ms). Safe to call more than once;
+ * (within shutdown_timeout_ms). The on_done and on_release of the tasks it
+ * cancels before they ran run on the calling thread, one after another:
+ * their time is not bounded by timeout_ms (nor, in ax_free, by
+ * shutdown_timeout_ms). Safe to call more than once;
  * AX_ESTATE from one of the scheduler's own tasks or callbacks (it would
  * wait for itself). */
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);
@@ -235,7 +238,9 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms);
  * names it on stderr and returns, leaking the scheduler rather than freeing
  * memory its worker still uses; so too if the event thread is still in a
  * write its sink does not take (a pipe nobody reads) or in an events
- * callback (then at least 10 ms after the workers). NULL is ok. Refused (a message on stderr,
+ * callback (then at least 10 ms after the workers), or if a callback on the
+ * callback pool (an on_timeout, or an on_done / on_release run there) has
+ * not returned. NULL is ok. Refused (a message on stderr,
  * nothing freed) from one of the scheduler's own tasks or callbacks. */
 void ax_free(ax_sched *s);
 

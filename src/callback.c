@@ -28,6 +28,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #define CB_EXTRA_MAX 16
 
@@ -41,11 +42,17 @@ struct cb_item {
     struct job *held; /* JH_CB taken for it (cb_pool_post_held), or NULL */
 };
 
+/* What a callback thread runs (cb_thread.what), for the overrun message. */
+enum { CB_RUNS_ON_TIMEOUT = 1, CB_RUNS_ON_RELEASE = 2 };
+
 struct cb_thread {
     struct cb_pool *pool;
     pthread_t thread;
     unsigned index;
     _Atomic uint64_t started_ns; /* 0 while idle */
+    _Atomic uint64_t task_id;    /* whose callback runs, while started_ns != 0 */
+    _Atomic unsigned what;       /* CB_RUNS_*, likewise */
+    _Atomic bool exited;         /* cb_main returned: joining it cannot block */
     bool overrun_counted;
 };
 
@@ -56,6 +63,7 @@ struct cb_pool {
     pthread_cond_t fin_cond; /* attempts to finish */
     pthread_t fin_thread;
     bool fin_started;
+    _Atomic bool fin_exited; /* fin_main returned */
     struct cb_item *ring; /* callback_queue entries */
     size_t cap, head, n;
     struct job *fin_head, *fin_tail; /* attempts to finish (watchdog), FIFO via j->next */
@@ -146,6 +154,8 @@ static void *cb_main(void *arg)
         p->head = (p->head + 1) % p->cap;
         p->n--;
         pthread_mutex_unlock(&p->lock);
+        atomic_store(&t->task_id, it.r.id);
+        atomic_store(&t->what, CB_RUNS_ON_TIMEOUT);
         atomic_store(&t->started_ns, now_ns());
         /* The watchdog may have just gone to sleep for good, having seen
          * this thread idle: it must watch this callback's time (its
@@ -163,6 +173,7 @@ static void *cb_main(void *arg)
             pthread_mutex_lock(&p->lock);
             t->overrun_counted = false;
             pthread_mutex_unlock(&p->lock);
+            atomic_store(&t->what, CB_RUNS_ON_RELEASE);
             atomic_store(&t->started_ns, now_ns());
             held_done(p->s, it.held);
         }
@@ -171,6 +182,7 @@ static void *cb_main(void *arg)
         t->overrun_counted = false;
     }
     pthread_mutex_unlock(&p->lock);
+    atomic_store_explicit(&t->exited, true, memory_order_release);
     return NULL;
 }
 
@@ -195,6 +207,7 @@ static void *fin_main(void *arg)
         pthread_mutex_lock(&p->lock);
     }
     pthread_mutex_unlock(&p->lock);
+    atomic_store_explicit(&p->fin_exited, true, memory_order_release);
     return NULL;
 }
 
@@ -204,6 +217,7 @@ static int add_thread_locked(struct cb_pool *p)
     t->pool = p;
     t->index = p->nthreads;
     atomic_store(&t->started_ns, 0);
+    atomic_store(&t->exited, false);
     t->overrun_counted = false;
     if (pthread_create(&t->thread, NULL, cb_main, t) != 0)
         return AX_ESYS;
@@ -246,17 +260,53 @@ int cb_pool_start(struct ax_sched *s)
     return AX_OK;
 }
 
-void cb_pool_stop(struct ax_sched *s)
+/* The pool's threads drain what is queued and return; each says so
+ * (exited) just before, so a thread still in a callback is seen without
+ * joining it. */
+static bool all_exited(struct cb_pool *p, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++)
+        if (!atomic_load_explicit(&p->threads[i].exited, memory_order_acquire))
+            return false;
+    return !p->fin_started || atomic_load_explicit(&p->fin_exited, memory_order_acquire);
+}
+
+bool cb_pool_stop_until(struct ax_sched *s, uint64_t until)
 {
     struct cb_pool *p = s->cbp;
     if (!p)
-        return;
+        return true;
     pthread_mutex_lock(&p->lock);
     p->stop = true;
     pthread_cond_broadcast(&p->cond);
     pthread_cond_broadcast(&p->fin_cond);
-    unsigned n = p->nthreads;
+    unsigned n = p->nthreads; /* the watchdog, which adds threads, has stopped */
     pthread_mutex_unlock(&p->lock);
+    /* A callback that does not return holds its thread and may still use
+     * the pool and the scheduler: past `until` the caller leaks them
+     * rather than hang (new-user trial: ax_free waited out a 60 s
+     * on_timeout with shutdown_timeout_ms 200). */
+    while (!all_exited(p, n)) {
+        if (now_ns() < until) {
+            usleep(1000);
+            continue;
+        }
+        /* Give up on the pool (the caller leaks it): join the threads that
+         * returned, detach the others, so none is left unjoined for good. */
+        for (unsigned i = 0; i < n; i++) {
+            if (atomic_load_explicit(&p->threads[i].exited, memory_order_acquire))
+                pthread_join(p->threads[i].thread, NULL);
+            else
+                pthread_detach(p->threads[i].thread);
+        }
+        if (p->fin_started) {
+            if (atomic_load_explicit(&p->fin_exited, memory_order_acquire))
+                pthread_join(p->fin_thread, NULL);
+            else
+                pthread_detach(p->fin_thread);
+        }
+        return false;
+    }
     for (unsigned i = 0; i < n; i++)
         pthread_join(p->threads[i].thread, NULL);
     if (p->fin_started)
@@ -280,6 +330,12 @@ void cb_pool_stop(struct ax_sched *s)
     free(p->ring);
     free(p);
     s->cbp = NULL;
+    return true;
+}
+
+void cb_pool_stop(struct ax_sched *s)
+{
+    (void)cb_pool_stop_until(s, UINT64_MAX);
 }
 
 static bool post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r,
@@ -364,10 +420,12 @@ bool cb_pool_check(struct ax_sched *s, uint64_t now)
             if (!t->overrun_counted) {
                 t->overrun_counted = true;
                 atomic_fetch_add(&p->overruns, 1);
+                unsigned what = atomic_load(&t->what);
                 fprintf(stderr,
-                        "ax: a callback has been running for more than %u ms; "
+                        "ax: %s of task %llu has been running for more than %u ms; "
                         "the callback pool goes on without it\n",
-                        s->cfg.callback_timeout_ms);
+                        what == CB_RUNS_ON_RELEASE ? "the on_release" : "an on_timeout",
+                        (unsigned long long)atomic_load(&t->task_id), s->cfg.callback_timeout_ms);
             }
         }
     }

@@ -987,6 +987,9 @@ void watchdog_kick(struct ax_sched *s);
 /* callback.c */
 int cb_pool_start(struct ax_sched *s);
 void cb_pool_stop(struct ax_sched *s);
+/* Stop the pool, waiting for its threads until `until` (CLOCK_MONOTONIC
+ * ns); false, with nothing freed, if a callback still runs then. */
+bool cb_pool_stop_until(struct ax_sched *s, uint64_t until);
 /* Queue on_timeout; dropped (and counted) when callback_queue are waiting. */
 void cb_pool_post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result *r);
 /* The same for a job's on_timeout when it has an on_release: the job is

@@ -279,7 +279,7 @@ static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns, u
     if (atomic_load(&s->total_live_runs) > 0)
         return ax_fail(AX_ETIMEDOUT,
                        "ax_shutdown: %llu task coroutine(s) have not returned yet (they ignore "
-                       "their cancellation)",
+                       "their cancellation, or wait for a worker one of them holds)",
                        (unsigned long long)atomic_load(&s->total_live_runs));
     int left = wait_idle_until(s, 0);
     if (left > 0)
@@ -446,7 +446,20 @@ void ax_free(ax_sched *s)
         return;
     }
     watchdog_stop(s);
-    cb_pool_stop(s);
+    /* An on_timeout, or an on_done / on_release the pool runs, that does not
+     * return within the budget holds its thread, which may still use the
+     * scheduler: leak it, as for a held worker, rather than hang. */
+    now = now_ns();
+    if (!cb_pool_stop_until(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
+        fprintf(stderr,
+                "ax_free: a callback on the callback pool (an on_timeout, or an on_done or "
+                "on_release run there) was still running when shutdown_timeout_ms (%u ms) ran "
+                "out; leaking the scheduler instead of waiting: callbacks queued behind it do "
+                "not run\n",
+                s->cfg.shutdown_timeout_ms);
+        ev_flush_until(s, now_ns() + FREE_JOIN_MIN_NS);
+        return;
+    }
     /* Last: writes what the others produced. A sink that takes nothing (a
      * pipe nobody reads, a callback that never returns) holds the event
      * thread in its write: leak the scheduler rather than hang the caller
