@@ -6,7 +6,13 @@
  * until the line holds its turn, then writes the other's. Prints
  *   machine_line_rtt_<at>_ns   ns per round trip (two moves of the line)
  * with <at> from the argument at=NAME (default "start"), so bench/run can
- * read the machine at the start and at the end of a run.
+ * read the machine at the start and at the end of a run. No reading (exit
+ * 0, the reason on stderr) with fewer than two CPUs to run on or when a
+ * thread may not be pinned.
+ *
+ * A busy machine raises the figure too (one busy loop beside it took it
+ * from ~440 to ~800 ns in a trial): bench/run notes the load average when
+ * it starts.
  *
  * Why: the full path hands each task's lines from the submitting core to a
  * worker's, so it tracks this figure. On the VM this project is built on it
@@ -35,8 +41,8 @@ static bool pin(int cpu)
 static void *partner(void *arg)
 {
     int cpu = *(const int *)arg;
-    if (cpu >= 0)
-        (void)pin(cpu);
+    if (!pin(cpu))
+        fprintf(stderr, "machine_line: pinning the partner to CPU %d was refused\n", cpu);
     for (long i = 0; i < rounds; i++) {
         while (atomic_load_explicit(&turn, memory_order_acquire) != 1)
             ;
@@ -62,16 +68,38 @@ static void two_cpus(int *a, int *b)
     }
 }
 
+static int usage(const char *why)
+{
+    fprintf(stderr,
+            "machine_line: %s\nusage: machine_line [at=NAME] [rounds=N]  (NAME: a-z, 0-9, _; "
+            "default start. N: 10000 to 100000000, default 1000000)\n",
+            why);
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
-    rounds = (long)bu_arg(argc, argv, "rounds", 1000000);
+    rounds = 1000000;
     const char *at = "start";
-    for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], "at=", 3) == 0 && argv[i][3])
-            at = argv[i] + 3;
-    if (rounds <= 0 || rounds > 100000000) {
-        fprintf(stderr, "machine_line: rounds must be 1 to 100000000\n");
-        return 2;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strncmp(a, "at=", 3) == 0) {
+            at = a + 3;
+            if (!*at)
+                return usage("at= needs a name");
+        } else if (strncmp(a, "rounds=", 7) == 0) {
+            char *end;
+            errno = 0;
+            unsigned long long v = strtoull(a + 7, &end, 10);
+            /* Fewer rounds than this and the figure is mostly thread start. */
+            if (a[7] < '0' || a[7] > '9' || *end || errno || v < 10000 || v > 100000000)
+                return usage("rounds= takes a whole number from 10000 to 100000000");
+            rounds = (long)v;
+        } else {
+            char why[160];
+            snprintf(why, sizeof why, "unknown argument '%.100s'", a);
+            return usage(why);
+        }
     }
     for (const char *c = at; *c; c++) {
         if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) {
@@ -85,8 +113,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "machine_line: fewer than two CPUs to run on: no reading\n");
         return 0; /* nothing to print; not a failure of the bench */
     }
-    bool pinned = pin(mine);
-    int partner_cpu = pinned ? theirs : -1;
+    if (!pin(mine)) {
+        /* Unpinned, the two threads may share a CPU: a figure of the OS's
+         * scheduler, not of the line. */
+        fprintf(stderr, "machine_line: pinning a thread to CPU %d was refused: no reading\n", mine);
+        return 0;
+    }
+    int partner_cpu = theirs;
     pthread_t t;
     if (pthread_create(&t, NULL, partner, &partner_cpu) != 0) {
         fprintf(stderr, "machine_line: pthread_create failed\n");
@@ -100,8 +133,6 @@ int main(int argc, char **argv)
     }
     uint64_t t1 = bu_now_ns();
     pthread_join(t, NULL);
-    if (!pinned)
-        fprintf(stderr, "machine_line: not pinned (affinity refused): the threads may share a CPU\n");
     printf("machine_line_rtt_%s_ns %.1f\n", at, (double)(t1 - t0) / (double)rounds);
     return 0;
 }

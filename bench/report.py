@@ -332,6 +332,10 @@ def main():
     missing = [r["name"] for r in results if r["ax"] is None]
     if missing:
         print(f"\nno ax figure for: {', '.join(missing)}")
+    if not any(k.startswith("machine_line_rtt_") for k in values):
+        print("\nmachine: no cache-line reading (machine_line needs two CPUs it may pin a "
+              "thread to each of; its reason is in build-bench/stderr.log): compare these "
+              "rows with another run's only if both ran on an idle machine at the same hour")
     print(f"\n{'quick run: smoke test, targets not judged. ' if quick else ''}"
           f"ratio = peer / ax (> 1: ax better). Written: {out}")
 
