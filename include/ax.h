@@ -218,15 +218,15 @@ int ax_new(const ax_config *cfg, ax_sched **out);
  * finish for up to timeout_ms (<= 0: none), then cancel them too, and give
  * their coroutines up to max(timeout_ms, 1000) ms more to return. Returns 0
  * when every task's coroutine has ended and every on_done and on_release
- * has returned, the on_release an orphan starts as it returns included;
+ * has returned: no on_release runs after it (a task's on_release waits
+ * for its orphan and its on_timeout calls, so these are waited for too);
  * AX_ETIMEDOUT if some cancelled task still has not returned (its on_done
  * has run; its coroutine is still on a worker) or a callback has not. Not
- * waited for: on_timeout calls on the callback pool, and the on_release of
- * a task that waits for its on_timeout; ax_free waits for those too
- * (within shutdown_timeout_ms). The on_done and on_release of the tasks it
- * cancels before they ran run on the calling thread, one after another:
- * their time is not bounded by timeout_ms (nor, in ax_free, by
- * shutdown_timeout_ms). Safe to call more than once;
+ * waited for: the on_timeout calls of tasks without an on_release; ax_free
+ * waits for those too (within shutdown_timeout_ms). The on_done and
+ * on_release of the tasks it cancels before they ran run on the calling
+ * thread, one after another: their time is not bounded by timeout_ms (nor,
+ * in ax_free, by shutdown_timeout_ms). Safe to call more than once;
  * AX_ESTATE from one of the scheduler's own tasks or callbacks (it would
  * wait for itself). */
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);

@@ -87,8 +87,7 @@ static uint32_t handoff_pack(unsigned attempt, unsigned state, unsigned to, unsi
 static void finish_handed(struct ax_sched *s, struct job *j)
 {
     uint32_t h = j->handoff;
-    if (h == HANDOFF_RELEASE) {
-        atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
+    if (h == HANDOFF_RELEASE) { /* counted since its terminal path (finish.c) */
         job_run_release(s, NULL, j);
         pthread_mutex_lock(&s->lock);
         job_free_locked(s, j);
@@ -170,11 +169,15 @@ static void *cb_main(void *arg)
              * callback of its own, timed from its own start (it was added to
              * the on_timeout's time, so two within callback_timeout_ms each
              * counted an overrun: stop 29's note). */
+            /* Under the pool's lock, as cb_pool_check reads them: with the
+             * flag cleared before the new start, the check could see the
+             * on_timeout's start with the flag down and count its overrun
+             * twice (review). */
             pthread_mutex_lock(&p->lock);
-            t->overrun_counted = false;
-            pthread_mutex_unlock(&p->lock);
             atomic_store(&t->what, CB_RUNS_ON_RELEASE);
             atomic_store(&t->started_ns, now_ns());
+            t->overrun_counted = false;
+            pthread_mutex_unlock(&p->lock);
             held_done(p->s, it.held);
         }
         atomic_store(&t->started_ns, 0);

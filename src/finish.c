@@ -179,6 +179,12 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
             worker_post_wake(msg.run->w, &msg);
     }
     EV(s, w, j, terminal_event(state), code, err);
+    /* A task with an on_release counts as a callback in progress from here
+     * until its on_release has returned (job.c job_released, callback.c
+     * finish_handed), wherever and however late that runs: before it
+     * leaves the load, as on_done's count below. */
+    if (AX_UNLIKELY(j->has_release))
+        atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
     if (j->on_done) {
         /* Counted before it leaves the load, so that ax_shutdown, which
          * reads the load and then this, always sees one or the other. */

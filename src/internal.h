@@ -134,7 +134,13 @@ struct job {
      * published and never changed after: the event producers read ext only
      * when this is set, so a child's error text allocating ext later
      * (finish.c) races with none of them. In what was tail padding. */
-    uint8_t has_ref;
+    uint8_t has_ref : 1;
+    /* ext->release (ax_spec.on_release) is set: written at submit before
+     * the job is published, cleared when it is freed, like has_ref (one
+     * byte: both are written only then). Such a job counts in
+     * s->in_on_done from its terminal path until its on_release has
+     * returned (finish.c, job.c). */
+    uint8_t has_release : 1;
     /* Its class's drop count (low byte) when this attempt took its slot:
      * whether it began before the last dropped sample (class.c). */
     uint8_t cls_drops;

@@ -127,6 +127,7 @@ void job_free_locked(struct ax_sched *s, struct job *j)
         free(j->ext);
         j->ext = NULL;
         j->has_ref = 0;
+        j->has_release = 0;
     }
     j->id = slot;
     s->live_prio[j->prio]--;
@@ -170,15 +171,17 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
 {
     if (js_freeable(word)) {
         /* Terminal, on_done returned, no coroutine of it left: its arg is
-         * the user's again (ax_spec.on_release). Counted with the on_done
-         * calls in progress until the job is freed: ax_free waits for them
-         * before it frees the table (new-user trial: a slow on_release in
-         * ax_cancel's thread freed the job into a table ax_free had freed). */
-        bool rel = AX_UNLIKELY(j->ext && j->ext->release);
-        if (rel) {
-            atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
+         * the user's again (ax_spec.on_release). Such a job has counted with
+         * the on_done calls in progress since its terminal path (finish.c),
+         * so that ax_shutdown sees no idle moment before its on_release
+         * (review: an orphan returning, a job left on a to-start list, the
+         * watchdog's hand-over all had one), and it counts until the job is
+         * freed: ax_free waits for them before it frees the table (new-user
+         * trial: a slow on_release in ax_cancel's thread freed the job into
+         * a table ax_free had freed). */
+        bool rel = AX_UNLIKELY(j->has_release);
+        if (rel)
             job_run_release(s, w, j);
-        }
         if (w) { /* freed in the worker's next lock section: nobody holds it */
             j->next = w->pend.free_list;
             w->pend.free_list = j;
@@ -204,7 +207,7 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
 void job_release_nouser(struct ax_sched *s, struct job *j, uint64_t hold)
 {
     uint64_t n = js_release(&j->sw, hold);
-    if (js_freeable(n) && AX_UNLIKELY(j->ext && j->ext->release)) {
+    if (js_freeable(n) && AX_UNLIKELY(j->has_release)) {
         cb_pool_release(s, j); /* the finisher runs it and frees the job */
         return;
     }

@@ -283,8 +283,10 @@ static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns, u
                        (unsigned long long)atomic_load(&s->total_live_runs));
     int left = wait_idle_until(s, 0);
     if (left > 0)
-        return ax_fail(AX_ETIMEDOUT, "ax_shutdown: %d task(s) have not ended yet (an on_done "
-                                     "still running?)",
+        return ax_fail(AX_ETIMEDOUT,
+                       "ax_shutdown: %d task(s) or callback(s) have not ended yet (an on_done or "
+                       "on_release still running, or an on_release waiting for its task's "
+                       "on_timeout?)",
                        left);
     return AX_OK;
 }
@@ -420,9 +422,10 @@ void ax_free(ax_sched *s)
         unsigned cbs = atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
         if (cbs)
             fprintf(stderr,
-                    "ax_free:   %u on_done / on_release callback(s) still running: one that "
-                    "does not return holds its worker as a task would (its task is listed "
-                    "as ended)\n",
+                    "ax_free:   %u on_done / on_release callback(s) still running or waiting "
+                    "to run (an on_release waits for its task's coroutine and on_timeout "
+                    "calls): an on_done that does not return holds its worker as a task "
+                    "would (its task is listed as ended)\n",
                     cbs);
         report_stuck(s);
         /* Write out the events so far, but stop nothing the held worker may

@@ -350,16 +350,6 @@ static void complete_run(struct worker *w, struct ax_task *t)
      * those before the run struct can be reused. */
     if (AX_UNLIKELY(fired))
         run_expire_timers(w);
-    /* A task with an on_release: the last hold dropped below may run it,
-     * after this run stopped counting as live (run_live_drop). Count it with
-     * the callbacks in progress first, so that no moment in between looks
-     * idle to ax_shutdown: a timed-out or cancelled task's orphan returning
-     * here has no load left either (review: ax_shutdown returned 0 before
-     * such an on_release began, the host then freed what it used). The job
-     * is ours until JH_RUN drops. */
-    bool rel = AX_UNLIKELY(j->ext != NULL) && j->ext->release != NULL;
-    if (rel)
-        atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
     run_live_drop(w);
     if (t->nchildren)
         join_release_children(w, t);
@@ -379,8 +369,6 @@ static void complete_run(struct worker *w, struct ax_task *t)
     } else {
         job_release(s, w, j, JH_RUN);
     }
-    if (rel) /* j may be freed and reused by now: only the count */
-        atomic_fetch_sub_explicit(&s->in_on_done, 1, memory_order_release);
     run_recycle(w, t);
 }
 

@@ -308,9 +308,10 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
         memcpy(j->trace_id, sp->trace_id, strlen(sp->trace_id) + 1);
     else
         j->trace_id[0] = 0;
-    if (AX_UNLIKELY(ext)) { /* a free job has ext NULL, has_ref 0 (job_free_locked) */
+    if (AX_UNLIKELY(ext)) { /* a free job: ext NULL, has_ref, has_release 0 (job_free_locked) */
         j->ext = ext;
         j->has_ref = ext->ref[0] != 0;
+        j->has_release = ext->release != NULL;
     }
     /* Under the lock: SUBMITTED is produced before any worker can start it. */
     if (AX_UNLIKELY(ev_on(s, AX_EV_SUBMITTED))) {

@@ -53,18 +53,23 @@
  *     orphan starts as it returns. The task spawns CHILDREN empty children
  *     and never joins them, is cancelled, goes on (no ax call) until the
  *     test opens its gate, then returns; ax_shutdown is called just after
- *     the gate opens. Returning, the orphan stopped counting as live before its job
- *     released its children and then itself, and the on_release (100 ms)
- *     began only then: with nothing else left, ax_shutdown, which polls
- *     every millisecond, returned 0 in between, before the on_release had
- *     begun (review of stop 29; on the old code case 10 fails in most of
- *     its ROUNDS rounds: releasing the children holds the window open for
- *     about a millisecond).
+ *     the gate opens. Returning, the orphan stopped counting as live before
+ *     its job released its children and then itself, and an on_release
+ *     (100 ms) began only then: with nothing else left, ax_shutdown, which
+ *     polls every millisecond, returned 0 in between, before the
+ *     on_release had begun (stop 29's note; releasing the children holds
+ *     that moment open for about a millisecond). Rounds alternate: the
+ *     parent's own on_release, and (the parent without one) the last
+ *     child's (review: counting the orphan's own on_release only missed
+ *     its children's). On the old code most of the ROUNDS rounds fail.
  * 11. An on_release that runs on the callback thread after its task's
  *     on_timeout is timed as a callback of its own: with
- *     callback_timeout_ms 1000, an on_timeout of 600 ms then an on_release
- *     of 600 ms count no overrun (they were timed together: 1, on the old
- *     code), while an on_release of 1 500 ms after them counts one.
+ *     callback_timeout_ms 1500, an on_timeout of 1000 ms then an on_release
+ *     of 1000 ms count no overrun (they were timed together: 1, on the old
+ *     code), while an on_release of 2500 ms after them counts one.
+ * 12. ax_shutdown returns 0 only after an on_release that waits for its
+ *     task's on_timeout (300 ms, on the callback pool) has run: both have
+ *     ended when it returns (before, ax_shutdown did not wait for either).
  */
 #include "util.h"
 
@@ -527,6 +532,9 @@ static void case_timeout_before_release(void)
 
 static _Atomic bool orphan_gate, orphan_release_began, orphan_release_ended;
 static _Atomic int orphan_children;
+static _Atomic bool child_has_release; /* this round: the last child's, not the parent's */
+
+static void orphan_release(void *arg);
 
 static int fn_empty(ax_task *t, void *arg)
 {
@@ -543,6 +551,8 @@ static int fn_spawn_then_hog(ax_task *t, void *arg)
     ax_spec child = {.fn = fn_empty, .timeout_ms = 60000};
     int n = 0;
     for (int i = 0; i < CHILDREN; i++) {
+        child.on_release =
+            i == CHILDREN - 1 && atomic_load(&child_has_release) ? orphan_release : NULL;
         int rc = ax_spawn(t, &child, NULL);
         if (rc != 0 && i - n < 3)
             fprintf(stderr, "spawn %d: %s: %s\n", i, ax_strerror(rc), ax_error_detail());
@@ -578,8 +588,9 @@ static void case_shutdown_waits_for_orphan_release(void)
         atomic_store(&orphan_children, -1);
         static struct rec x;
         memset(&x, 0, sizeof x);
+        atomic_store(&child_has_release, round % 2 == 1);
         ax_spec sp = spec_for(&x, fn_spawn_then_hog);
-        sp.on_release = orphan_release;
+        sp.on_release = round % 2 == 1 ? NULL : orphan_release;
         uint64_t id;
         CHECK_EQ(ax_submit(s, &sp, &id), 0);
         CHECK(WAIT_UNTIL(atomic_load(&orphan_children) >= 0, 60000 * TEST_SLOW));
@@ -594,14 +605,17 @@ static void case_shutdown_waits_for_orphan_release(void)
         atomic_store(&orphan_gate, true);
         CHECK_EQ(ax_shutdown(s, 30000), 0);
         if (!atomic_load(&orphan_release_ended)) {
-            fprintf(stderr, "round %d: ax_shutdown returned 0 with the orphan's on_release %s\n",
-                    round, atomic_load(&orphan_release_began) ? "still running" : "not begun");
+            fprintf(stderr, "round %d: ax_shutdown returned 0 with the %s on_release %s\n", round,
+                    round % 2 == 1 ? "last child's" : "orphan's",
+                    atomic_load(&orphan_release_began) ? "still running" : "not begun");
             CHECK(atomic_load(&orphan_release_ended));
         }
         ax_free(s);
         CHECK_EQ(atomic_load(&x.release_calls), 0u); /* its own on_release replaced ours */
     }
-    printf("ok 10 - ax_shutdown returns after an orphan's on_release (%d rounds)\n", ROUNDS);
+    printf("ok 10 - ax_shutdown returns after an orphan's on_release and its children's (%d "
+           "rounds)\n",
+           ROUNDS);
 }
 
 /* Case 11: an on_release after an on_timeout, on the callback thread. */
@@ -611,7 +625,7 @@ static void c11_on_timeout(const ax_result *r, void *arg)
 {
     (void)r;
     (void)arg;
-    usleep(600 * 1000);
+    usleep(1000 * 1000);
 }
 
 static void c11_release(void *arg)
@@ -623,7 +637,7 @@ static void c11_release(void *arg)
 
 static void case_release_timed_alone(void)
 {
-    static const unsigned release_ms[2] = {600, 1500};
+    static const unsigned release_ms[2] = {1000, 2500};
     static const uint64_t overruns[2] = {0, 1};
     for (int k = 0; k < 2; k++) {
         ax_config c;
@@ -631,7 +645,7 @@ static void case_release_timed_alone(void)
         c.workers = 1;
         c.max_concurrency = 8;
         c.callback_threads = 1;
-        c.callback_timeout_ms = 1000;
+        c.callback_timeout_ms = 1500;
         ax_sched *s = test_sched_cfg(&c);
         atomic_store(&c11_release_ms, release_ms[k]);
         atomic_store(&c11_released, 0);
@@ -654,6 +668,42 @@ static void case_release_timed_alone(void)
     printf("ok 11 - an on_release after an on_timeout is timed on its own\n");
 }
 
+/* Case 12: ax_shutdown waits for an on_timeout -> on_release chain. */
+static _Atomic bool c12_timeout_ended, c12_release_ended;
+
+static void c12_on_timeout(const ax_result *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    usleep(300 * 1000);
+    atomic_store(&c12_timeout_ended, true);
+}
+
+static void c12_release(void *arg)
+{
+    (void)arg;
+    CHECK(atomic_load(&c12_timeout_ended)); /* after its task's on_timeout */
+    atomic_store(&c12_release_ended, true);
+}
+
+static void case_shutdown_waits_for_timeout_chain(void)
+{
+    ax_sched *s = test_sched(1, 8);
+    static struct rec x;
+    ax_spec sp = spec_for(&x, fn_sleep_long);
+    sp.timeout_ms = 20;
+    sp.on_timeout = c12_on_timeout;
+    sp.on_release = c12_release;
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&x.done_calls) == 1, 60000 * TEST_SLOW));
+    CHECK_EQ(atomic_load(&x.done_state), (int)AX_STATE_TIMED_OUT);
+    CHECK_EQ(ax_shutdown(s, 0), 0);
+    CHECK(atomic_load(&c12_timeout_ended));
+    CHECK(atomic_load(&c12_release_ended));
+    ax_free(s);
+    printf("ok 12 - ax_shutdown returns after an on_release that waited for its on_timeout\n");
+}
+
 int main(void)
 {
     case_never_ran();
@@ -667,5 +717,6 @@ int main(void)
     case_timeout_before_release();
     case_shutdown_waits_for_orphan_release();
     case_release_timed_alone();
+    case_shutdown_waits_for_timeout_chain();
     return 0;
 }
