@@ -260,7 +260,9 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
         ax_result r;
         result_fill(j, attempt, JS_TIMED_OUT, code, err, &r);
         r.run_ns = run_ns;
-        if (AX_UNLIKELY(j->ext && j->ext->release))
+        /* has_release, not ext: a cancel may be allocating ext for a child's
+         * error text right now (review: TSan). */
+        if (AX_UNLIKELY(j->has_release))
             cb_pool_post_held(s, j, j->on_timeout, j->cb_arg, &r);
         else
             cb_pool_post(s, j->on_timeout, j->cb_arg, &r);

@@ -390,6 +390,14 @@ static bool join_workers_until(struct ax_sched *s, uint64_t until)
 #define FREE_JOIN_MAX_NS 100000000u
 #define FREE_JOIN_MIN_NS 10000000u
 
+/* ax_free's deadline for one more thing to stop: its budget's end, or at
+ * least FREE_JOIN_MIN_NS from now. */
+static uint64_t free_step_until(uint64_t until)
+{
+    uint64_t now = now_ns();
+    return until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS;
+}
+
 void ax_free(ax_sched *s)
 {
     if (!s)
@@ -439,8 +447,7 @@ void ax_free(ax_sched *s)
      * nobody reads) reads the job table, the workers and the callback pool
      * (ax_stats_get): wait for it before anything is stopped or freed
      * (review: cb_pool_stop freed what it read), or leak, do not hang. */
-    uint64_t now = now_ns();
-    if (!dump_unregister(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
+    if (!dump_unregister(s, free_step_until(until))) {
         fprintf(stderr,
                 "ax_free: a dump on signal (ax_dump_on_signal) was still writing to its file "
                 "when shutdown_timeout_ms (%u ms) ran out; leaking the scheduler instead of "
@@ -448,12 +455,30 @@ void ax_free(ax_sched *s)
                 s->cfg.shutdown_timeout_ms);
         return;
     }
+    /* An on_done or on_release still running on a thread of the user's (one
+     * in ax_cancel), or an on_release still waiting for its task's
+     * on_timeout: it will free its job into the table, so the table stays
+     * until it has (review: ASan saw job_free_locked write into the table
+     * ax_free had freed, ax_shutdown's wait having run out). The pool and
+     * the event thread still run meanwhile. */
+    uint64_t cb_until = free_step_until(until);
+    while (atomic_load_explicit(&s->in_on_done, memory_order_seq_cst) > 0 && now_ns() < cb_until)
+        usleep(1000);
+    unsigned cbs = atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
+    if (cbs) {
+        fprintf(stderr,
+                "ax_free: %u on_done / on_release callback(s) still running or waiting to run "
+                "when shutdown_timeout_ms (%u ms) ran out; leaking the scheduler instead of "
+                "freeing what they use\n",
+                cbs, s->cfg.shutdown_timeout_ms);
+        ev_flush_until(s, now_ns() + FREE_JOIN_MIN_NS);
+        return;
+    }
     watchdog_stop(s);
     /* An on_timeout, or an on_done / on_release the pool runs, that does not
      * return within the budget holds its thread, which may still use the
      * scheduler: leak it, as for a held worker, rather than hang. */
-    now = now_ns();
-    if (!cb_pool_stop_until(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
+    if (!cb_pool_stop_until(s, free_step_until(until))) {
         fprintf(stderr,
                 "ax_free: a callback on the callback pool (an on_timeout, or an on_done or "
                 "on_release run there) was still running when shutdown_timeout_ms (%u ms) ran "
@@ -467,8 +492,7 @@ void ax_free(ax_sched *s)
      * pipe nobody reads, a callback that never returns) holds the event
      * thread in its write: leak the scheduler rather than hang the caller
      * (user trial: ax_free never returned). */
-    now = now_ns();
-    if (!ev_stop_until(s, until > now + FREE_JOIN_MIN_NS ? until : now + FREE_JOIN_MIN_NS)) {
+    if (!ev_stop_until(s, free_step_until(until))) {
         fprintf(stderr,
                 "ax_free: the event thread was still writing to its sink (a pipe nobody "
                 "reads? an events callback that never returns?) when shutdown_timeout_ms "
