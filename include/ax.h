@@ -196,7 +196,17 @@ typedef struct ax_config {
                                   classes have their own (ax_class_config) */
     unsigned adaptive_min;     /* lowest adaptive cap (0 = 1; <= max_concurrency, checked
                                   only with adaptive_limit: ignored without it) */
+    uint32_t idle_poll_us;     /* a worker that runs out of work polls for more this long
+                                  before it sleeps in the kernel (0 = 50, the default; at
+                                  most 1000000). Above 50, worker 0 polls that long (the
+                                  others sleep after 50 us): the next task after
+                                  a quiet spell starts without waiting for a worker to
+                                  wake (40-100 us on a VM), at the price of that worker's
+                                  CPU for up to idle_poll_us after each spell of work */
 } ax_config;
+
+/* Defined since config.idle_poll_us. */
+#define AX_HAVE_IDLE_POLL 1
 
 /* Defined since the core v2 fields above (callback_queue, max_orphans,
  * shutdown_timeout_ms, overflow_fails_task, ax_stats.callback_dropped). */

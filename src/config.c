@@ -43,6 +43,7 @@ void ax_config_default(ax_config *c)
     c->metrics_read_timeout_ms = 2000;
     c->metrics_max_connections = 64;
     c->adaptive_min = 1; /* as the README's table says (0 is still taken as 1) */
+    c->idle_poll_us = AX_IDLE_POLL_DEFAULT_US;
 }
 
 /* Fill derived defaults into *r and check every field. */
@@ -112,6 +113,11 @@ int config_validate(const ax_config *c, ax_config *r)
     if (r->adaptive_limit && r->adaptive_min > r->max_concurrency)
         return ax_fail(AX_EINVAL, "config.adaptive_min: %u is more than max_concurrency %u",
                        r->adaptive_min, r->max_concurrency);
+    if (r->idle_poll_us == 0)
+        r->idle_poll_us = AX_IDLE_POLL_DEFAULT_US;
+    if (r->idle_poll_us > AX_IDLE_POLL_MAX_US)
+        return ax_fail(AX_EINVAL, "config.idle_poll_us: %u is more than %u (one second)",
+                       (unsigned)r->idle_poll_us, AX_IDLE_POLL_MAX_US);
     if (r->metrics_max_connections > 1024)
         return ax_fail(AX_EINVAL, "config.metrics_max_connections: %u is more than 1024",
                        r->metrics_max_connections);

@@ -89,6 +89,8 @@ static inline void ax_cpu_relax(void)
 #define AX_SLOT_BITS 22
 #define AX_MAX_JOBS (1u << AX_SLOT_BITS) /* live jobs per scheduler: 4 194 304 */
 #define AX_JOB_CHUNK 1024
+#define AX_IDLE_POLL_DEFAULT_US 50u /* config.idle_poll_us: worker.c's SPIN_NS */
+#define AX_IDLE_POLL_MAX_US 1000000u
 
 struct job {
     struct job *next; /* a class's park list; the free list; hand-off lists */

@@ -37,7 +37,7 @@
 #define TRIM_STEP 32           /* stacks trimmed between two looks at the clock */
 #define TRIM_BUDGET_NS 1000000 /* at most this much trimming per idle moment */
 #define TRIM_MIN_GAP_NS 2000000 /* and none with a timer due sooner than this */
-#define SPIN_NS 50000          /* polling before epoll_wait */
+#define SPIN_NS (AX_IDLE_POLL_DEFAULT_US * 1000ull) /* polling before epoll_wait */
 
 _Thread_local struct worker *ax_current_worker AX_TLS_HOT;
 
@@ -388,6 +388,84 @@ static bool trim_stacks(struct worker *w, uint64_t next_tick)
     return w->stacks.n_warm > keep;
 }
 
+/* Back from idle (a sleep, a poll): busy again, and a new sighting for the
+ * watchdog. A worker the OS kept off its CPU through the whole sleep never
+ * showed busy at 0, and without the sighting the watchdog would count the
+ * sleep as HOLD_MS without a switch (and hand back the batch we take
+ * next); and one that went to sleep for good while we were idle must
+ * watch what we run next. */
+static void worker_unidle(struct worker *w)
+{
+    struct ax_sched *s = w->s;
+    worker_publish(w, NULL);
+    atomic_store(&w->busy, 1);
+    if (atomic_load_explicit(&s->watchdog_idle, memory_order_seq_cst))
+        watchdog_kick(s);
+}
+
+/* config.idle_poll_us past SPIN_NS: worker 0 goes on polling until `end`,
+ * so that the next task after a quiet spell finds a worker awake instead of
+ * paying for a wake-up: an eventfd write by its submitter and the kernel
+ * waking a vCPU, 40-100 us on this project's VM (bench ax_latency: the
+ * first task of each burst waited ~50 us at the median with the default,
+ * ~2-5 us with idle_poll_us=2000).
+ *
+ * One worker, and always the same one. All polling would hold every CPU
+ * the submitters and the tasks need. And whichever worker ran out first
+ * (a token, tried first) spread the work over both workers of the bench
+ * (2 CPUs): the one not polling woke for its own parked tasks' timers and
+ * took a CPU from the submitter, and the p99 was 140-310 us, against
+ * 22-76 us with worker 0 polling (3 runs each, the same minutes). A fixed
+ * poller concentrates a light load on one worker; when it is busy the
+ * others are woken as without polling.
+ *
+ * Idle as far as the watchdog goes (busy 0): polling longer than HOLD_MS
+ * is not a held worker, and must not keep the watchdog polling either.
+ * Ends at once for work in the hints, a timer due (its own or the
+ * scheduler's wheel), shutdown, or (with fds
+ * waited on, which the hints do not show) an epoll event, looked for
+ * without blocking every ~1024 turns. True: found work (or a timer), back
+ * to the loop; false: the time is up, the caller goes to sleep. */
+static bool idle_poll(struct worker *w, uint64_t end, uint64_t next_tick)
+{
+    struct ax_sched *s = w->s;
+    atomic_store(&w->busy, 0);
+    bool found = false;
+    for (unsigned i = 1;; i++) {
+        if (work_hinted(w)) {
+            found = true;
+            break;
+        }
+        if ((i & 63) == 0) {
+            if (atomic_load_explicit(&s->stop, memory_order_relaxed))
+                break;
+            uint64_t now = now_ns();
+            /* The scheduler's wheel too: a delay armed meanwhile kicks
+             * worker 0 only when it sleeps (sched.c jtimer_arm_locked). */
+            if (ns_to_tick(now) >= next_tick || jwheel_due(s, now)) {
+                found = true; /* the loop fires it */
+                break;
+            }
+            if (now >= end)
+                break;
+            if (w->nfd_waits && (i & 1023) == 0) {
+                struct epoll_event ev[64];
+                const struct timespec zero = {0, 0};
+                int n = reactor_wait(w, ev, 64, &zero);
+                if (n > 0) {
+                    worker_unidle(w);
+                    reactor_dispatch(w, ev, n);
+                    return true;
+                }
+            }
+        }
+        ax_cpu_relax();
+    }
+    if (found)
+        worker_unidle(w);
+    return found;
+}
+
 static void worker_sleep(struct worker *w)
 {
     struct ax_sched *s = w->s;
@@ -396,21 +474,28 @@ static void worker_sleep(struct worker *w)
     /* Spin a little before sleeping: a burst usually brings more work
      * within microseconds, while sleeping costs the next task an eventfd
      * write and a wake-up (~50-100 µs on this VM: bench "dispatch latency").
-     * The spin reads only the lock-free hints, and ends after SPIN_NS or as
-     * soon as a timer is due. Sockets do not show in the hints: with fds
-     * waited on, spin briefly. */
-    uint64_t spin_end = now_ns() + (w->nfd_waits ? SPIN_NS / 10 : SPIN_NS);
+     * The spin reads only the lock-free hints, and ends after SPIN_NS (or
+     * config.idle_poll_us if shorter) or as soon as a timer is due. Sockets
+     * do not show in the hints: with fds waited on, spin briefly. A longer
+     * idle_poll_us goes on in idle_poll, on worker 0. */
+    uint64_t t0 = now_ns(), poll_ns = (uint64_t)s->cfg.idle_poll_us * 1000u;
+    uint64_t spin_ns = poll_ns < SPIN_NS ? poll_ns : SPIN_NS;
+    uint64_t spin_end = t0 + (w->nfd_waits ? spin_ns / 10 : spin_ns);
     uint64_t next_tick = next_wake_tick(w);
+    bool timer_due = false;
     for (unsigned i = 1;; i++) {
         if (work_hinted(w))
             return;
         if ((i & 63) == 0) {
             uint64_t now = now_ns();
-            if (now >= spin_end || ns_to_tick(now) >= next_tick)
+            timer_due = ns_to_tick(now) >= next_tick;
+            if (now >= spin_end || timer_due)
                 break;
         }
         ax_cpu_relax();
     }
+    if (poll_ns > SPIN_NS && w->index == 0 && !timer_due && idle_poll(w, t0 + poll_ns, next_tick))
+        return;
     /* Idle: return released stacks' memory in the time to spare before
      * the next timer; come back in a millisecond for more. */
     bool trim_more = w->stacks.n_warm > warm_keep(w) && trim_stacks(w, next_tick);
@@ -448,13 +533,7 @@ static void worker_sleep(struct worker *w)
     int n = reactor_wait(w, ev, 64, tsp);
     atomic_store(&w->sleeping, 0);
     atomic_fetch_sub(&s->nsleeping, 1);
-    /* A new sighting for the watchdog: one the OS kept off its CPU through
-     * the whole sleep never saw busy at 0, and would count the sleep as
-     * HOLD_MS without a switch (and hand back the batch we take next). */
-    worker_publish(w, NULL);
-    atomic_store(&w->busy, 1);
-    if (atomic_load_explicit(&s->watchdog_idle, memory_order_seq_cst))
-        watchdog_kick(s);
+    worker_unidle(w);
     if (n > 0)
         reactor_dispatch(w, ev, n);
 }
