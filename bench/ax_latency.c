@@ -26,6 +26,14 @@
  * first submits of a burst wake sleeping workers (an eventfd write each,
  * which also delays the submitter), and the burst waits for the wake-up.
  *
+ * poll_us=N sets config.idle_poll_us (default: the scheduler's, 50 us):
+ * one worker then polls for work that long after it runs out, so the head
+ * of a burst finds it awake; measured here (issue 10, 2026-12-03) with
+ * poll_us=2000 (longer than the 1 ms between bursts: a worker never
+ * sleeps) the first task of a burst waited ~2-4 us at the median instead of
+ * ~50. What it costs shows in ax_latency*_cpu: the process's CPU seconds
+ * (every thread, the submitting one included) per second of the run.
+ *
  * In both modes the first 10 % of tasks are warm-up and not counted.
  * Per task, ax does what the peer does not: a coroutine with its own stack
  * and a deadline in a timing wheel (the seed's goroutine and context timer
@@ -53,6 +61,7 @@ int main(int argc, char **argv)
     uint64_t ms = bu_arg(argc, argv, "ms", 1000);
     uint64_t burst = bu_arg(argc, argv, "burst", gap_ms ? 1 : 25);
     task_ms = bu_arg(argc, argv, "task_ms", gap_ms ? 0 : 10);
+    uint64_t poll_us = bu_arg(argc, argv, "poll_us", 0);
     if (rate == 0 || burst == 0) {
         fprintf(stderr, "ax_latency: rate and burst must be > 0\n");
         return 2;
@@ -71,12 +80,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "ax_latency: %zu tasks are too few; raise ms\n", n);
         return 2;
     }
-    const char *key = gap_ms ? "ax_latency_asleep" : "ax_latency";
+    const char *key = gap_ms ? (poll_us ? "ax_latency_asleep_poll" : "ax_latency_asleep")
+                             : (poll_us ? "ax_latency_poll" : "ax_latency");
     submitted = bu_xcalloc(n, sizeof *submitted);
     started = bu_xcalloc(n, sizeof *started);
 
     ax_config cfg;
     ax_config_default(&cfg);
+    if (poll_us)
+        cfg.idle_poll_us = (uint32_t)poll_us;
     ax_sched *s;
     ab_check(ax_new(&cfg, &s), "ax_new");
 
@@ -84,6 +96,7 @@ int main(int argc, char **argv)
     bu_latch_init(&done, (long)n);
     ax_spec spec = ab_spec(sleeper, NULL, AX_PRIO_NORMAL, 1000, ab_done, &done);
     uint64_t base = bu_now_ns() + 1000000;
+    double cpu0 = bu_cpu_seconds();
     for (size_t i = 0, b = 0; i < n; b++) {
         bu_sleep_until(base + b * period);
         for (uint64_t j = 0; j < burst; j++, i++) {
@@ -97,6 +110,7 @@ int main(int argc, char **argv)
         }
     }
     ab_wait_all(&done, 600, "latency");
+    double cpu = (bu_cpu_seconds() - cpu0) / ((double)(bu_now_ns() - base) / 1e9);
 
     size_t skip = n / 10, m = n - skip;
     int64_t *lat = bu_xcalloc(m, sizeof *lat);
@@ -125,6 +139,7 @@ int main(int argc, char **argv)
         free(first);
         free(rest);
     }
+    printf("%s_cpu %.3f\n", key, cpu);
     ab_check(ax_shutdown(s, 1000), "ax_shutdown");
     ax_free(s);
     return 0;

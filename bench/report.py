@@ -152,6 +152,17 @@ def rows(idle_s):
          "ax_latency_first_p99_us", None, "none", None),
         ("dispatch latency p99, awake, the other tasks of each burst", "us",
          "ax_latency_rest_p99_us", None, "none", None),
+        # config.idle_poll_us=2000: worker 0 polls through the 1 ms between
+        # bursts instead of sleeping after 50 us; what that costs is the CPU
+        # row after it (the process's CPU seconds per second, both runs).
+        ("dispatch latency p50, awake, worker 0 polling (idle_poll_us=2000)", "us",
+         "ax_latency_poll_p50_us", "go_seed_latency_p50_us", go_seed, None),
+        ("dispatch latency p99, awake, worker 0 polling (idle_poll_us=2000)", "us",
+         "ax_latency_poll_p99_us", "go_seed_latency_p99_us", go_seed, at_most(50, "us")),
+        ("CPU s per s, awake latency run, default config", "CPU s/s", "ax_latency_cpu", None,
+         "none", None),
+        ("CPU s per s, awake latency run, idle_poll_us=2000", "CPU s/s", "ax_latency_poll_cpu",
+         "ax_latency_cpu", "ax, default config", None),
         ("dispatch latency p50, workers asleep (1 task / 5 ms)", "us",
          "ax_latency_asleep_p50_us", "go_seed_latency_asleep_p50_us", go_seed, None),
         ("dispatch latency p99, workers asleep (1 task / 5 ms)", "us",
