@@ -196,13 +196,18 @@ typedef struct ax_config {
                                   classes have their own (ax_class_config) */
     unsigned adaptive_min;     /* lowest adaptive cap (0 = 1; <= max_concurrency, checked
                                   only with adaptive_limit: ignored without it) */
-    uint32_t idle_poll_us;     /* a worker that runs out of work polls for more this long
-                                  before it sleeps in the kernel (0 = 50, the default; at
-                                  most 1000000). Above 50, worker 0 polls that long (the
-                                  others sleep after 50 us): the next task after
-                                  a quiet spell starts without waiting for a worker to
-                                  wake (40-100 us on a VM), at the price of that worker's
-                                  CPU for up to idle_poll_us after each spell of work */
+    uint32_t idle_poll_us;     /* how long a worker out of work polls for more before it
+                                  sleeps in the kernel (0 = 50, the default; at most
+                                  1000000; below 50 shortens every worker's spin). Above
+                                  50, worker 0 (the thread ax-worker-0; with workers = 1
+                                  the only one) polls that long after the last task it
+                                  ran, while the others sleep after 50 us: a task
+                                  submitted meanwhile starts without waiting for a worker
+                                  to wake (40-100 us on a VM). The price is worker 0's
+                                  core for as long as tasks run on it (a sleeper's
+                                  wake-up counts) more often than every idle_poll_us,
+                                  and for idle_poll_us after the last. No poll before
+                                  the first task or after ax_shutdown */
 } ax_config;
 
 /* Defined since config.idle_poll_us. */

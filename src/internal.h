@@ -388,6 +388,11 @@ struct worker {
     unsigned nready;
     uint64_t now_ns;
     bool clock_stale;         /* an on_done ran on this worker since now_ns was read */
+    /* config.idle_poll_us (worker.c idle_poll, worker 0 only): runs
+     * resumed (a start included), ever; the count when the current poll's
+     * end was set, and that end. The poll lasts from the last run, not
+     * from each return to the loop (a timer cascade, a trim step). */
+    uint64_t resumes, poll_resumes, poll_end_ns;
     struct ax_wheel wheel;    /* this worker's run timers, wheel_lk */
     _Atomic int wheel_lk;
     struct ax_wheel_node *fired; /* timers the watchdog expired for us, wheel_lk */

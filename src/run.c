@@ -376,6 +376,7 @@ void run_resume(struct worker *w, struct ax_task *t)
 {
     w->current = t;
     ax_current_run = t;
+    w->resumes++;
     worker_publish(w, t);
     ax_coro_switch(&w->main, &t->coro);
     /* Not necessarily t: a yield may have switched straight to another run

@@ -341,7 +341,10 @@ static uint64_t next_wake_tick(struct worker *w)
 static bool work_hinted(struct worker *w)
 {
     struct ax_sched *s = w->s;
-    return atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
+    /* Its own ended jobs to free first (dispatch): else a poll went on
+     * its whole length with them pending, and work_available then sent the
+     * worker round the loop into a second poll (new-user trial). */
+    return w->pend.free_list || atomic_load_explicit(&w->inbox_hint, memory_order_relaxed) ||
            atomic_load_explicit(&w->fired_hint, memory_order_relaxed) ||
            (queued_takeable(s) &&
             !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed));
@@ -422,7 +425,7 @@ static void worker_unidle(struct worker *w)
  * Idle as far as the watchdog goes (busy 0): polling longer than HOLD_MS
  * is not a held worker, and must not keep the watchdog polling either.
  * Ends at once for work in the hints, a timer due (its own or the
- * scheduler's wheel), shutdown, or (with fds
+ * scheduler's wheel), ax_shutdown or ax_free, or (with fds
  * waited on, which the hints do not show) an epoll event, looked for
  * without blocking every ~1024 turns. True: found work (or a timer), back
  * to the loop; false: the time is up, the caller goes to sleep. */
@@ -437,8 +440,9 @@ static bool idle_poll(struct worker *w, uint64_t end, uint64_t next_tick)
             break;
         }
         if ((i & 63) == 0) {
-            if (atomic_load_explicit(&s->stop, memory_order_relaxed))
-                break;
+            if (atomic_load_explicit(&s->stop, memory_order_relaxed) ||
+                atomic_load_explicit(&s->closing, memory_order_relaxed))
+                break; /* nothing new to start: sleep (its runs still wake it) */
             uint64_t now = now_ns();
             /* The scheduler's wheel too: a delay armed meanwhile kicks
              * worker 0 only when it sleeps (sched.c jtimer_arm_locked). */
@@ -494,8 +498,19 @@ static void worker_sleep(struct worker *w)
         }
         ax_cpu_relax();
     }
-    if (poll_ns > SPIN_NS && w->index == 0 && !timer_due && idle_poll(w, t0 + poll_ns, next_tick))
-        return;
+    if (poll_ns > SPIN_NS && w->index == 0 && !timer_due) {
+        /* idle_poll_us from the last run, however often the worker comes
+         * back here meanwhile without one (a timer's cascade, a trim step):
+         * measured from each return, one task polled twice as long as
+         * asked, and stack trimming after a burst made it 3 s for 1 s. No
+         * run yet (ax_new): no poll. */
+        if (w->resumes != w->poll_resumes) {
+            w->poll_resumes = w->resumes;
+            w->poll_end_ns = t0 + poll_ns;
+        }
+        if (w->poll_end_ns > t0 && idle_poll(w, w->poll_end_ns, next_tick))
+            return;
+    }
     /* Idle: return released stacks' memory in the time to spare before
      * the next timer; come back in a millisecond for more. */
     bool trim_more = w->stacks.n_warm > warm_keep(w) && trim_stacks(w, next_tick);

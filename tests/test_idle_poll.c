@@ -7,6 +7,8 @@
  *      with a detail naming the field;
  *   2. the poll happens: worker 0 uses CPU through an idle spell (and does
  *      not with the default), so the checks below are about a real poll;
+ *      and it ends: idle_poll_us after the last run, none before the
+ *      first, none after ax_shutdown;
  *   3. a delayed task (the scheduler's wheel, which kicks worker 0 only
  *      when it sleeps), a sleeping task's timer (its own wheel) and a task
  *      waiting on a pipe (epoll, which the lock-free hints do not show)
@@ -135,6 +137,64 @@ static void test_polls(void)
             polled / 1000, slept / 1000);
     CHECK(polled >= 20 * 1000000ll);
     CHECK(slept < 20 * 1000000ll);
+}
+
+/* Worker 0's CPU (ms) from `from_ms` to `to_ms` after t0_ms. */
+static long long w0_cpu_ms_between(uint64_t t0_ms, unsigned from_ms, unsigned to_ms)
+{
+    while (test_now_ms() < t0_ms + from_ms)
+        usleep(1000);
+    long long c0 = thread_cpu_ns("ax-worker-0");
+    while (test_now_ms() < t0_ms + to_ms)
+        usleep(1000);
+    long long c1 = thread_cpu_ns("ax-worker-0");
+    CHECK(c0 >= 0 && c1 >= c0);
+    return (c1 - c0) / 1000000;
+}
+
+static atomic_int napped;
+
+static int napper(ax_task *t, void *arg)
+{
+    (void)arg;
+    int rc = ax_sleep(t, 20);
+    atomic_fetch_add(&napped, 1);
+    return rc;
+}
+
+/* The poll ends idle_poll_us after the last run, whatever brings the
+ * worker back round its loop without one; it does not begin before any
+ * run; ax_shutdown ends it. Each failed in a new-user trial: one task
+ * polled twice as long as asked (its job freed after the first poll,
+ * which sent the worker into a second), 500 sleepers polled for several
+ * times as long (each step of trimming their stacks began a new poll),
+ * and a scheduler shut down polled on to the poll's end. */
+static void test_poll_ends(void)
+{
+    ax_sched *s = poll_sched(1, 300000);
+    long long at_start = w0_cpu_ms_between(test_now_ms(), 0, 300);
+    run_one(s);
+    long long after_one = w0_cpu_ms_between(test_now_ms(), 450, 750);
+    atomic_store(&napped, 0);
+    for (unsigned i = 0; i < 500; i++) {
+        ax_spec sp = spec_of(napper, NULL);
+        CHECK_EQ(ax_submit(s, &sp, NULL), AX_OK);
+    }
+    CHECK(WAIT_UNTIL(atomic_load(&napped) == 500, 30000 * TEST_SLOW));
+    long long after_burst = w0_cpu_ms_between(test_now_ms(), 450, 750);
+    run_one(s);
+    usleep(20 * 1000);
+    CHECK_EQ(ax_shutdown(s, 0), AX_OK);
+    long long after_shutdown = w0_cpu_ms_between(test_now_ms(), 0, 250);
+    fprintf(stderr,
+            "worker 0 CPU ms, poll 300 ms: before any task %lld, 450-750 ms after one task %lld, "
+            "after 500 sleepers %lld, after ax_shutdown %lld\n",
+            at_start, after_one, after_burst, after_shutdown);
+    CHECK(at_start < 20);
+    CHECK(after_one < 20);
+    CHECK(after_burst < 20);
+    CHECK(after_shutdown < 20);
+    ax_free(s);
 }
 
 static _Atomic uint64_t started_ns;
@@ -317,6 +377,7 @@ int main(void)
 {
     test_bounds();
     test_polls();
+    test_poll_ends();
     test_delayed_task();
     test_sleep_timer();
     test_fd_wait();
