@@ -425,7 +425,8 @@ static void worker_unidle(struct worker *w)
  * Idle as far as the watchdog goes (busy 0): polling longer than HOLD_MS
  * is not a held worker, and must not keep the watchdog polling either.
  * Ends at once for work in the hints, a timer due (its own or the
- * scheduler's wheel), ax_shutdown or ax_free, or (with fds
+ * scheduler's wheel), an adaptive-limit stall due, ax_shutdown or ax_free,
+ * or (with fds
  * waited on, which the hints do not show) an epoll event, looked for
  * without blocking every ~1024 turns. True: found work (or a timer), back
  * to the loop; false: the time is up, the caller goes to sleep. */
@@ -445,8 +446,12 @@ static bool idle_poll(struct worker *w, uint64_t end, uint64_t next_tick)
                 break; /* nothing new to start: sleep (its runs still wake it) */
             uint64_t now = now_ns();
             /* The scheduler's wheel too: a delay armed meanwhile kicks
-             * worker 0 only when it sleeps (sched.c jtimer_arm_locked). */
-            if (ns_to_tick(now) >= next_tick || jwheel_due(s, now)) {
+             * worker 0 only when it sleeps (sched.c jtimer_arm_locked);
+             * and the adaptive limit's stall nudge, whose wake-up for work
+             * queued behind a full cap (submit.c ENQ_STALL) reaches only
+             * sleeping workers (review: 800 ms late with a 1 s poll). */
+            if (ns_to_tick(now) >= next_tick || jwheel_due(s, now) ||
+                sched_adaptive_stall_due(s, now)) {
                 found = true; /* the loop fires it */
                 break;
             }
@@ -520,11 +525,8 @@ static void worker_sleep(struct worker *w)
     if (work_available(w) || (atomic_load(&s->stop) && w->live_runs == 0)) {
         atomic_store(&w->sleeping, 0);
         atomic_fetch_sub(&s->nsleeping, 1);
-        /* busy was 0 for a moment: the watchdog may have gone to sleep for
-         * good meanwhile, and must watch what we run next. */
-        atomic_store(&w->busy, 1);
-        if (atomic_load_explicit(&s->watchdog_idle, memory_order_seq_cst))
-            watchdog_kick(s);
+        /* busy was 0 for a moment (or a whole poll): back as from a sleep */
+        worker_unidle(w);
         return;
     }
     /* Sleep until the next tick with work, to the nanosecond (computed

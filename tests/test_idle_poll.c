@@ -13,7 +13,8 @@
  *      when it sleeps), a sleeping task's timer (its own wheel) and a task
  *      waiting on a pipe (epoll, which the lock-free hints do not show)
  *      each start or wake at their time, not when the poll ends;
- *   4. ax_shutdown + ax_free end the poll at once;
+ *   4. ax_shutdown + ax_free end the poll at once, and so does an
+ *      adaptive-limit stall that is due;
  *   5. three submitting threads: every task runs and every on_done runs
  *      exactly once.
  * Times are bounds for liveness: what must happen at ~100 ms is checked
@@ -58,13 +59,17 @@ static long long thread_cpu_ns(const char *name)
     return ns;
 }
 
+/* A worker names itself once it runs: wait for that (ax_new may return
+ * first), so that its CPU can be read. */
 static ax_sched *poll_sched(unsigned workers, uint32_t poll_us)
 {
     ax_config c;
     ax_config_default(&c);
     c.workers = workers;
     c.idle_poll_us = poll_us;
-    return test_sched_cfg(&c);
+    ax_sched *s = test_sched_cfg(&c);
+    CHECK(WAIT_UNTIL(thread_cpu_ns("ax-worker-0") >= 0, 10000 * TEST_SLOW));
+    return s;
 }
 
 static atomic_int ran;
@@ -304,6 +309,78 @@ static void test_free_ends_poll(void)
     CHECK(took_ms < POLL_US / 2000);
 }
 
+/* config.adaptive_limit's stall nudge (sched.c): with every slot held by
+ * a task that never ends and work queued behind it, the limit rises by one
+ * after a quiet spell; the submit that queues the work wakes a sleeping
+ * worker to look when it is due, which a polling worker 0 never heard
+ * (review: the queued task started 799 ms late with a 1 s poll, at once
+ * with the default). */
+static atomic_int storm;
+static _Atomic uint64_t b_started;
+
+static int storm_task(ax_task *t, void *arg)
+{
+    (void)arg;
+    return ax_sleep(t, atomic_load(&storm) ? 1000 : 1);
+}
+
+static int holder(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_sleep(t, 1100);          /* a run: the poll starts when it parks again */
+    return ax_sleep(t, 60000); /* holds the one slot */
+}
+
+static int note_b(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    atomic_store(&b_started, ax_now_ns());
+    return 0;
+}
+
+static void test_adaptive_stall(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 1;
+    c.max_concurrency = 2;
+    c.adaptive_limit = true;
+    c.idle_poll_us = POLL_US;
+    ax_sched *s = test_sched_cfg(&c);
+    atomic_store(&storm, 1);
+    /* Timeouts bring the limit down to 1. */
+    for (uint64_t end = test_now_ms() + 30000 * TEST_SLOW; test_stats(s).limit != 1;) {
+        CHECK(test_now_ms() < end);
+        for (int i = 0; i < 2; i++) {
+            ax_spec sp = spec_of(storm_task, NULL);
+            sp.timeout_ms = 50;
+            int rc = ax_submit(s, &sp, NULL);
+            CHECK(rc == AX_OK || rc == AX_ESHED || rc == AX_EFULL);
+        }
+        usleep(20 * 1000);
+    }
+    CHECK(WAIT_UNTIL(test_stats(s).running == 0 && test_stats(s).queued[AX_PRIO_NORMAL] == 0,
+                     30000 * TEST_SLOW));
+    ax_spec h = spec_of(holder, NULL);
+    h.timeout_ms = 120000;
+    CHECK_EQ(ax_submit(s, &h, NULL), AX_OK);
+    usleep(1300 * 1000); /* the stall is due from ~1 s; worker 0 polls from 1.1 s */
+    CHECK_EQ(test_stats(s).limit, 1);
+    atomic_store(&b_started, 0);
+    ax_spec b = spec_of(note_b, NULL);
+    uint64_t t0 = ax_now_ns();
+    CHECK_EQ(ax_submit(s, &b, NULL), AX_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&b_started) != 0, 10000 * TEST_SLOW));
+    uint64_t took_ms = (atomic_load(&b_started) - t0) / 1000000u;
+    fprintf(stderr, "queued behind a full adaptive cap: started %llu ms later (limit %llu)\n",
+            (unsigned long long)took_ms, (unsigned long long)test_stats(s).limit);
+    CHECK(took_ms < POLL_US / 2000);
+    CHECK_EQ(test_stats(s).limit, 2);
+    CHECK_EQ(ax_shutdown(s, 100), AX_OK);
+    ax_free(s);
+}
+
 #define THREADS 3
 #define PER_THREAD 2000
 
@@ -382,6 +459,7 @@ int main(void)
     test_sleep_timer();
     test_fd_wait();
     test_free_ends_poll();
+    test_adaptive_stall();
     test_exactly_once();
     printf("test_idle_poll: ok\n");
     return 0;
