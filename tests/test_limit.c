@@ -24,6 +24,8 @@
  *  - app-limited (in flight < limit/2): not one step up in 300 windows;
  *  - 2 of 10 samples dropped at the baseline latency: 500 -> 480 -> ... ->
  *    332 after 10 windows; 1 of 10 from 50: 49 (never grows);
+ *  - the first 10 windows' means are averaged plainly into the baseline
+ *    (a fast first window does not lower the limit of a steady upstream);
  *  - a random walk of 20 000 windows never leaves [min, max].
  */
 #include "check.h"
@@ -565,6 +567,50 @@ static uint64_t rnd(void) /* xorshift64*: fixed seed, same run every time */
     return rng * 0x2545f4914f6cdd1dull;
 }
 
+/* The baseline's warm-up: the first window closes on the attempts that
+ * ended first, the fast ones, while the slow ones begun with them are
+ * still out (survivorship), so its mean is below the steady one. A CI run
+ * under qemu on a loaded machine: the first window 18 samples at 26.6 ms,
+ * every later one 47-55 ms (tasks sleeping a uniform 20-80 ms); with that
+ * window as the baseline for a minute the limit fell 64 -> 54 in 1.5 s of
+ * a healthy upstream. The first AX_LIMIT_WARMUP_WINDOWS windows are
+ * averaged plainly (Gradient2's warm-up), the exponential average taking
+ * over after. */
+static void test_warmup(void)
+{
+    struct ax_limit l;
+    struct ax_limit_cfg c = cfg(2, 64, 64);
+    now_ns = 0;
+    ax_limit_init(&l, &c, now_ns);
+    CHECK_EQ(window(&l, 26 * MS, 64, 0), 64); /* seeds: 26 ms */
+    CHECK(fabs(l.long_rtt - 26.0 * MS) < 1);
+    const uint64_t steady[] = {50, 52, 51, 53, 55, 48, 48, 52, 48};
+    double sum = 26;
+    for (unsigned i = 0; i < sizeof steady / sizeof *steady; i++) {
+        CHECK_EQ(window(&l, steady[i] * MS, 64, 0), 64);
+        CHECK(l.last_gradient == 1.0);
+        sum += (double)steady[i];
+        CHECK(fabs(l.long_rtt - sum / (i + 2) * MS) < 1); /* the plain mean */
+    }
+    CHECK_EQ(AX_LIMIT_WARMUP_WINDOWS, 10u);
+    /* After the warm-up, the exponential average: one more 50 ms window
+     * moves it by (50 - mean) x 2/601. */
+    double mean = sum / 10;
+    CHECK_EQ(window(&l, 50 * MS, 64, 0), 64);
+    CHECK(fabs(l.long_rtt - (mean + (50 - mean) * 2 / 601) * MS) < 1);
+    for (int i = 0; i < 100; i++)
+        CHECK_EQ(window(&l, (45 + rnd() % 11) * MS, 64, 0), 64);
+    /* A real step still brings it down at the floor's pace: 10x, the
+     * gradient 0.5 every window, below half after exactly 10 (64 x 0.9 +
+     * 0.2 x sqrt(64) = 59.2, ... 33.0, 30.9). */
+    unsigned below = 0;
+    for (unsigned w = 1; w <= 10 && !below; w++) {
+        if (window(&l, 500 * MS, 64, 0) < 32) below = w;
+        CHECK(l.last_gradient == 0.5);
+    }
+    CHECK_EQ(below, 10);
+}
+
 /* Random latencies (1 ns .. 30 s, jumps and 0), in-flight and drops, with
  * tight bounds: never outside [min, max], the rounding included. */
 static void test_bounds(void)
@@ -605,6 +651,7 @@ int main(void)
     test_stale_mark();
     test_app_limited();
     test_drops();
+    test_warmup();
     test_bounds();
     printf("test_limit: ok\n");
     return 0;

@@ -15,8 +15,9 @@
  * window_samples in it (so a quiet class does not move its limit on one
  * sample). On close, with L the limit and short the window's mean latency:
  *
- *   long     = short on the first window, then the exponential average of
- *              the windows' means, weight 2 / (long_window + 1); if then
+ *   long     = the plain mean of the first AX_LIMIT_WARMUP_WINDOWS (10)
+ *              windows' means (the warm-up, below), then their exponential
+ *              average, weight 2 / (long_window + 1); if then
  *              long > 2 x short, long *= 0.95: the upstream got much faster
  *              than the baseline remembers (it recovered), so the baseline
  *              comes down in tens of windows instead of hundreds;
@@ -26,6 +27,23 @@
  *   estimate = L x gradient + sqrt(L)              (the queue headroom)
  *              + L x (min(long / short, 2) - 1)    when short < long;
  *   L        = L x (1 - smoothing) + estimate x smoothing, in [min, max].
+ *
+ * The warm-up (Gradient2's, over 10 windows as there). The first window
+ * closes on the attempts that ended first: the fast ones, while the slow
+ * ones begun with them are still out. Its mean is below the steady one,
+ * by how much depends on how slowly the process got going: a CI run under
+ * qemu on a loaded machine (test_adaptive_limit, tasks sleeping a uniform
+ * 20-80 ms) closed it on 18 samples at 26.6 ms, every later window at
+ * 47-55. Taken whole, as it was, that window was the baseline for the
+ * average's minute: 1.5 x 26.6 = 40 ms under every healthy window, a
+ * gradient of 0.74-0.88 each, and the limit fell 64 -> 54 in 1.5 s of a
+ * healthy upstream. Averaged with the nine after it, the baseline is 47.7
+ * ms by window 10 and no gradient is under 1 (test_limit.c: test_warmup).
+ * The price: a degradation inside the process's first second weighs 1/k
+ * in the baseline, not 2/601, so such a fall is slower by that much; one
+ * later is as before. A tail longer than the warm-up (attempts of seconds
+ * among ones of milliseconds) still starts the baseline low, and the
+ * exponential average brings it up over its horizon.
  *
  * Headroom sqrt(L): the queue Gradient2's authors and Envoy allow at the
  * upstream, small against L when L is large, so at a steady baseline the
@@ -201,7 +219,14 @@ static void limit_update(struct ax_limit *l, uint64_t now)
         l->long_rtt = shortr;
         l->has_long = true;
     } else {
+        /* The warm-up: window k (k <= AX_LIMIT_WARMUP_WINDOWS, k counted
+         * from 1) weighs 1/k, the plain mean of the first k; the
+         * exponential weight after, or sooner if it is the larger (a short
+         * long_window). */
         double a = 2.0 / ((double)l->cfg.long_window + 1);
+        uint64_t k = l->updates + 1;
+        if (k <= AX_LIMIT_WARMUP_WINDOWS && 1.0 / (double)k > a)
+            a = 1.0 / (double)k;
         l->long_rtt += a * (shortr - l->long_rtt);
     }
     if (l->long_rtt > 2 * shortr) l->long_rtt *= 0.95;

@@ -31,6 +31,10 @@
 #define AX_LIMIT_DEFAULT_WINDOW_NS 100000000ull /* 100 ms */
 #define AX_LIMIT_DEFAULT_WINDOW_SAMPLES 10u
 #define AX_LIMIT_DEFAULT_LONG_WINDOW 600u
+/* The baseline's first windows are averaged plainly, not exponentially:
+ * the first one alone ends on the fastest attempts (limit.c: the warm-up).
+ * Gradient2's warm-up is 10 too. */
+#define AX_LIMIT_WARMUP_WINDOWS 10u
 /* The gradient's floor: one window never cuts the estimate by more than half
  * (Gradient2's 0.5); a window with dropped samples has a gradient of at most
  * 1 - dropped/samples, never below this floor. */
