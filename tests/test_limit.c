@@ -609,6 +609,38 @@ static void test_warmup(void)
         CHECK(l.last_gradient == 0.5);
     }
     CHECK_EQ(below, 10);
+
+    /* A slowdown inside the warm-up is not averaged in (review: a 10x step
+     * at window 2 became the baseline, 455 ms, and the limit stayed 64 for
+     * good; the old code fell below half in 10 windows). Windows more than
+     * 3x the baseline, or with drops, weigh 2/601 as after the warm-up. */
+    for (unsigned step_at = 2; step_at <= 5; step_at++) {
+        ax_limit_init(&l, &c, now_ns);
+        for (unsigned w = 1; w < step_at; w++)
+            window(&l, 50 * MS, 64, 0);
+        below = 0;
+        for (unsigned w = 1; w <= 20 && !below; w++)
+            if (window(&l, 500 * MS, 64, 0) < 32) below = w;
+        CHECK(below >= 1 && below <= 11);
+        CHECK(l.long_rtt < 100.0 * MS);
+    }
+    /* Timeouts at window 3-5 (all dropped at 1 s), then 4x: falls, the
+     * baseline stays near 50 ms (review: it reached 525 ms and the limit
+     * stayed 64). */
+    ax_limit_init(&l, &c, now_ns);
+    window(&l, 50 * MS, 64, 0);
+    window(&l, 50 * MS, 64, 0);
+    for (int i = 0; i < 3; i++)
+        window(&l, 1000 * MS, 64, 10);
+    CHECK(l.long_rtt < 100.0 * MS);
+    for (int i = 0; i < 10; i++)
+        window(&l, 200 * MS, 64, 0);
+    CHECK(ax_limit_get(&l) < 32);
+    /* Up to 3x is the start's bias, averaged: 20 ms, then 55 ms (2.75x). */
+    ax_limit_init(&l, &c, now_ns);
+    window(&l, 20 * MS, 64, 0);
+    window(&l, 55 * MS, 64, 0);
+    CHECK(fabs(l.long_rtt - 37.5 * MS) < 1);
 }
 
 /* Random latencies (1 ns .. 30 s, jumps and 0), in-flight and drops, with

@@ -35,6 +35,9 @@
  * the first one alone ends on the fastest attempts (limit.c: the warm-up).
  * Gradient2's warm-up is 10 too. */
 #define AX_LIMIT_WARMUP_WINDOWS 10u
+/* ... but only windows without drops and at most this many times the
+ * baseline: a bigger jump is a slowdown, not the start's bias. */
+#define AX_LIMIT_WARMUP_MAX_RATIO 3.0
 /* The gradient's floor: one window never cuts the estimate by more than half
  * (Gradient2's 0.5); a window with dropped samples has a gradient of at most
  * 1 - dropped/samples, never below this floor. */
