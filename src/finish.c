@@ -184,12 +184,13 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
      * finish_handed), wherever and however late that runs: before it
      * leaves the load, as on_done's count below. */
     if (AX_UNLIKELY(j->has_release))
-        atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
+        cb_begin(s);
     if (j->on_done) {
         /* Counted before it leaves the load, so that ax_shutdown, which
-         * reads the load and then this, always sees one or the other. */
-        atomic_fetch_add_explicit(&s->in_on_done, 1, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_seq_cst);
+         * reads the load and then this, always sees one or the other
+         * (sched_unload is a release, the load's fold an acquire). */
+        cb_begin(s);
+        sched_unload(s);
         result_fill(j, attempt, state, code, err, &r);
         /* On any thread, the caller of ax_cancel or ax_shutdown included,
          * on_done counts as the scheduler's callback: ax_free and
@@ -201,7 +202,7 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         /* ax_shutdown promises every on_done has run when it returns, and
          * a task ended in its bucket (queued deadline, shutdown) has no
          * coroutine that would make it wait instead. */
-        atomic_fetch_sub_explicit(&s->in_on_done, 1, memory_order_release);
+        cb_return(s);
         /* User code ran on this worker: the next dispatch reads the clock
          * again (review: an 800 ms on_done made the next attempt's start
          * 800 ms early, its run_ns 800 ms long, and the limiter count it
@@ -209,7 +210,7 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         if (w && w == ax_current_worker)
             w->clock_stale = true;
     } else {
-        atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
+        sched_unload(s);
     }
     job_release(s, w, j, JH_END | give); /* one atomic step for all the holds */
 }

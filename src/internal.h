@@ -139,9 +139,9 @@ struct job {
     uint8_t has_ref : 1;
     /* ext->release (ax_spec.on_release) is set: written at submit before
      * the job is published, cleared when it is freed, like has_ref (one
-     * byte: both are written only then). Such a job counts in
-     * s->in_on_done from its terminal path until its on_release has
-     * returned (finish.c, job.c). */
+     * byte: both are written only then). Such a job counts among the
+     * callbacks in progress (cb_begin) from its terminal path until its
+     * on_release has returned (finish.c, job.c). */
     uint8_t has_release : 1;
     /* Its class's drop count (low byte) when this attempt took its slot:
      * whether it began before the last dropped sample (class.c). */
@@ -463,6 +463,26 @@ struct worker {
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
     int bt_n;
     void *bt[AX_BT_MAX];
+    /* What this worker's thread moves once per task it ends, with no
+     * locked instruction and on a line of its own (issue 10's hot-path
+     * budget: per-worker counters summed on read). Only this worker's
+     * thread writes them (a load and a release store: ends_add); every
+     * other thread adds to the scheduler's shared figures instead. freed,
+     * unloaded, cb_begun, cb_returned only grow; live is the runs whose
+     * coroutine has not returned (run.c run_live_drop). */
+    _Alignas(AX_CACHELINE) struct {
+        _Atomic uint64_t freed;       /* slots freed (s->freed: other threads') */
+        _Atomic uint64_t unloaded;    /* tasks out of the load (s->unloaded) */
+        _Atomic uint64_t cb_begun;    /* callbacks counted in progress (cb_begin) */
+        _Atomic uint64_t cb_returned; /* and returned (cb_return) */
+        _Atomic uint64_t live;        /* runs live, orphans included */
+    } ends;
+    /* How much of ends.freed / ends.unloaded is in s->running / s->load:
+     * written by the lock holder that folds them in (running_locked,
+     * load_locked), read without the lock by queued_takeable. */
+    _Alignas(AX_CACHELINE) struct {
+        _Atomic uint64_t freed, unloaded;
+    } folded;
 } __attribute__((aligned(AX_CACHELINE)));
 
 /* ---- the scheduler ------------------------------------------------------ */
@@ -557,17 +577,21 @@ struct ax_sched {
      * into `running` by the next lock holder (running_locked), so a slot is
      * free for admission and dispatch the moment its task ends, even while
      * that worker runs another long slice. */
-    /* Added to by the worker that ends a task, once per task; read by a
-     * submitter only when the figures it holds reach a bound (submit.c):
-     * a line apart from the submitters' (perf, bench ax_fullpath: sharing
-     * one with hint_queued and nsleeping moved it twice per task). */
+    /* Added to by a thread that ends a task and is not one of the workers
+     * (ax_cancel's caller, the watchdog, the callback pool); a worker
+     * counts in its own ends.freed / ends.unloaded, which the lock holder
+     * folds in with these. Read by a submitter only when the figures it
+     * holds reach a bound (submit.c): a line apart from the submitters'
+     * (perf, bench ax_fullpath: sharing one with hint_queued and nsleeping
+     * moved it twice per task). */
     _Alignas(64) _Atomic unsigned freed;
     _Atomic uint64_t unloaded; /* likewise for `load`: tasks ended without the lock */
-    /* Tasks out of the load whose on_done has not returned yet: ax_shutdown
-     * waits for them too (the load itself drops before on_done, so that an
-     * on_done submitting the next task is not shed by its own task). */
-    _Atomic unsigned in_on_done;
-    _Atomic uint64_t total_live_runs; /* runs not yet recycled, every worker's */
+    /* Tasks out of the load whose on_done (or on_release) has not returned
+     * yet: ax_shutdown waits for them too (the load itself drops before
+     * on_done, so that an on_done submitting the next task is not shed by
+     * its own task). Counted by threads that are not workers of s; a
+     * worker counts in its own ends (callbacks_in_progress sums them). */
+    _Atomic uint64_t cb_begun, cb_returned;
     _Alignas(64) struct worker_counts shared_counts; /* outcomes ended on other threads */
     /* --- workers --- */
     struct worker *workers;
@@ -756,15 +780,66 @@ void sched_adaptive_nudge_locked(struct ax_sched *s, uint64_t now, bool stalled)
 
 void sched_recompute_locked(struct ax_sched *s);
 void sched_hint_locked(struct ax_sched *s);
+/* What a worker's single-writer count `cur` gained since the lock holder
+ * last folded it in (`folded`, s->lock). acquire: what its worker did
+ * before the count (a task's end, a callback counted) is seen after. */
+static inline uint64_t ends_fold(_Atomic uint64_t *cur, _Atomic uint64_t *folded)
+{
+    uint64_t v = atomic_load_explicit(cur, memory_order_acquire);
+    uint64_t f = atomic_load_explicit(folded, memory_order_relaxed);
+    if (v == f)
+        return 0;
+    atomic_store_explicit(folded, v, memory_order_relaxed);
+    return v - f;
+}
+/* The true load and running: every thread's ends folded in. One load of
+ * each worker's ends line, a miss only if that worker ended a task since
+ * (src/SCALING.md: the lock holder reads what each ender wrote, instead
+ * of every ender queueing on one shared counter). */
 static inline unsigned load_locked(struct ax_sched *s)
 {
-    s->load -= atomic_exchange_explicit(&s->unloaded, 0, memory_order_acq_rel);
+    /* Read first: the exchange, a locked instruction on a line other
+     * threads write, only when one of them ended a task since. */
+    uint64_t u = atomic_load_explicit(&s->unloaded, memory_order_relaxed)
+                     ? atomic_exchange_explicit(&s->unloaded, 0, memory_order_acq_rel)
+                     : 0;
+    for (unsigned i = 0; i < s->nworkers; i++)
+        u += ends_fold(&s->workers[i].ends.unloaded, &s->workers[i].folded.unloaded);
+    s->load -= u;
     return (unsigned)s->load; /* the true load: at most the jobs alive */
+}
+/* The on_done and on_release calls counted and not returned yet, every
+ * thread's. Every return is read first and every begin after: a callback's
+ * begin happens before its return (on whatever thread each ran), so a
+ * return seen has its begin seen too, and the difference never reads low.
+ * After the load (wait_idle_until): a task leaves it only once counted. */
+static inline unsigned callbacks_in_progress(struct ax_sched *s)
+{
+    uint64_t r = atomic_load_explicit(&s->cb_returned, memory_order_acquire);
+    for (unsigned i = 0; i < s->nworkers; i++)
+        r += atomic_load_explicit(&s->workers[i].ends.cb_returned, memory_order_acquire);
+    uint64_t b = atomic_load_explicit(&s->cb_begun, memory_order_acquire);
+    for (unsigned i = 0; i < s->nworkers; i++)
+        b += atomic_load_explicit(&s->workers[i].ends.cb_begun, memory_order_acquire);
+    return (unsigned)(b - r);
+}
+/* Runs whose coroutine has not returned, orphans included (run.c). order:
+ * seq_cst for the max_orphans gate (worker.c orphans_full_locked). */
+static inline uint64_t live_runs_total(struct ax_sched *s, memory_order order)
+{
+    uint64_t n = 0;
+    for (unsigned i = 0; i < s->nworkers; i++)
+        n += atomic_load_explicit(&s->workers[i].ends.live, order);
+    return n;
 }
 static inline unsigned running_locked(struct ax_sched *s)
 {
-    unsigned f = atomic_exchange_explicit(&s->freed, 0, memory_order_acq_rel);
-    s->running -= f;
+    uint64_t f = atomic_load_explicit(&s->freed, memory_order_relaxed)
+                     ? atomic_exchange_explicit(&s->freed, 0, memory_order_acq_rel)
+                     : 0;
+    for (unsigned i = 0; i < s->nworkers; i++)
+        f += ends_fold(&s->workers[i].ends.freed, &s->workers[i].folded.freed);
+    s->running -= (unsigned)f;
     /* The slots just folded in are no longer in `freed`, where the hint's
      * readers look: say it here (worker.c queued_takeable). */
     if (f && atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed))
@@ -817,6 +892,50 @@ extern _Thread_local struct ax_task *ax_current_run AX_TLS_HOT;
 extern _Thread_local struct worker *ax_current_worker AX_TLS_HOT;
 /* The scheduler whose callback pool this thread serves, or NULL. */
 extern _Thread_local struct ax_sched *ax_current_cb_sched;
+
+/* This thread's worker if it is one of s's, else NULL: whose ends a
+ * count made on this thread goes to (struct worker: ends). */
+static inline struct worker *own_worker(struct ax_sched *s)
+{
+    struct worker *w = ax_current_worker;
+    return w && w->s == s ? w : NULL;
+}
+/* Add to a count only this thread writes: a load and a release store, no
+ * locked instruction. */
+static inline void ends_add(_Atomic uint64_t *c, uint64_t n)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n,
+                          memory_order_release);
+}
+/* A task left the load without the lock: the next lock holder folds it in
+ * (load_locked). release: ax_shutdown, which folds the load and then
+ * counts the callbacks in progress, sees a callback counted before this. */
+static inline void sched_unload(struct ax_sched *s)
+{
+    struct worker *me = own_worker(s);
+    if (me)
+        ends_add(&me->ends.unloaded, 1);
+    else
+        atomic_fetch_add_explicit(&s->unloaded, 1, memory_order_release);
+}
+/* An on_done about to run, or an on_release to come, counts as a callback
+ * in progress until cb_return, which may run on another thread. */
+static inline void cb_begin(struct ax_sched *s)
+{
+    struct worker *me = own_worker(s);
+    if (me)
+        ends_add(&me->ends.cb_begun, 1);
+    else
+        atomic_fetch_add_explicit(&s->cb_begun, 1, memory_order_release);
+}
+static inline void cb_return(struct ax_sched *s)
+{
+    struct worker *me = own_worker(s);
+    if (me)
+        ends_add(&me->ends.cb_returned, 1);
+    else
+        atomic_fetch_add_explicit(&s->cb_returned, 1, memory_order_release);
+}
 /* Set on the event thread of a scheduler (obs/events.c): its callback. */
 extern _Thread_local const struct ax_sched *ax_current_ev_sched;
 /* The on_done calls in progress on this thread, innermost first: an on_done

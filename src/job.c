@@ -191,7 +191,7 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
             pthread_mutex_unlock(&s->lock);
         }
         if (rel)
-            atomic_fetch_sub_explicit(&s->in_on_done, 1, memory_order_release);
+            cb_return(s);
         return;
     }
     /* A retry waited for the coroutine that just returned: queue it now.

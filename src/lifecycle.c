@@ -202,7 +202,7 @@ static int wait_idle_until(struct ax_sched *s, uint64_t deadline)
     int left = (int)(running_locked(s) + load_locked(s));
     pthread_mutex_unlock(&s->lock);
     /* After the load: a task leaves it only once counted here. */
-    return left + (int)atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
+    return left + (int)callbacks_in_progress(s);
 }
 
 /* Cancel every STARTING/RUNNING attempt. */
@@ -270,17 +270,18 @@ static int shutdown_within(ax_sched *s, int64_t timeout_ms, uint64_t grace_ns, u
     uint64_t until = now_ns() + grace_ns;
     if (until > hard_until)
         until = hard_until;
-    while ((atomic_load(&s->total_live_runs) > 0 || wait_idle_until(s, 0) > 0) &&
+    while ((live_runs_total(s, memory_order_acquire) > 0 || wait_idle_until(s, 0) > 0) &&
            now_ns() < until)
         usleep(1000);
     /* The endpoint ends last, so the drain itself could be watched; it
      * holds no slot and no task waits for it. */
     metrics_serve_stop(s);
-    if (atomic_load(&s->total_live_runs) > 0)
+    uint64_t live = live_runs_total(s, memory_order_acquire);
+    if (live > 0)
         return ax_fail(AX_ETIMEDOUT,
                        "ax_shutdown: %llu task coroutine(s) have not returned yet (they ignore "
                        "their cancellation, or wait for a worker one of them holds)",
-                       (unsigned long long)atomic_load(&s->total_live_runs));
+                       (unsigned long long)live);
     int left = wait_idle_until(s, 0);
     if (left > 0)
         return ax_fail(AX_ETIMEDOUT,
@@ -425,9 +426,10 @@ void ax_free(ax_sched *s)
                 "ax_free: %llu task(s) never returned within shutdown_timeout_ms (%u ms); "
                 "leaking the scheduler (%u worker thread(s) still held, their stacks and "
                 "state) instead of freeing memory they use\n",
-                (unsigned long long)atomic_load(&s->total_live_runs), s->cfg.shutdown_timeout_ms,
+                (unsigned long long)live_runs_total(s, memory_order_acquire),
+                s->cfg.shutdown_timeout_ms,
                 held);
-        unsigned cbs = atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
+        unsigned cbs = callbacks_in_progress(s);
         if (cbs)
             fprintf(stderr,
                     "ax_free:   %u on_done / on_release callback(s) still running or waiting "
@@ -462,9 +464,9 @@ void ax_free(ax_sched *s)
      * ax_free had freed, ax_shutdown's wait having run out). The pool and
      * the event thread still run meanwhile. */
     uint64_t cb_until = free_step_until(until);
-    while (atomic_load_explicit(&s->in_on_done, memory_order_seq_cst) > 0 && now_ns() < cb_until)
+    while (callbacks_in_progress(s) > 0 && now_ns() < cb_until)
         usleep(1000);
-    unsigned cbs = atomic_load_explicit(&s->in_on_done, memory_order_seq_cst);
+    unsigned cbs = callbacks_in_progress(s);
     if (cbs) {
         fprintf(stderr,
                 "ax_free: %u on_done / on_release callback(s) still running or waiting to run "
@@ -531,9 +533,11 @@ int ax_stats_get(ax_sched *s, ax_stats *out)
     /* Orphans are the coroutines alive beyond those whose attempt holds a
      * slot. Derived rather than counted: a hog timed out by the watchdog
      * becomes an orphan without its worker knowing yet. (Momentarily low
-     * while a worker has releases not yet applied.) */
-    uint64_t live = atomic_load(&s->total_live_runs);
+     * while a worker has releases not yet applied.) The slots first: a run
+     * returns before its slot is freed, so one that ends meanwhile is seen
+     * gone from both, or from the runs only, never as an orphan. */
     out->running = running_locked(s);
+    uint64_t live = live_runs_total(s, memory_order_acquire);
     out->orphans = live > out->running ? live - out->running : 0;
     pthread_mutex_unlock(&s->lock);
     out->stacks_in_use = 0;

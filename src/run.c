@@ -161,15 +161,29 @@ static void run_recycle(struct worker *w, struct ax_task *t)
 /* The run's coroutine has returned (or never began): it no longer counts
  * as live, before its attempt's end frees the slot and runs on_done, so
  * that live - running (ax_stats.orphans, the max_orphans gate) never counts
- * it as an orphan meanwhile. */
+ * it as an orphan meanwhile. Its worker's count, on the worker's own line:
+ * no locked instruction per task. release: ax_shutdown reads 0 here as
+ * "every coroutine and its fds are done". */
 static void run_live_drop(struct worker *w)
 {
-    /* release: ax_shutdown reads 0 here as "every coroutine and its fds are
-     * done"; seq_cst against a worker going to sleep at max_orphans, which
-     * sets `sleeping` and then reads this count (worker.c: work_available). */
-    atomic_fetch_sub_explicit(&w->s->total_live_runs, 1, memory_order_seq_cst);
-    /* At max_orphans the other workers sleep rather than spin: this return
-     * may be the one that lets them start attempts again. */
+    atomic_store_explicit(&w->ends.live, atomic_load_explicit(&w->ends.live, memory_order_relaxed) - 1,
+                          memory_order_release);
+}
+
+/* The run that just returned was an orphan: its attempt had ended without
+ * it (a deadline, a cancel), its slot freed then. Only such a return lowers
+ * live - running, so only it can release the max_orphans gate, where the
+ * other workers sleep rather than spin: wake one. Pairs with a worker
+ * going to sleep there, which sets hint_orphans_full and then reads the
+ * live counts again (worker.c orphans_full_locked): the seq_cst read-modify
+ * -write of this worker's count (adding 0: the return is already in it)
+ * and the seq_cst read of the hint after it make either that worker see
+ * this return, or this see its hint. (Not a fence: ThreadSanitizer does
+ * not model fences; an RMW on the worker's own line, on this rare path
+ * only.) */
+static void run_orphan_returned(struct worker *w)
+{
+    atomic_fetch_add_explicit(&w->ends.live, 0, memory_order_seq_cst);
     if (AX_UNLIKELY(atomic_load_explicit(&w->s->hint_orphans_full, memory_order_seq_cst)) &&
         atomic_load_explicit(&w->s->hint_queued, memory_order_relaxed))
         sched_wake_workers(w->s, 1);
@@ -364,10 +378,12 @@ static void complete_run(struct worker *w, struct ax_task *t)
         if (state == JS_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);
         /* Drops the worker's JH_RUN with the job's other holds. */
-        finish_running(s, w, j, t->gen, t->attempt, state, code,
-                       state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns, JH_RUN);
+        if (!finish_running(s, w, j, t->gen, t->attempt, state, code,
+                            state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns, JH_RUN))
+            run_orphan_returned(w); /* a deadline or a cancel ended it first */
     } else {
-        job_release(s, w, j, JH_RUN);
+        job_release(s, w, j, JH_RUN); /* ended before it began */
+        run_orphan_returned(w);
     }
     run_recycle(w, t);
 }
@@ -508,7 +524,7 @@ struct ax_task *run_start(struct worker *w, struct job *j)
     }
     stacks_in_use_add(w, 1);
     w->live_runs++;
-    atomic_fetch_add_explicit(&s->total_live_runs, 1, memory_order_relaxed);
+    ends_add(&w->ends.live, 1);
 
     t->job = j;
     t->id = j->id;

@@ -14,9 +14,11 @@
  *
  * Slots and load: `running` counts slots held (STARTING + RUNNING), `load`
  * every admitted job not yet terminal (the shed line). Both are changed
- * under s->lock, or without it through the `freed` / `unloaded` atomics that
- * the next lock holder folds in (running_locked, load_locked), so a slot is
- * free the moment its attempt ends, whoever ends it.
+ * under s->lock, or without it through counts that the next lock holder
+ * folds in (running_locked, load_locked), so a slot is free the moment its
+ * attempt ends, whoever ends it: a worker's own `ends.freed` /
+ * `ends.unloaded` (one writer each, no locked instruction), or the shared
+ * `freed` / `unloaded` atomics for every other thread.
  *
  * The scheduler's timer wheel (jwheel) holds the timers of jobs that sit in
  * no worker's hands: the end of a delay (DELAYED), of a back-off (RETRYING),
@@ -438,7 +440,14 @@ unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ende
 
 void sched_slot_free(struct ax_sched *s, bool wake)
 {
-    atomic_fetch_add_explicit(&s->freed, 1, memory_order_release);
+    /* release: whoever folds it in (running_locked) sees the slot's
+     * attempt ended. A worker of s counts on its own line: that worker goes
+     * back to its loop, which sees the slot (worker.c queued_takeable). */
+    struct worker *me = own_worker(s);
+    if (me)
+        ends_add(&me->ends.freed, 1);
+    else
+        atomic_fetch_add_explicit(&s->freed, 1, memory_order_release);
     if (wake && atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
         !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed))
         sched_wake_workers(s, 1);

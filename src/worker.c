@@ -104,30 +104,46 @@ void worker_post_wake(struct worker *w, const struct wake_msg *m)
 /* ---- dispatch -------------------------------------------------------------- */
 
 /* Orphans: coroutines alive beyond those whose attempt holds a slot.
- * seq_cst: a worker going to sleep reads this after setting `sleeping`,
- * and run_recycle decrements it before reading `nsleeping` (no lost
- * wake-up when the bound is released). */
+ * After running_locked (a run returns before its slot is freed: a normal
+ * end is never seen as an orphan). seq_cst: against run.c's
+ * run_orphan_returned (no lost wake-up when the bound is released). */
 static unsigned orphans_locked(struct ax_sched *s)
 {
-    uint64_t live = atomic_load_explicit(&s->total_live_runs, memory_order_seq_cst);
+    uint64_t live = live_runs_total(s, memory_order_seq_cst);
     return live > s->running ? (unsigned)(live - s->running) : 0;
 }
 
-/* At max_orphans no attempt starts (run.c's run_recycle wakes a worker when
- * one returns). Under s->lock, with running_locked already folded in. */
+/* At max_orphans no attempt starts (a returning orphan wakes a worker:
+ * run.c run_orphan_returned). Under s->lock, with running_locked already
+ * folded in. */
 static bool orphans_full_locked(struct ax_sched *s)
 {
     bool full = orphans_locked(s) >= s->max_orphans;
     if (full) {
-        /* The hint first, then the count again: run_recycle decrements the
-         * count, then reads the hint, so either it sees the hint and wakes
-         * a worker, or we see its return here (both seq_cst). */
+        /* The hint first, then the count again: a returning orphan lowers
+         * its worker's count, then reads the hint after a seq_cst fence
+         * (run.c run_orphan_returned), so either it sees the hint and
+         * wakes a worker, or we see its return here. */
         atomic_store_explicit(&s->hint_orphans_full, true, memory_order_seq_cst);
         full = orphans_locked(s) >= s->max_orphans;
     }
     if (!full && atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed))
         atomic_store_explicit(&s->hint_orphans_full, false, memory_order_relaxed);
     return full;
+}
+
+/* A slot freed since the last lock holder folded the frees in: by another
+ * thread (`freed`) or by a worker (its ends.freed past its folded mark).
+ * Read only while every slot was taken at the last dispatch. */
+static bool slot_freed_unfolded(struct ax_sched *s)
+{
+    if (atomic_load_explicit(&s->freed, memory_order_relaxed))
+        return true;
+    for (unsigned i = 0; i < s->nworkers; i++)
+        if (atomic_load_explicit(&s->workers[i].ends.freed, memory_order_relaxed) !=
+            atomic_load_explicit(&s->workers[i].folded.freed, memory_order_relaxed))
+            return true;
+    return false;
 }
 
 /* Could a dispatch take something now, by the lock-free hints? Queued work
@@ -141,7 +157,7 @@ static inline bool queued_takeable(struct ax_sched *s)
     return atomic_load_explicit(&s->hint_queued, memory_order_relaxed) &&
            !atomic_load_explicit(&s->hint_blocked, memory_order_relaxed) &&
            (!atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed) ||
-            atomic_load_explicit(&s->freed, memory_order_relaxed));
+            slot_freed_unfolded(s));
 }
 
 static bool jwheel_due(struct ax_sched *s, uint64_t now)
