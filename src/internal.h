@@ -83,7 +83,8 @@ static inline void ax_cpu_relax(void)
 /* ---- ids and the job table (job.c), the state word (state.h) ----------- */
 
 /* id = (sequence << AX_SLOT_BITS) | slot: unique in the process (the
- * sequence is a process-wide counter, never 0) and O(1) to look up for
+ * sequence is a process-wide counter, never 0, that each thread takes in
+ * blocks: job.c id_seq_next) and O(1) to look up for
  * ax_cancel. The state word carries the sequence as its generation, so a
  * freed or reused slot matches no older id (job_find). */
 #define AX_SLOT_BITS 22
@@ -881,7 +882,7 @@ void worker_destroy(struct worker *w);
  * model: in libax.so a read is then two moves instead of a call through a
  * TLS descriptor or __tls_get_addr (CMakeLists.txt: ax_binding). That marks
  * libax.so (and libax_http.so, which reads ax_current_run) STATIC_TLS: the
- * library's whole TLS segment, ~320 bytes with the error detail's buffer,
+ * library's whole TLS segment, ~340 bytes with the error detail's buffer,
  * goes in the static TLS block, where glibc keeps spare room for modules
  * loaded by dlopen (512 bytes by default; a dlopen of libax_http.so works
  * with glibc.rtld.optional_static_tls=200: review). In an executable
