@@ -92,7 +92,7 @@ static void finish_handed(struct ax_sched *s, struct job *j)
         pthread_mutex_lock(&s->lock);
         job_free_locked(s, j);
         pthread_mutex_unlock(&s->lock);
-        cb_return(s);
+        cb_return(s, own_worker(s));
         return;
     }
     unsigned attempt = h >> 12, state = (h >> 8) & 15, to = (h >> 4) & 15, slot = h & 7;

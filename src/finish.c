@@ -183,14 +183,15 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
      * until its on_release has returned (job.c job_released, callback.c
      * finish_handed), wherever and however late that runs: before it
      * leaves the load, as on_done's count below. */
+    struct worker *me = own_worker(s); /* whose counts (internal.h: ends) */
     if (AX_UNLIKELY(j->has_release))
-        cb_begin(s);
+        cb_begin(s, me);
     if (j->on_done) {
         /* Counted before it leaves the load, so that ax_shutdown, which
          * reads the load and then this, always sees one or the other
          * (sched_unload is a release, the load's fold an acquire). */
-        cb_begin(s);
-        sched_unload(s);
+        cb_begin(s, me);
+        sched_unload(s, me);
         result_fill(j, attempt, state, code, err, &r);
         /* On any thread, the caller of ax_cancel or ax_shutdown included,
          * on_done counts as the scheduler's callback: ax_free and
@@ -202,7 +203,7 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         /* ax_shutdown promises every on_done has run when it returns, and
          * a task ended in its bucket (queued deadline, shutdown) has no
          * coroutine that would make it wait instead. */
-        cb_return(s);
+        cb_return(s, me);
         /* User code ran on this worker: the next dispatch reads the clock
          * again (review: an 800 ms on_done made the next attempt's start
          * 800 ms early, its run_ns 800 ms long, and the limiter count it
@@ -210,7 +211,7 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         if (w && w == ax_current_worker)
             w->clock_stale = true;
     } else {
-        sched_unload(s);
+        sched_unload(s, me);
     }
     job_release(s, w, j, JH_END | give); /* one atomic step for all the holds */
 }

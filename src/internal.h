@@ -910,10 +910,10 @@ static inline void ends_add(_Atomic uint64_t *c, uint64_t n)
 }
 /* A task left the load without the lock: the next lock holder folds it in
  * (load_locked). release: ax_shutdown, which folds the load and then
- * counts the callbacks in progress, sees a callback counted before this. */
-static inline void sched_unload(struct ax_sched *s)
+ * counts the callbacks in progress, sees a callback counted before this.
+ * me: own_worker(s), read once by a caller that counts several things. */
+static inline void sched_unload(struct ax_sched *s, struct worker *me)
 {
-    struct worker *me = own_worker(s);
     if (me)
         ends_add(&me->ends.unloaded, 1);
     else
@@ -921,17 +921,15 @@ static inline void sched_unload(struct ax_sched *s)
 }
 /* An on_done about to run, or an on_release to come, counts as a callback
  * in progress until cb_return, which may run on another thread. */
-static inline void cb_begin(struct ax_sched *s)
+static inline void cb_begin(struct ax_sched *s, struct worker *me)
 {
-    struct worker *me = own_worker(s);
     if (me)
         ends_add(&me->ends.cb_begun, 1);
     else
         atomic_fetch_add_explicit(&s->cb_begun, 1, memory_order_release);
 }
-static inline void cb_return(struct ax_sched *s)
+static inline void cb_return(struct ax_sched *s, struct worker *me)
 {
-    struct worker *me = own_worker(s);
     if (me)
         ends_add(&me->ends.cb_returned, 1);
     else

@@ -209,7 +209,7 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
             pthread_mutex_unlock(&s->lock);
         }
         if (rel)
-            cb_return(s);
+            cb_return(s, own_worker(s));
         return;
     }
     /* A retry waited for the coroutine that just returned: queue it now.
