@@ -182,6 +182,12 @@ def rows(idle_s):
          "go_idle_cpu_s", "Go goroutines in time.Sleep", at_most(0.01 * idle_s / 5, "CPU s")),
         ("instructions per task (full path)", "instr/task", "ax_instr_per_task", None, "n/a",
          None),
+        # Issue 10's hot-path budget (bench/locked.awk): what is left are the
+        # job's own state word and the worker's own wheel lock (src/SCALING.md).
+        ("locked instructions per task (full path, ax's code)", "instr/task",
+         "ax_locked_per_task", None, "n/a", None),
+        ("mutexes taken per task (full path)", "locks/task", "ax_mutex_per_task", None, "n/a",
+         None),
     ]
     for n in ("100", "1000", "10000"):
         r += [
