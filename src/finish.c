@@ -330,9 +330,13 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
         job_release(s, w, j, give);
 }
 
-bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_t gen,
-                    unsigned attempt, unsigned state, int code, const char *err,
-                    uint64_t run_ns, uint64_t give)
+/* keep_on_loss: a lost CAS returns false with `give` still held, for the
+ * caller to drop (run.c complete_run: an orphan's wake-up first, then the
+ * hold, whose release may run a long on_release). */
+FIN_INLINE bool finish_running_impl(struct ax_sched *s, struct worker *w, struct job *j,
+                                    uint64_t gen, unsigned attempt, unsigned state, int code,
+                                    const char *err, uint64_t run_ns, uint64_t give,
+                                    bool keep_on_loss)
 {
     bool denied = false;
     uint64_t now = w ? w->now_ns : now_ns();
@@ -340,7 +344,7 @@ bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_
                                         : finish_decide(s, j, attempt, state, code, now, &denied);
     uint64_t old;
     if (!js_end_attempt(&j->sw, gen, attempt, to, &old)) {
-        if (give)
+        if (give && !keep_on_loss)
             job_release(s, w, j, give);
         return false;
     }
@@ -352,4 +356,18 @@ bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_
     attempt_end(s, w, j, attempt, state, to, code, err, FIN_SLOT,
                 js_state(old) == JS_RUNNING ? (run_ns ? run_ns : 1) : 0, give);
     return true;
+}
+
+bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_t gen,
+                    unsigned attempt, unsigned state, int code, const char *err,
+                    uint64_t run_ns, uint64_t give)
+{
+    return finish_running_impl(s, w, j, gen, attempt, state, code, err, run_ns, give, false);
+}
+
+bool finish_running_keep(struct ax_sched *s, struct worker *w, struct job *j, uint64_t gen,
+                         unsigned attempt, unsigned state, int code, const char *err,
+                         uint64_t run_ns, uint64_t give)
+{
+    return finish_running_impl(s, w, j, gen, attempt, state, code, err, run_ns, give, true);
 }

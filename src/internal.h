@@ -1085,6 +1085,10 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
 bool finish_running(struct ax_sched *s, struct worker *w, struct job *j, uint64_t gen,
                     unsigned attempt, unsigned state, int code, const char *err,
                     uint64_t run_ns, uint64_t give);
+/* finish_running, but a lost CAS leaves `give` held (the caller drops it). */
+bool finish_running_keep(struct ax_sched *s, struct worker *w, struct job *j, uint64_t gen,
+                         unsigned attempt, unsigned state, int code, const char *err,
+                         uint64_t run_ns, uint64_t give);
 /* The one terminal path: exactly once per job. It ends by dropping JH_END
  * and `give`. Every finish_* function consumes `give` (holds the caller
  * drops when it is done: JH_RUN for a worker done with its run), won or

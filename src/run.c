@@ -378,12 +378,17 @@ static void complete_run(struct worker *w, struct ax_task *t)
         if (state == JS_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);
         /* Drops the worker's JH_RUN with the job's other holds. */
-        if (!finish_running(s, w, j, t->gen, t->attempt, state, code,
-                            state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns, JH_RUN))
-            run_orphan_returned(w); /* a deadline or a cancel ended it first */
+        if (!finish_running_keep(s, w, j, t->gen, t->attempt, state, code,
+                                 state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns,
+                                 JH_RUN)) {
+            /* A deadline or a cancel ended it first. The wake-up before the
+             * hold's release, which may run its on_release (user code). */
+            run_orphan_returned(w);
+            job_release(s, w, j, JH_RUN);
+        }
     } else {
-        job_release(s, w, j, JH_RUN); /* ended before it began */
-        run_orphan_returned(w);
+        run_orphan_returned(w); /* ended before it began */
+        job_release(s, w, j, JH_RUN);
     }
     run_recycle(w, t);
 }

@@ -121,9 +121,9 @@ static bool orphans_full_locked(struct ax_sched *s)
     bool full = orphans_locked(s) >= s->max_orphans;
     if (full) {
         /* The hint first, then the count again: a returning orphan lowers
-         * its worker's count, then reads the hint after a seq_cst fence
-         * (run.c run_orphan_returned), so either it sees the hint and
-         * wakes a worker, or we see its return here. */
+         * its worker's count, then makes a seq_cst read-modify-write of it
+         * and reads the hint (run.c run_orphan_returned), so either it
+         * sees the hint and wakes a worker, or we see its return here. */
         atomic_store_explicit(&s->hint_orphans_full, true, memory_order_seq_cst);
         full = orphans_locked(s) >= s->max_orphans;
     }
