@@ -144,6 +144,10 @@ struct job {
      * callbacks in progress (cb_begin) from its terminal path until its
      * on_release has returned (finish.c, job.c). */
     uint8_t has_release : 1;
+    /* ax_events_filter's sample_every left this task's SUBMITTED, STARTED
+     * and SUCCEEDED events out: decided once at submit (ev_sample_skip),
+     * before the job is published, so a sampled task has all of them. */
+    uint8_t ev_skip : 1;
     /* Its class's drop count (low byte) when this attempt took its slot:
      * whether it began before the last dropped sample (class.c). */
     uint8_t cls_drops;
@@ -882,7 +886,7 @@ void worker_destroy(struct worker *w);
  * model: in libax.so a read is then two moves instead of a call through a
  * TLS descriptor or __tls_get_addr (CMakeLists.txt: ax_binding). That marks
  * libax.so (and libax_http.so, which reads ax_current_run) STATIC_TLS: the
- * library's whole TLS segment, ~340 bytes with the error detail's buffer,
+ * library's whole TLS segment, ~350 bytes with the error detail's buffer,
  * goes in the static TLS block, where glibc keeps spare room for modules
  * loaded by dlopen (512 bytes by default; a dlopen of libax_http.so works
  * with glibc.rtld.optional_static_tls=200: review). In an executable
@@ -1209,6 +1213,9 @@ static inline bool ev_on(struct ax_sched *s, unsigned kind)
 {
     return atomic_load_explicit(&s->ev_mask, memory_order_relaxed) & (1u << kind);
 }
+/* At submit: whether ax_events_filter's sample_every leaves the task's
+ * SUBMITTED / STARTED / SUCCEEDED events out (struct job: ev_skip). */
+bool ev_sample_skip(struct ax_sched *s);
 /* w: the calling worker (its own ring) or NULL (the shared ring). */
 void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind, int code,
              const char *msg);

@@ -308,6 +308,7 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
         memcpy(j->trace_id, sp->trace_id, strlen(sp->trace_id) + 1);
     else
         j->trace_id[0] = 0;
+    j->ev_skip = ev_sample_skip(s);
     if (AX_UNLIKELY(ext)) { /* a free job: ext NULL, has_ref, has_release 0 (job_free_locked) */
         j->ext = ext;
         j->has_ref = ext->ref[0] != 0;

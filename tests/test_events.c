@@ -287,7 +287,7 @@ int main(void)
     CHECK(WAIT_UNTIL((ax_events_flush(s), atomic_load(&cb_count[AX_EV_SUCCEEDED]) >= 100), 10000));
     CHECK_EQ(ax_events_flush(s), 0);
     int sub = atomic_load(&cb_count[AX_EV_SUBMITTED]);
-    CHECK_EQ(sub, 100); /* ids are consecutive sequence numbers: exactly 1 in 4 */
+    CHECK_EQ(sub, 100); /* one thread's consecutive submissions: exactly 1 in 4 */
     CHECK_EQ(atomic_load(&cb_count[AX_EV_STARTED]), sub);
     CHECK_EQ(atomic_load(&cb_count[AX_EV_SUCCEEDED]), sub);
 

@@ -286,14 +286,32 @@ static void wait_for_room(struct ev_state *st, struct ev_ring *r, unsigned limit
     pthread_mutex_unlock(&st->lock);
 }
 
-static bool sampled_out(struct ax_sched *s, unsigned kind, const struct job *j)
+/* Each thread keeps 1 in sample_every of its own submissions, counting
+ * from a random one: exact over a thread's consecutive submissions, and
+ * fair whatever each thread submits (a thread per request keeps 1 in N of
+ * its requests too). Not by id: a thread takes the ids' sequence in blocks
+ * (job.c), so a thread that submits a few tasks a block would always land
+ * on the same residues (review of 5e6205b: 400 threads of one task each,
+ * sample_every 2, kept none). */
+static _Thread_local uint64_t sample_n;
+static _Thread_local bool sample_seeded;
+
+bool ev_sample_skip(struct ax_sched *s)
 {
     unsigned every = atomic_load_explicit(&s->ev_sample, memory_order_relaxed);
-    if (every <= 1 || !j)
+    if (every <= 1)
         return false;
-    if (kind != AX_EV_SUBMITTED && kind != AX_EV_STARTED && kind != AX_EV_SUCCEEDED)
-        return false;
-    return ((j->id >> AX_SLOT_BITS) % every) != 0;
+    if (AX_UNLIKELY(!sample_seeded)) {
+        sample_n = ax_rand64();
+        sample_seeded = true;
+    }
+    return sample_n++ % every != 0;
+}
+
+static bool sampled_out(unsigned kind, const struct job *j)
+{
+    return j && j->ev_skip &&
+           (kind == AX_EV_SUBMITTED || kind == AX_EV_STARTED || kind == AX_EV_SUCCEEDED);
 }
 
 /* Set while the caller holds s->lock: a lossless sink must not make it
@@ -331,7 +349,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
      * it would wait for itself. Such an event is dropped when the ring is
      * full, even in lossless mode (ax.h: ax_events_lossless). */
     bool may_wait = s->ev_lossless && !ev_under_lock && ax_current_ev_sched != s;
-    if (sampled_out(s, kind, j))
+    if (sampled_out(kind, j))
         return;
     struct ev_state *st = s->ev;
     size_t msglen = msg ? strnlen(msg, AX_EVENT_MESSAGE_MAX - 1) : 0;
