@@ -105,8 +105,9 @@ static void on_release(void *arg)
 {
     struct rec *x = arg;
     pthread_getname_np(pthread_self(), x->release_thread, sizeof x->release_thread);
-    atomic_fetch_add(&x->release_calls, 1);
+    /* Before the count, which the test waits for and then reads this. */
     atomic_store(&x->release_at, tick());
+    atomic_fetch_add(&x->release_calls, 1);
 }
 
 static int fn_quick(ax_task *t, void *arg)
