@@ -29,20 +29,14 @@ FNR == NR {
     }
     next
 }
-/^cfn=/ {
-    # cfn=(id) name, the name only the first time an id is used
+/^c?fn=/ {
+    # fn=(id) name / cfn=(id) name: the name only the first time an id is used
     id = $1
-    sub(/^cfn=/, "", id)
+    sub(/^c?fn=/, "", id)
     if (NF > 1)
         name[id] = $2
-    callee = name[id]
-    next
-}
-/^fn=/ {
-    id = $1
-    sub(/^fn=/, "", id)
-    if (NF > 1)
-        name[id] = $2
+    if ($1 ~ /^cfn=/)
+        callee = name[id]
     next
 }
 /^calls=/ {
