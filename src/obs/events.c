@@ -286,26 +286,31 @@ static void wait_for_room(struct ev_state *st, struct ev_ring *r, unsigned limit
     pthread_mutex_unlock(&st->lock);
 }
 
-/* Each thread keeps 1 in sample_every of its own submissions, counting
- * from a random one: exact over a thread's consecutive submissions, and
- * fair whatever each thread submits (a thread per request keeps 1 in N of
- * its requests too). Not by id: a thread takes the ids' sequence in blocks
- * (job.c), so a thread that submits a few tasks a block would always land
- * on the same residues (review of 5e6205b: 400 threads of one task each,
- * sample_every 2, kept none). */
-static _Thread_local uint64_t sample_n;
-static _Thread_local bool sample_seeded;
+/* Each thread keeps 1 in sample_every of its own submissions: of every
+ * window of sample_every consecutive ones, the one at a random position
+ * (stratified). Exact over a thread's consecutive submissions, and fair
+ * whatever the pattern: a thread per request keeps 1 in N of its requests,
+ * a thread that submits to two schedulers in turn keeps 1 in N of each
+ * (a plain counter kept all of one and none of the other: review of
+ * 5a1824d). Not by id: a thread takes the ids' sequence in blocks (job.c),
+ * so a thread that submits a few tasks a block would always land on the
+ * same residues (review of 5880c48: 400 threads of one task each,
+ * sample_every 2, kept none). A change of sample_every starts a window. */
+static _Thread_local unsigned sample_every_seen AX_TLS_HOT, sample_pos AX_TLS_HOT,
+    sample_pick AX_TLS_HOT;
 
 bool ev_sample_skip(struct ax_sched *s)
 {
     unsigned every = atomic_load_explicit(&s->ev_sample, memory_order_relaxed);
     if (every <= 1)
         return false;
-    if (AX_UNLIKELY(!sample_seeded)) {
-        sample_n = ax_rand64();
-        sample_seeded = true;
+    if (every != sample_every_seen || sample_pos >= every) {
+        sample_every_seen = every;
+        sample_pos = 0;
     }
-    return sample_n++ % every != 0;
+    if (sample_pos == 0)
+        sample_pick = (unsigned)(ax_rand64() % every);
+    return sample_pos++ != sample_pick;
 }
 
 static bool sampled_out(unsigned kind, const struct job *j)
