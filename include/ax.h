@@ -788,9 +788,10 @@ int ax_events_json(ax_sched *s, FILE *f);
 int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg);
 /* Which kinds are produced (AX_EVMASK bits; default AX_EVMASK_ALL once a sink
  * is set), and 1 in sample_every tasks for SUBMITTED/STARTED/SUCCEEDED
- * (chosen when the task is submitted: 1 in sample_every of each submitting
- * thread's tasks, from a random one, so a sampled task has all its events,
- * and a change applies to tasks submitted after it; 1 = every task). */
+ * (chosen when the task is submitted: of every sample_every tasks a thread
+ * submits in a row, the one at a random position, so a sampled task has all
+ * its events, and a change applies to tasks submitted after it; 1 = every
+ * task). */
 int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every);
 /* Lossless mode: a producer that finds its buffer full waits for the event
  * thread instead of dropping (default off: observing never stalls the

@@ -146,7 +146,8 @@ struct job {
     uint8_t has_release : 1;
     /* ax_events_filter's sample_every left this task's SUBMITTED, STARTED
      * and SUCCEEDED events out: decided once at submit (ev_sample_skip),
-     * before the job is published, so a sampled task has all of them. */
+     * under s->lock before any worker can take the job, so a sampled task
+     * has all of them. */
     uint8_t ev_skip : 1;
     /* Its class's drop count (low byte) when this attempt took its slot:
      * whether it began before the last dropped sample (class.c). */
@@ -1096,7 +1097,8 @@ bool finish_running_keep(struct ax_sched *s, struct worker *w, struct job *j, ui
 /* The one terminal path: exactly once per job. It ends by dropping JH_END
  * and `give`. Every finish_* function consumes `give` (holds the caller
  * drops when it is done: JH_RUN for a worker done with its run), won or
- * lost, in the same atomic step as JH_END when it can. */
+ * lost, in the same atomic step as JH_END when it can; finish_running_keep
+ * alone leaves it to the caller when it loses. */
 void finish_terminal(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                      unsigned state, int code, const char *err, uint64_t give);
 /* The error text of a job its deadline ended outside an attempt (end_why

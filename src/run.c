@@ -377,7 +377,7 @@ static void complete_run(struct worker *w, struct ax_task *t)
         int code = t->panicked ? AX_EPANIC : t->code;
         if (state == JS_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);
-        /* Drops the worker's JH_RUN with the job's other holds. */
+        /* Won: drops the worker's JH_RUN with the job's other holds. */
         if (!finish_running_keep(s, w, j, t->gen, t->attempt, state, code,
                                  state == JS_SUCCEEDED ? "" : t->err, w->now_ns - t->start_ns,
                                  JH_RUN)) {
