@@ -853,6 +853,7 @@ static inline unsigned running_locked(struct ax_sched *s)
     return s->running;
 }
 void sched_wake_workers(struct ax_sched *s, unsigned n); /* no lock needed */
+bool sched_work_for_sleeper(struct ax_sched *s);      /* worker.c; no lock needed */
 /* A slot's attempt ended: free it now, without the lock; wake a sleeping
  * worker for queued work if `wake`. */
 void sched_slot_free(struct ax_sched *s, bool wake);

@@ -7,7 +7,9 @@
  * the worker's own stack (a slow on_done, a long curl callback). For a held
  * worker the watchdog:
  *   1. hands the jobs on its to-start list back to their buckets (at the
- *      head: they were first), so that other workers start them;
+ *      head: they were first), so that other workers start them, and wakes
+ *      a sleeping worker when queued work could start (a slot the held
+ *      worker freed before it was held is free for it);
  *   2. try-locks its wheel and expires what is due: an attempt past its
  *      deadline is ended by CAS (js_end_attempt) and its slot freed at once;
  *      the rest of that attempt's end (on_timeout, retry or terminal path
@@ -303,6 +305,15 @@ static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
             continue;
         hand_back(s, w);
         expire_held(s, w, now);
+        /* A task that ends normally frees its slot without a wake-up (its
+         * worker dispatches next, finish.c); held after that (an on_done or
+         * on_release inline, a task that never yields), the worker takes
+         * nothing, and work queued behind the full cap waited for it while
+         * another worker slept (test_held_worker_wakes: the whole 300 ms of
+         * a slow on_done). Wake one: at most one wake-up a poll, only while
+         * a sleeper would find work, and none on the task path. */
+        if (sched_work_for_sleeper(s))
+            sched_wake_workers(s, 1);
         if (t)
             linger_hog_check(s, w, now, t, j, expect, deadline, seq);
     }

@@ -160,6 +160,14 @@ static inline bool queued_takeable(struct ax_sched *s)
             slot_freed_unfolded(s));
 }
 
+/* The watchdog's question about a held worker (watchdog.c): would a
+ * sleeping worker find something to start? The same hints a worker reads
+ * before it takes the lock, and the orphans gate's. */
+bool sched_work_for_sleeper(struct ax_sched *s)
+{
+    return queued_takeable(s) && !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed);
+}
+
 static bool jwheel_due(struct ax_sched *s, uint64_t now)
 {
     return atomic_load_explicit(&s->jwheel_next, memory_order_relaxed) <= ns_to_tick(now);
