@@ -103,15 +103,16 @@ static bool read_published(struct worker *w, struct ax_task **t, struct job **j,
     return false;
 }
 
-/* 1. The held worker's to-start jobs go back to the head of their buckets. */
-static void hand_back(struct ax_sched *s, struct worker *w)
+/* 1. The held worker's to-start jobs go back to the head of their buckets.
+ * Returns how many went back (each with a sleeping worker woken for it). */
+static unsigned hand_back(struct ax_sched *s, struct worker *w)
 {
     /* The list holds at most one dispatch batch: the worker fills it only
      * from its own dispatch, which starts every entry before it takes more. */
     struct job *take[DISPATCH_BATCH], *gone = NULL;
     unsigned n = 0;
     if (!wheel_trylock(&w->wheel_lk))
-        return;
+        return 0;
     /* The round as it stood before each of them was picked (see below);
      * read only while the list holds some: meanwhile the worker picks
      * nothing. */
@@ -133,7 +134,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
         w->tostart_tail = NULL;
     wheel_unlock(&w->wheel_lk);
     if (!n)
-        return;
+        return 0;
     unsigned moved = 0;
     pthread_mutex_lock(&s->lock);
     if (atomic_load_explicit(&s->closing, memory_order_relaxed)) {
@@ -152,7 +153,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
             }
             job_release_nouser(s, j, JH_RUN); /* the to-start list's hold */
         }
-        return;
+        return 0;
     }
     running_locked(s);
     unsigned undo_from = 0; /* the picks from here on are undone below */
@@ -199,6 +200,7 @@ static void hand_back(struct ax_sched *s, struct worker *w)
     }
     if (moved)
         sched_wake_workers(s, moved);
+    return moved;
 }
 
 /* 2. End the held worker's overdue attempts. Only deadline nodes are taken
@@ -303,16 +305,17 @@ static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
         }
         if (now - w->wd_since_ns < HOLD_MS * 1000000ull)
             continue;
-        hand_back(s, w);
+        unsigned moved = hand_back(s, w);
         expire_held(s, w, now);
         /* A task that ends normally frees its slot without a wake-up (its
          * worker dispatches next, finish.c); held after that (an on_done or
          * on_release inline, a task that never yields), the worker takes
          * nothing, and work queued behind the full cap waited for it while
          * another worker slept (test_held_worker_wakes: the whole 300 ms of
-         * a slow on_done). Wake one: at most one wake-up a poll, only while
-         * a sleeper would find work, and none on the task path. */
-        if (sched_work_for_sleeper(s))
+         * a slow on_done). Wake one: at most one wake-up per held worker a
+         * poll, only while a sleeper would find work (none when the
+         * hand-back woke some already), and none on the task path. */
+        if (!moved && sched_work_for_sleeper(s))
             sched_wake_workers(s, 1);
         if (t)
             linger_hog_check(s, w, now, t, j, expect, deadline, seq);

@@ -165,7 +165,21 @@ static inline bool queued_takeable(struct ax_sched *s)
  * before it takes the lock, and the orphans gate's. */
 bool sched_work_for_sleeper(struct ax_sched *s)
 {
-    return queued_takeable(s) && !atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed);
+    if (!queued_takeable(s))
+        return false;
+    if (!atomic_load_explicit(&s->hint_orphans_full, memory_order_relaxed))
+        return true;
+    /* Only a lock holder that looks (a dispatch, a sleeper's last check)
+     * refreshes the orphans hint: an orphan that returned while nothing was
+     * queued woke no one, and left it set (review of 515b774: B waited for
+     * the held worker). Look again, under the lock: the watchdog, once a
+     * poll, only while a worker is held, work is queued and the hint says
+     * full. */
+    pthread_mutex_lock(&s->lock);
+    running_locked(s);
+    bool full = orphans_full_locked(s);
+    pthread_mutex_unlock(&s->lock);
+    return !full;
 }
 
 static bool jwheel_due(struct ax_sched *s, uint64_t now)
