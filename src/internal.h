@@ -519,22 +519,32 @@ struct bucket {
 
 struct ax_sched {
     ax_config cfg;
-    pthread_mutex_t lock;
     /* --- s->lock --- */
-    struct bucket b[AX_PRIO_COUNT];
-    unsigned live_prio[AX_PRIO_COUNT]; /* admitted and not freed, per priority */
-    unsigned quota[AX_PRIO_COUNT];
-    bool quota_auto[AX_PRIO_COUNT]; /* follows max_concurrency */
+    /* Three lines hold what both a submitter and a dispatching worker write
+     * under the lock (the lock word with the slot and load counts and the
+     * round; the buckets; the per-priority counts and the free list's
+     * head), so each lock hand-over between them moves three lines, not
+     * five. What only the worker writes there (dispatch_gen, the free
+     * list's tail) is on a line of its own below, away from what the
+     * submitter reads (cap, quota, the bounds). SCALING.md has the
+     * figures. */
+    _Alignas(AX_CACHELINE) pthread_mutex_t lock;
+    unsigned running;               /* slots held (STARTING + RUNNING) */
     unsigned rr;                    /* index into the round order H, N, L */
     unsigned rr_taken;              /* taken in the current turn */
-    uint64_t dispatch_gen;          /* batches dispatched, ever (worker.c, watchdog.c) */
-    unsigned running;               /* slots held (STARTING + RUNNING) */
-    unsigned cap;                   /* running tasks at most now */
-    unsigned cap_max;               /* ax_set_max_concurrency's; cap follows the adaptive
-                                       limit below it when config.adaptive_limit */
     /* queued + running + delayed, for shedding; 64 bits: unfolded (below)
      * it only overstates, and must not wrap under the shed line */
     uint64_t load;
+    _Alignas(AX_CACHELINE) struct bucket b[AX_PRIO_COUNT];
+    unsigned live_prio[AX_PRIO_COUNT]; /* admitted and not freed, per priority */
+    unsigned nfree;               /* jobs on job_free */
+    _Atomic unsigned nfree_hint;  /* nfree, readable without the lock */
+    struct job *job_free;         /* FIFO (job.c): the oldest freed is reused first */
+    unsigned quota[AX_PRIO_COUNT];
+    bool quota_auto[AX_PRIO_COUNT]; /* follows max_concurrency */
+    unsigned cap;                   /* running tasks at most now */
+    unsigned cap_max;               /* ax_set_max_concurrency's; cap follows the adaptive
+                                       limit below it when config.adaptive_limit */
     unsigned delayed;               /* DELAYED + RETRYING */
     unsigned parked_total;          /* class jobs parked off their bucket's list (sched.c) */
     unsigned delayed_new[AX_PRIO_COUNT]; /* DELAYED, counted in bucket bounds */
@@ -549,10 +559,6 @@ struct ax_sched {
     struct ax_stats st;             /* counters (gauges are filled on read) */
     struct job **chunks;
     unsigned nchunks;
-    struct job *job_free;         /* FIFO (job.c): the oldest freed is reused first */
-    struct job *job_free_tail;
-    unsigned nfree;               /* jobs on job_free */
-    _Atomic unsigned nfree_hint;  /* nfree, readable without the lock */
     /* The scheduler's timer wheel (sched.c): delays, back-offs and queued
      * deadlines of jobs that are in no worker's hands. Expired by whichever
      * worker dispatches next; worker 0 sleeps until its next expiry; the
@@ -565,6 +571,9 @@ struct ax_sched {
     pthread_cond_t watchdog_cond; /* with s->lock */
     bool watchdog_stop, watchdog_started;
     _Atomic bool watchdog_idle; /* sleeping with no worker to watch: workers kick it */
+    /* s->lock, written by dispatching workers only (see `lock` above). */
+    _Alignas(AX_CACHELINE) uint64_t dispatch_gen; /* batches dispatched, ever (worker.c, watchdog.c) */
+    struct job *job_free_tail;
     /* Lock-free hints for the worker loop's fast path, stored under s->lock:
      * a worker with nothing to apply skips the lock when no job is
      * dispatchable. A stale hint only delays a dispatch to the next
