@@ -521,16 +521,16 @@ struct ax_sched {
     ax_config cfg;
     /* --- s->lock --- */
     /* Three lines hold what both a submitter and a dispatching worker write
-     * under the lock (the lock word with the slot and load counts and the
-     * round; the buckets; the per-priority counts and the free list's
-     * head), so each lock hand-over between them moves three lines, not
-     * five. What only the worker writes there (dispatch_gen, the free
-     * list's tail) is on a line of its own below, away from what the
-     * submitter reads (cap, quota, the bounds). SCALING.md has the
-     * figures. */
+     * under the lock per task or per batch (the lock word with the slot and
+     * load counts; HIGH's and NORMAL's buckets; LOW's with the round, the
+     * per-priority counts and the free list's head), so each lock hand-over
+     * between them moves three lines, not five (asserted below the struct,
+     * on x86-64 and aarch64, whose mutex is 8 bytes longer). What mostly
+     * the workers write there (dispatch_gen, the free list's tail) is on a
+     * line of its own below, away from what the submitter reads (cap, the
+     * bounds). SCALING.md has the figures. */
     _Alignas(AX_CACHELINE) pthread_mutex_t lock;
     unsigned running;               /* slots held (STARTING + RUNNING) */
-    unsigned rr;                    /* index into the round order H, N, L */
     unsigned rr_taken;              /* taken in the current turn */
     /* queued + running + delayed, for shedding; 64 bits: unfolded (below)
      * it only overstates, and must not wrap under the shed line */
@@ -539,6 +539,7 @@ struct ax_sched {
     unsigned live_prio[AX_PRIO_COUNT]; /* admitted and not freed, per priority */
     unsigned nfree;               /* jobs on job_free */
     _Atomic unsigned nfree_hint;  /* nfree, readable without the lock */
+    unsigned rr;                  /* index into the round order H, N, L */
     struct job *job_free;         /* FIFO (job.c): the oldest freed is reused first */
     unsigned quota[AX_PRIO_COUNT];
     bool quota_auto[AX_PRIO_COUNT]; /* follows max_concurrency */
@@ -571,7 +572,8 @@ struct ax_sched {
     pthread_cond_t watchdog_cond; /* with s->lock */
     bool watchdog_stop, watchdog_started;
     _Atomic bool watchdog_idle; /* sleeping with no worker to watch: workers kick it */
-    /* s->lock, written by dispatching workers only (see `lock` above). */
+    /* s->lock, written by dispatching workers (the tail also by whoever
+     * frees a job or grows the table, rarely; see `lock` above). */
     _Alignas(AX_CACHELINE) uint64_t dispatch_gen; /* batches dispatched, ever (worker.c, watchdog.c) */
     struct job *job_free_tail;
     /* Lock-free hints for the worker loop's fast path, stored under s->lock:
@@ -666,6 +668,14 @@ struct ax_sched {
     _Atomic bool ev_lossless; /* a full ring makes the producer wait */
     _Atomic uint64_t ev_dropped;
 };
+/* The three lines of the lock section (see `lock` above). */
+#define AX_SCHED_LINE(f) (offsetof(struct ax_sched, f) / AX_CACHELINE)
+_Static_assert(AX_SCHED_LINE(load) == AX_SCHED_LINE(lock), "load left the lock's line");
+_Static_assert(AX_SCHED_LINE(job_free) == AX_SCHED_LINE(b) + 1 &&
+                   AX_SCHED_LINE(rr) == AX_SCHED_LINE(b) + 1 &&
+                   (offsetof(struct ax_sched, b) + 2 * sizeof(struct bucket)) / AX_CACHELINE ==
+                       AX_SCHED_LINE(b) + 1,
+               "the lock section's third line is split");
 
 /* ---- cross-file functions ----------------------------------------------- */
 
