@@ -224,6 +224,16 @@ static void dispatch(struct worker *w)
     /* Take new work even while runs are ready (a task yielding in a loop
      * must not keep queued tasks out), but no more than a batch in all. */
     unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
+    /* No more than this worker's share of what is queued: a burst of a few
+     * tasks that compute for milliseconds each went whole to the first
+     * worker to take the lock, one after another, while the others found
+     * nothing (test_dispatch_share); the rest now stays for the worker a
+     * full batch wakes (`more`, below). A backlog still goes a full batch
+     * at a time. */
+    unsigned queued = s->b[0].n + s->b[1].n + s->b[2].n;
+    unsigned share = (queued + s->nworkers - 1) / s->nworkers;
+    if (want > share)
+        want = share ? share : 1;
     /* Cleared before the pick, which looks at every parked job's class
      * (even paused: the flag must not keep workers coming back). */
     if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))

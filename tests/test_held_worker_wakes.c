@@ -15,7 +15,8 @@
  * then returns; A's callback (on_done, then on_release) waits up to 30 s
  * for B to start. B can start only on the other worker.
  * Round 3: a hog. 2 workers, max_concurrency 2; A and H are dispatched in
- * one batch, so they share a worker; B is queued behind them; A ends, and
+ * one batch (two fillers queued behind them make that batch's share 2), so
+ * they share a worker; B is queued behind them; A ends, and
  * H, resumed after it on that worker, spins without an ax call until B
  * starts (30 s at most).
  * Round 4 (review of 515b774): the orphans gate's hint, left set by an
@@ -157,10 +158,20 @@ static bool round_hog_once(void)
     CHECK_EQ(ax_pause(s), 0);
     ax_spec a = {.fn = task_a3, .timeout_ms = 120000, .on_done = a3_done};
     ax_spec h = {.fn = task_h, .timeout_ms = 120000};
+    ax_spec f = {.fn = task_b, .timeout_ms = 120000};
+    uint64_t fid[2];
     CHECK_EQ(ax_submit(s, &a, NULL), 0);
     CHECK_EQ(ax_submit(s, &h, NULL), 0);
+    /* Two fillers behind them: a worker takes at most its share of what is
+     * queued (worker.c dispatch), here 4 / 2, so the first dispatch takes A
+     * and H (the cap stops it there) and the fillers wait; they are
+     * cancelled once A and H run. */
+    CHECK_EQ(ax_submit(s, &f, &fid[0]), 0);
+    CHECK_EQ(ax_submit(s, &f, &fid[1]), 0);
     CHECK_EQ(ax_resume(s), 0);
     CHECK(WAIT_UNTIL(atomic_load(&a_in) && atomic_load(&h_in), 60000));
+    CHECK_EQ(ax_cancel(s, fid[0]), 0);
+    CHECK_EQ(ax_cancel(s, fid[1]), 0);
     bool placed = pthread_equal(a_thread, h_thread); /* one dispatch took both */
     if (placed) {
         ax_spec b = {.fn = task_b, .timeout_ms = 120000};
@@ -173,6 +184,7 @@ static bool round_hog_once(void)
     }
     atomic_store(&b_queued, true);
     CHECK(WAIT_UNTIL(test_stats(s).succeeded == (placed ? 3u : 2u), 120000));
+    CHECK_EQ(test_stats(s).cancelled, 2u);
     if (placed) {
         fprintf(stderr, "hog: B started while H held its worker: %s\n",
                 atomic_load(&h_saw_b) ? "yes" : "no");
