@@ -382,7 +382,15 @@ static inline void wheel_unlock(_Atomic int *l)
     atomic_store_explicit(l, 0, memory_order_release);
 }
 
-#define DISPATCH_BATCH 8 /* jobs a worker takes in one lock section */
+/* Jobs a worker takes in one lock section, at most; and never more than
+ * its share of what is queued (worker.c dispatch). 16, not the 8 of the
+ * first version: half the lock hand-overs per task. Binaries alternating
+ * in the same minutes, slow placement (SCALING.md "Dispatch batches"):
+ * 16 with the share against 8, medians of 7 pairs: full path 1 worker
+ * 0.903, 2 workers 0.911, spawn 0.787; 32 and 64 were slower than 8 (a
+ * lock section that long outlasts the submitter's adaptive spin: 2 workers
+ * 2.0x). */
+#define DISPATCH_BATCH 16
 
 struct worker {
     struct ax_sched *s;
