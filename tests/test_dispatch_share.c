@@ -18,27 +18,19 @@
 #include "util.h"
 
 #include <pthread.h>
-#include <time.h>
 
 #define NTASKS 8
 
 static pthread_t ran_on[NTASKS];
 static atomic_int nstarted;
 
-static uint64_t mono_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static int spin_8ms(ax_task *t, void *arg)
 {
     (void)t;
     ran_on[(uintptr_t)arg] = pthread_self();
     atomic_fetch_add(&nstarted, 1);
-    uint64_t end = mono_ns() + 8000000u;
-    while (mono_ns() < end)
+    uint64_t end = ax_now_ns() + 8000000u;
+    while (ax_now_ns() < end)
         ;
     return 0;
 }
