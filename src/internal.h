@@ -383,13 +383,12 @@ static inline void wheel_unlock(_Atomic int *l)
 }
 
 /* Jobs a worker takes in one lock section, at most; and never more than
- * its share of what is queued (worker.c dispatch). 16, not the 8 of the
+ * its share of what could start (worker.c dispatch). 16, not the 8 of the
  * first version: half the lock hand-overs per task. Binaries alternating
  * in the same minutes, slow placement (SCALING.md "Dispatch batches"):
  * 16 with the share against 8, medians of 7 pairs: full path 1 worker
- * 0.903, 2 workers 0.911, spawn 0.787; 32 and 64 were slower than 8 (a
- * lock section that long outlasts the submitter's adaptive spin: 2 workers
- * 2.0x). */
+ * 0.903, 2 workers 0.911, spawn 0.787; 32 and 64 were slower than 16
+ * (2 workers 2.0x, bimodal; not taken apart). */
 #define DISPATCH_BATCH 16
 
 struct worker {
@@ -621,6 +620,11 @@ struct ax_sched {
     /* --- workers --- */
     struct worker *workers;
     unsigned nworkers;
+    /* The workers among which dispatch splits what is queued: nworkers, or
+     * the CPUs this process may run on at ax_new if fewer (worker.c
+     * dispatch: more workers than CPUs cannot compute in parallel, and a
+     * share of one task each only woke them one after another). */
+    unsigned share_div;
     _Atomic unsigned nsleeping;
     _Atomic int stop;               /* workers leave their loop once idle */
     /* --- task classes (class.c): published once, never removed --- */

@@ -17,6 +17,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,12 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     }
     s->chunks = calloc(AX_MAX_JOBS / AX_JOB_CHUNK, sizeof *s->chunks);
     s->nworkers = r.workers;
+    s->share_div = r.workers;
+    cpu_set_t cpus;
+    long ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus)
+                                                                : sysconf(_SC_NPROCESSORS_ONLN);
+    if (ncpu > 0 && (unsigned long)ncpu < s->share_div)
+        s->share_div = (unsigned)ncpu;
     s->workers = aligned_alloc(AX_CACHELINE, r.workers * sizeof *s->workers);
     if (!s->chunks || !s->workers) {
         free(s->chunks);

@@ -441,7 +441,7 @@ int submit_refused(struct ax_sched *s, const ax_spec *sp, int code)
  * ax_fullpath batch=64, 1 and 2 workers): 4 or 8 beat one lock per task by
  * ~10 % (1 worker) and ~20 % (2), 16 or more lose to it. A longer section
  * outlasts the dispatching worker's adaptive spin on s->lock, and the worker
- * then sleeps in the kernel. 8 is also a dispatch batch (DISPATCH_BATCH). */
+ * then sleeps in the kernel. */
 #define SUBMIT_BATCH_RUN 8
 
 /* A spec ax_submit_batch admits in a run: no class or overrides (deriving

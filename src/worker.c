@@ -224,19 +224,28 @@ static void dispatch(struct worker *w)
     /* Take new work even while runs are ready (a task yielding in a loop
      * must not keep queued tasks out), but no more than a batch in all. */
     unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
-    /* No more than this worker's share of what is queued: a burst of a few
-     * tasks that compute for milliseconds each went whole to the first
-     * worker to take the lock, one after another, while the others found
-     * nothing (test_dispatch_share); the rest now stays for the worker a
-     * full batch wakes (`more`, below). A backlog still goes a full batch
-     * at a time. */
-    unsigned queued = s->b[0].n + s->b[1].n + s->b[2].n;
-    unsigned share = (queued + s->nworkers - 1) / s->nworkers;
-    if (want > share)
+    /* No more than this worker's share of what could start now: a burst
+     * of a few tasks that compute for milliseconds each went whole to the
+     * first worker to take the lock, one after another, while the others
+     * found nothing (test_dispatch_share). What could start: the queued
+     * jobs, not counting class jobs parked off their lists, and no more
+     * than the free slots (the first worker took every slot of a small cap
+     * and then each one it freed: new-user trial). Shared among share_div
+     * workers. With 16 per worker to start, a full batch. The rest stays
+     * in the buckets for the workers the submissions or ax_resume woke,
+     * and for this one when it comes back. */
+    unsigned startable = s->b[0].n + s->b[1].n + s->b[2].n - s->parked_total;
+    unsigned slots = s->cap > s->running ? s->cap - s->running : 0;
+    if (startable > slots)
+        startable = slots;
+    unsigned share = (startable + s->share_div - 1) / s->share_div;
+    bool by_share = want > share;
+    if (by_share)
         want = share ? share : 1;
     /* Cleared before the pick, which looks at every parked job's class
      * (even paused: the flag must not keep workers coming back). */
-    if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
+    bool room = atomic_load_explicit(&s->parked_ready, memory_order_relaxed);
+    if (AX_UNLIKELY(room))
         atomic_store_explicit(&s->parked_ready, false, memory_order_seq_cst);
     if (AX_UNLIKELY(s->cfg.adaptive_limit)) {
         if (sched_adaptive_quiet(s, w->now_ns))
@@ -268,9 +277,17 @@ static void dispatch(struct worker *w)
         }
         if (n)
             w->batch_gen = ++s->dispatch_gen;
+        /* A full batch calls for help; a batch the share cut short does not:
+         * the submissions woke a worker each (ax_resume all), and a wake-up
+         * here came on top of theirs, one per dispatch (new-user trial, 8
+         * workers, bursts of 2-8 empty tasks: 1.5x the CPU a task). Nor do
+         * parked jobs after a short batch (review: while any job was
+         * parked, every dispatch of one task woke a worker for nothing),
+         * unless their class had room at this dispatch. */
         more = n == want && s->running < s->cap &&
-               (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) ||
-                bucket_nonempty(&s->b[2]) || s->parked_total);
+               ((!by_share && (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) ||
+                               bucket_nonempty(&s->b[2]) || s->parked_total)) ||
+                (s->parked_total && room));
         /* Parking in this pick may have found room appear meanwhile. */
         if (AX_UNLIKELY(atomic_load_explicit(&s->parked_ready, memory_order_relaxed)))
             more = true;
