@@ -620,8 +620,9 @@ struct ax_sched {
     /* --- workers --- */
     struct worker *workers;
     unsigned nworkers;
-    /* The workers among which dispatch splits what is queued: nworkers, or
-     * the CPUs this process may run on at ax_new if fewer (worker.c
+    /* The workers among which dispatch splits what could start: nworkers,
+     * or the CPUs in the affinity mask of ax_new's thread (the workers
+     * inherit it) if fewer; a cgroup CPU quota is not seen (worker.c
      * dispatch: more workers than CPUs cannot compute in parallel, and a
      * share of one task each only woke them one after another). */
     unsigned share_div;

@@ -224,24 +224,6 @@ static void dispatch(struct worker *w)
     /* Take new work even while runs are ready (a task yielding in a loop
      * must not keep queued tasks out), but no more than a batch in all. */
     unsigned want = w->nready < DISPATCH_BATCH ? DISPATCH_BATCH - w->nready : 1;
-    /* No more than this worker's share of what could start now: a burst
-     * of a few tasks that compute for milliseconds each went whole to the
-     * first worker to take the lock, one after another, while the others
-     * found nothing (test_dispatch_share). What could start: the queued
-     * jobs, not counting class jobs parked off their lists, and no more
-     * than the free slots (the first worker took every slot of a small cap
-     * and then each one it freed: new-user trial). Shared among share_div
-     * workers. With 16 per worker to start, a full batch. The rest stays
-     * in the buckets for the workers the submissions or ax_resume woke,
-     * and for this one when it comes back. */
-    unsigned startable = s->b[0].n + s->b[1].n + s->b[2].n - s->parked_total;
-    unsigned slots = s->cap > s->running ? s->cap - s->running : 0;
-    if (startable > slots)
-        startable = slots;
-    unsigned share = (startable + s->share_div - 1) / s->share_div;
-    bool by_share = want > share;
-    if (by_share)
-        want = share ? share : 1;
     /* Cleared before the pick, which looks at every parked job's class
      * (even paused: the flag must not keep workers coming back). */
     bool room = atomic_load_explicit(&s->parked_ready, memory_order_relaxed);
@@ -255,6 +237,32 @@ static void dispatch(struct worker *w)
                     (bucket_nonempty(&s->b[0]) || bucket_nonempty(&s->b[1]) ||
                      bucket_nonempty(&s->b[2])));
         sched_adaptive_apply_locked(s);
+    }
+    /* No more than this worker's share of what could start now: a burst
+     * of a few tasks that compute for milliseconds each went whole to the
+     * first worker to take the lock, one after another, while the others
+     * found nothing (test_dispatch_share). What could start: the queued
+     * jobs, not counting class jobs parked off their lists, and no more
+     * than the free slots (the first worker took every slot of a small cap
+     * and then each one it freed: new-user trial), after the adaptive
+     * limit's move above. Shared among share_div workers; with 16 per
+     * worker to start, a full batch. Not when a class made room for parked
+     * jobs (`room`): they are not in the count, so the share would take one
+     * of them and the rest of the room stayed unused until the next class
+     * event (review); the class's limit bounds that pick. The rest stays
+     * in the buckets for the workers that what queued it woke (a
+     * submission one each, ax_resume all, the scheduler's wheel as many as
+     * it requeued, below), and for this one when it comes back. */
+    bool by_share = false;
+    if (!room) {
+        unsigned startable = s->b[0].n + s->b[1].n + s->b[2].n - s->parked_total;
+        unsigned slots = s->cap > s->running ? s->cap - s->running : 0;
+        if (startable > slots)
+            startable = slots;
+        unsigned share = (startable + s->share_div - 1) / s->share_div;
+        by_share = want > share;
+        if (by_share)
+            want = share ? share : 1;
     }
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
@@ -278,7 +286,7 @@ static void dispatch(struct worker *w)
         if (n)
             w->batch_gen = ++s->dispatch_gen;
         /* A full batch calls for help; a batch the share cut short does not:
-         * the submissions woke a worker each (ax_resume all), and a wake-up
+         * what queued the rest woke workers for it (above), and a wake-up
          * here came on top of theirs, one per dispatch (new-user trial, 8
          * workers, bursts of 2-8 empty tasks: 1.5x the CPU a task). Nor do
          * parked jobs after a short batch (review: while any job was
@@ -298,8 +306,15 @@ static void dispatch(struct worker *w)
     if (full != atomic_load_explicit(&s->hint_cap_full, memory_order_relaxed))
         atomic_store_explicit(&s->hint_cap_full, full, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
-    if (more || requeued > n)
-        sched_wake_workers(s, 1); /* more work than one batch: get help */
+    /* More work than one batch: get help. Jobs the scheduler's wheel
+     * requeued here (delays, back-offs) woke nobody yet: as many workers as
+     * there are such jobs beyond this batch, up to share_div (review: one,
+     * then each took its share and woke no one, and 64 retries ran on two
+     * of 8 workers). */
+    if (requeued > n)
+        sched_wake_workers(s, requeued - n < s->share_div ? requeued - n : s->share_div);
+    else if (more)
+        sched_wake_workers(s, 1);
     /* Onto the to-start list first, where the watchdog can see them (and
      * hand them to another worker if this one is held, even by an on_done
      * below); then start them one by one. */

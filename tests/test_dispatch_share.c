@@ -22,10 +22,19 @@
  *           counted them: 16 of 16 on one worker, worse than before);
  *   cap     max_concurrency 2: checked that two of the tasks ran at once
  *           (the same trial: the first worker took both slots, and then
- *           each slot it freed; on the old code too). */
+ *           each slot it freed; on the old code too);
+ *   room    not a burst of spinners: 6 jobs of a class with a fixed limit
+ *           of 2 parked behind its 2 in flight, all of which then park in
+ *           ax_sleep; the limit then rises to 8 at once, as an adaptive
+ *           class's slow start or a breaker's verdict raises it (set here
+ *           by hand: a fixed limit has no public setter). Checked: all 8
+ *           in flight (review of 3491ddb, whose share counted no parked
+ *           job: two workers took one each, and 4 of the room's 6 places
+ *           stayed unused until the next class event, here none). */
 #include "util.h"
 
 #include "internal.h" /* s->parked_total: the parked case's setup */
+#include "class.h"    /* the room case raises a class limit by hand */
 
 #include <pthread.h>
 
@@ -189,10 +198,50 @@ static void case_(int kind)
     CHECK(split * 2 > shown); /* the other worker started some */
 }
 
+static void case_room(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 2;
+    ax_sched *s = test_sched_cfg(&c);
+    ax_class_config cc;
+    ax_class_config_default(&cc);
+    cc.name = "two";
+    cc.adaptive = false;
+    cc.limit_max = 2;
+    cc.timeout_ms = 600000;
+    cc.queue_budget = false;
+    cc.breaker = false;
+    unsigned cls;
+    CHECK_EQ(ax_class_register(s, &cc, &cls), 0);
+    for (int i = 0; i < 8; i++) {
+        ax_spec sp = {.fn = hold, .class_id = cls};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    }
+    ax_class_stats cs;
+    CHECK(WAIT_UNTIL(ax_class_stats_get(s, cls, &cs) == 0 && cs.in_flight == 2 &&
+                         parked_now(s) == 6,
+                     60000));
+    struct ax_class_rt *rt = s->classes[cls];
+    pthread_mutex_lock(&rt->lk);
+    atomic_store_explicit(&rt->limit, 8, memory_order_seq_cst);
+    pthread_mutex_unlock(&rt->lk);
+    class_room_made(s, rt);
+    bool all = WAIT_UNTIL(ax_class_stats_get(s, cls, &cs) == 0 && cs.in_flight == 8, 30000);
+    CHECK_EQ(ax_class_stats_get(s, cls, &cs), 0);
+    fprintf(stderr, "room: %u of 8 in flight after the limit rose to 8\n", cs.in_flight);
+    CHECK(all);
+    CHECK_EQ(ax_shutdown(s, 100), 0); /* cancels the 8 parked in ax_sleep */
+    CHECK_EQ(test_stats(s).cancelled, 8u);
+    ax_free(s);
+}
+
 int main(int argc, char **argv)
 {
     for (int k = PLAIN; k <= CAP; k++)
         if (argc < 2 || !strcmp(argv[1], case_name[k]))
             case_(k);
+    if (argc < 2 || !strcmp(argv[1], "room"))
+        case_room();
     return 0;
 }
