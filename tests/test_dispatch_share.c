@@ -86,6 +86,22 @@ static int noop(ax_task *t, void *arg)
     return 0;
 }
 
+/* A class with a fixed limit, no breaker and no queue-time budget. */
+static unsigned fixed_class(ax_sched *s, const char *name, unsigned limit)
+{
+    ax_class_config cc;
+    ax_class_config_default(&cc);
+    cc.name = name;
+    cc.adaptive = false;
+    cc.limit_max = limit;
+    cc.timeout_ms = 600000;
+    cc.queue_budget = false;
+    cc.breaker = false;
+    unsigned cls;
+    CHECK_EQ(ax_class_register(s, &cc, &cls), 0);
+    return cls;
+}
+
 static unsigned parked_now(ax_sched *s)
 {
     pthread_mutex_lock(&s->lock);
@@ -111,16 +127,7 @@ static int round_(int kind)
     ax_sched *s = test_sched_cfg(&c);
     uint64_t holder = 0;
     if (kind == PARKED) {
-        ax_class_config cc;
-        ax_class_config_default(&cc);
-        cc.name = "one";
-        cc.adaptive = false;
-        cc.limit_max = 1;
-        cc.timeout_ms = 600000;
-        cc.queue_budget = false;
-        cc.breaker = false;
-        unsigned cls;
-        CHECK_EQ(ax_class_register(s, &cc, &cls), 0);
+        unsigned cls = fixed_class(s, "one", 1);
         ax_spec h = {.fn = hold, .class_id = cls};
         CHECK_EQ(ax_submit(s, &h, &holder), 0);
         for (int i = 0; i < NTASKS; i++) {
@@ -204,16 +211,7 @@ static void case_room(void)
     ax_config_default(&c);
     c.workers = 2;
     ax_sched *s = test_sched_cfg(&c);
-    ax_class_config cc;
-    ax_class_config_default(&cc);
-    cc.name = "two";
-    cc.adaptive = false;
-    cc.limit_max = 2;
-    cc.timeout_ms = 600000;
-    cc.queue_budget = false;
-    cc.breaker = false;
-    unsigned cls;
-    CHECK_EQ(ax_class_register(s, &cc, &cls), 0);
+    unsigned cls = fixed_class(s, "two", 2);
     for (int i = 0; i < 8; i++) {
         ax_spec sp = {.fn = hold, .class_id = cls};
         CHECK_EQ(ax_submit(s, &sp, NULL), 0);
