@@ -11,6 +11,16 @@
  *   ax_fullpath_w<workers>_b<B>_ns
  * The thread pool and Go have no batch submission: their rows are the
  * per-task ones.
+ * With split=1 it times the two pipelines of the full path apart, in two
+ * rounds on one scheduler (the first grows the job table, the second finds
+ * it grown): the same N tasks submitted while the workers are paused
+ * (ax_pause: the submit loop alone, no worker touching the lock or the
+ * buckets), then ax_resume until the last on_done (the workers alone,
+ * draining the backlog). Prints
+ *   ax_fullpath_w<workers>_submit_cold_ns, ..._drain_cold_ns
+ *   ax_fullpath_w<workers>_submit_warm_ns, ..._drain_warm_ns
+ * per task. No peer: the figures show which pipeline bounds the whole path
+ * and what running both at once adds (src/SCALING.md).
  *
  * Per task, ax does what its peers do not:
  *   - admission (bucket bound, shed ratio, rate limit) and an id in the
@@ -52,6 +62,7 @@ int main(int argc, char **argv)
     long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
     unsigned workers = (unsigned)bu_arg(argc, argv, "workers", 1);
     long batch = (long)bu_arg(argc, argv, "batch", 1);
+    bool split = bu_arg(argc, argv, "split", 0) != 0;
     if (batch < 1 || batch > 4096) {
         fprintf(stderr, "ax_fullpath: batch=%ld: 1 to 4096\n", batch);
         return 2;
@@ -65,6 +76,34 @@ int main(int argc, char **argv)
     ab_check(ax_new(&cfg, &s), "ax_new");
 
     static const ax_priority cycle[3] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
+    if (split) {
+        if (batch > 1) {
+            fprintf(stderr, "ax_fullpath: split=1 submits one task a call (no batch=)\n");
+            return 2;
+        }
+        static const char *round_name[2] = {"cold", "warm"};
+        for (int round = 0; round < 2; round++) {
+            struct bu_latch done;
+            bu_latch_init(&done, tasks);
+            ax_spec spec = ab_spec(empty, NULL, AX_PRIO_NORMAL, 1000, ab_done, &done);
+            ab_check(ax_pause(s), "ax_pause");
+            uint64_t t0 = bu_now_ns();
+            for (long i = 0; i < tasks; i++) {
+                spec.priority = cycle[i % 3];
+                ab_check(ax_submit(s, &spec, NULL), "ax_submit");
+            }
+            uint64_t t1 = bu_now_ns();
+            ab_check(ax_resume(s), "ax_resume");
+            ab_wait_all(&done, 600, "fullpath split");
+            printf("ax_fullpath%s_w%u_submit_%s_ns %.2f\n", AB_LIB, workers, round_name[round],
+                   (double)(t1 - t0) / (double)tasks);
+            printf("ax_fullpath%s_w%u_drain_%s_ns %.2f\n", AB_LIB, workers, round_name[round],
+                   (double)(done.done_ns - t1) / (double)tasks);
+        }
+        ab_check(ax_shutdown(s, 1000), "ax_shutdown");
+        ax_free(s);
+        return 0;
+    }
     struct bu_latch done;
     bu_latch_init(&done, tasks);
     ax_spec spec = ab_spec(empty, NULL, AX_PRIO_NORMAL, 1000, ab_done, &done);

@@ -128,6 +128,21 @@ def rows(idle_s):
          "tp_fullpath_t1_ns", "pthread pool, 1 thread, one task a call", None),
         ("full path, 2 workers, bursts of 64 (ax_submit_batch)", "ns/task", "ax_fullpath_w2_b64_ns",
          "tp_fullpath_t2_ns", "pthread pool, 2 threads, one task a call", None),
+        # The two pipelines of the full path apart (ax_fullpath split=1): the
+        # submit loop with the workers paused, into a job table that grows
+        # (cold, the first round) and into one grown already (warm); then the
+        # workers alone draining that backlog. No peer, no target: they show
+        # which side bounds the full path and what running both at once adds
+        # (src/SCALING.md). The 2-worker drain's peer is the 1-worker drain.
+        ("full path apart: submit loop alone, job table growing", "ns/task",
+         "ax_fullpath_w1_submit_cold_ns", None, "none", None),
+        ("full path apart: submit loop alone, job table grown", "ns/task",
+         "ax_fullpath_w1_submit_warm_ns", None, "none", None),
+        ("full path apart: 1 worker alone, draining the backlog", "ns/task",
+         "ax_fullpath_w1_drain_warm_ns", None, "none", None),
+        ("full path apart: 2 workers alone, draining the backlog", "ns/task",
+         "ax_fullpath_w2_drain_warm_ns", "ax_fullpath_w1_drain_warm_ns",
+         "ax, 1 worker draining", None),
         # ax.h has no public call that only arms and cancels a timeout: the
         # wheel's own figure, informational, no peer, no target.
         ("timeout arm+cancel (wheel internals, no public call)", "ns", "wheel_arm_cancel_ns",
