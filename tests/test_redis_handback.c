@@ -1,13 +1,21 @@
 /* libax_redis hand-back: a message the local scheduler refuses (its NORMAL
  * bucket holds one task) is not failed: it goes back through the delayed
  * set, its attempt not counted, and runs a little later. Six messages with
- * no retries allowed all succeed, each run once at attempt 0. */
+ * no retries allowed all succeed, each run once at attempt 0.
+ *
+ * The refusal is made certain, not left to timing: the puller takes one
+ * message per round trip (quota_normal = slots / 3 = 1), so on a loaded
+ * machine a 20 ms handler could finish before the next read, and nothing
+ * was ever refused (a TSan run in CI saw retried = 0). Now every handler
+ * holds until the test has seen a hand-back recorded: one message runs,
+ * one waits in the bucket, the third is refused. */
 #include "redis_server.h"
 #include "util.h"
 
 #include <ax_redis.h>
 
 static atomic_int runs, bad_attempt;
+static atomic_bool gate; /* opened once a hand-back is recorded */
 
 static int work(ax_task *t, const ax_redis_msg *m, void *arg)
 {
@@ -15,7 +23,12 @@ static int work(ax_task *t, const ax_redis_msg *m, void *arg)
     if (m->attempt != 0)
         atomic_fetch_add(&bad_attempt, 1);
     atomic_fetch_add(&runs, 1);
-    return ax_sleep(t, 20);
+    while (!atomic_load(&gate)) {
+        int rc = ax_sleep(t, 2);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 int main(void)
@@ -46,6 +59,9 @@ int main(void)
     CHECK_EQ(ax_redis_handle(c, "w", work, NULL), 0);
     CHECK_EQ(ax_redis_consumer_start(c), 0);
     redisContext *rc = rs_connect();
+    CHECK(WAIT_UNTIL(rs_int(rc, "HGET ax:{hb}:stats retried") >= 1, 30000));
+    CHECK_EQ(rs_int(rc, "HGET ax:{hb}:stats succeeded"), 0); /* all held so far */
+    atomic_store(&gate, true);
     CHECK(WAIT_UNTIL(rs_int(rc, "HGET ax:{hb}:stats succeeded") == 6, 30000));
     CHECK_EQ(atomic_load(&runs), 6);
     CHECK_EQ(atomic_load(&bad_attempt), 0);
