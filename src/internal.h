@@ -215,6 +215,9 @@ static inline void job_release(struct ax_sched *s, struct worker *w, struct job 
 void job_table_destroy(struct ax_sched *s);
 #define JOB_PREFILL_LOW 256 /* free jobs below which a submitter grows the table */
 void job_table_prefill(struct ax_sched *s); /* no lock held */
+/* A zeroed chunk of n jobs whose pages are faulted in (job.c); NULL when
+ * out of memory. Free with free(). */
+struct job *job_chunk_new(size_t n);
 
 /* ---- runs (struct ax_task) ---------------------------------------------- */
 
@@ -567,6 +570,7 @@ struct ax_sched {
     struct ax_stats st;             /* counters (gauges are filled on read) */
     struct job **chunks;
     unsigned nchunks;
+    _Atomic bool prefilling;        /* a submitter is growing the table (job.c) */
     /* The scheduler's timer wheel (sched.c): delays, back-offs and queued
      * deadlines of jobs that are in no worker's hands. Expired by whichever
      * worker dispatches next; worker 0 sleeps until its next expiry; the
