@@ -94,6 +94,9 @@ struct job *job_chunk_new(size_t n)
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)c & ~(pg - 1);
     uintptr_t e = ((uintptr_t)(c + n) + pg - 1) & ~(pg - 1);
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it, older kernels refuse it */
+#endif
     if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) != 0) {
         volatile char *p = (volatile char *)c, *end = (volatile char *)(c + n);
         for (; p < end; p += pg)
