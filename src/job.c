@@ -89,8 +89,8 @@ static int link_chunk_locked(struct ax_sched *s, struct job *c)
 struct job *job_chunk_new(size_t n)
 {
     struct job *c = calloc(n, sizeof *c);
-    if (!c)
-        return NULL;
+    if (!c || n == 0)
+        return c;
     uintptr_t pg = (uintptr_t)sysconf(_SC_PAGESIZE);
     uintptr_t a = (uintptr_t)c & ~(pg - 1);
     uintptr_t e = ((uintptr_t)(c + n) + pg - 1) & ~(pg - 1);
@@ -106,34 +106,73 @@ struct job *job_chunk_new(size_t n)
     return c;
 }
 
+/* The table ran dry before a prefill was linked: the spare chunk a prefill
+ * left (populated; counted with the prefills), else a calloc'd one, whose
+ * pages then fault in under the lock (it is late already; counted in
+ * s->job_grow_cold). */
 static int grow_locked(struct ax_sched *s)
 {
-    struct job *c = calloc(AX_JOB_CHUNK, sizeof *c); /* faults in below: it is late already */
-    if (!c)
-        return ax_fail_static(AX_ENOMEM, "out of memory growing the job table");
+    struct job *c = s->job_spare;
+    s->job_spare = NULL;
+    if (c) {
+        s->job_prefilled++;
+    } else {
+        c = calloc(AX_JOB_CHUNK, sizeof *c);
+        if (!c)
+            return ax_fail_static(AX_ENOMEM, "out of memory growing the job table");
+        s->job_grow_cold++;
+        /* Ran dry while a prefill was under way (not the first chunk):
+         * the submitters use a chunk up faster than one is populated and
+         * linked, so start the next prefills earlier. */
+        unsigned low = atomic_load_explicit(&s->prefill_low, memory_order_relaxed);
+        if (s->nchunks > 0 && low < JOB_PREFILL_MAX)
+            atomic_store_explicit(&s->prefill_low, low * 2, memory_order_relaxed);
+    }
     return link_chunk_locked(s, c);
 }
 
 /* Grow the table before it runs dry, outside the lock (job_chunk_new).
- * Called by a submitter after an admission, so a rejection still allocates
- * nothing. One submitter at a time: the others, which see the same low
- * count, go on (review of fe04240: competing submitters each populated a
- * chunk and all but one unmapped theirs). Nor is a chunk made when the
- * table has its last one (then every submit near the maximum paid one). */
+ * Called by a submitter after an admission (so a rejection still allocates
+ * nothing) once fewer than s->prefill_low jobs are free: a whole chunk's
+ * worth at first, doubled each time the table ran dry all the same (review:
+ * with 256, a second submitter used the free jobs up during the populate,
+ * grew the table under the lock itself, and 300 of 390 populated chunks
+ * were thrown away; with one chunk's worth four submitters on two CPUs
+ * still ran it dry for ~30 % of the chunks). Chunks until the headroom is
+ * back. One submitter at a time (the others see the same low count;
+ * review of fe04240: each populated a chunk and all but one threw theirs
+ * away). A chunk not needed by the time it is ready is kept as the spare
+ * grow_locked takes, not freed. None is made once the table holds its
+ * last chunk (then every submit near the maximum paid one). So a
+ * scheduler that has run anything holds two chunks (~500 KiB) or more. */
 void job_table_prefill(struct ax_sched *s)
 {
-    if (atomic_exchange_explicit(&s->prefilling, true, memory_order_acquire))
+    if (atomic_load_explicit(&s->prefilling, memory_order_relaxed) ||
+        atomic_exchange_explicit(&s->prefilling, true, memory_order_acquire))
         return;
-    struct job *last = atomic_load_explicit(
-        (_Atomic(struct job *) *)&s->chunks[AX_MAX_JOBS / AX_JOB_CHUNK - 1], memory_order_relaxed);
-    struct job *c = last ? NULL : job_chunk_new(AX_JOB_CHUNK);
-    if (c) {
+    while (job_table_low(s) &&
+           !atomic_load_explicit(
+               (_Atomic(struct job *) *)&s->chunks[AX_MAX_JOBS / AX_JOB_CHUNK - 1],
+               memory_order_relaxed)) {
+        struct job *c = job_chunk_new(AX_JOB_CHUNK);
+        if (!c)
+            break; /* job_alloc_locked grows it, or fails, itself */
+        bool linked = false;
         pthread_mutex_lock(&s->lock);
-        if (s->nfree < JOB_PREFILL_LOW)
+        if ((uint64_t)(s->nchunks + 1) * AX_JOB_CHUNK > AX_MAX_JOBS) {
+            free(c); /* grow_locked took the last place meanwhile */
+        } else if (s->nfree < atomic_load_explicit(&s->prefill_low, memory_order_relaxed)) {
             link_chunk_locked(s, c);
-        else
-            free(c); /* the workers freed enough meanwhile */
+            s->job_prefilled++;
+            linked = true;
+        } else if (!s->job_spare) {
+            s->job_spare = c; /* the workers freed enough meanwhile */
+        } else {
+            free(c);
+        }
         pthread_mutex_unlock(&s->lock);
+        if (!linked)
+            break;
     }
     atomic_store_explicit(&s->prefilling, false, memory_order_release);
 }
@@ -291,4 +330,6 @@ void job_table_destroy(struct ax_sched *s)
     free(s->chunks);
     s->chunks = NULL;
     s->nchunks = 0;
+    free(s->job_spare);
+    s->job_spare = NULL;
 }

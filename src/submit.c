@@ -384,7 +384,7 @@ submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_t
         *job_out = j; /* a child: JH_PARENT keeps it ours */
     if (wake)
         sched_wake_workers(s, 1);
-    if (AX_UNLIKELY(atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) < JOB_PREFILL_LOW))
+    if (AX_UNLIKELY(job_table_low(s)))
         job_table_prefill(s);
     return AX_OK;
 }
@@ -533,8 +533,7 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
             sched_wake_workers(s, admitted < s->nworkers ? admitted : s->nworkers);
         else if (wake) /* ENQ_STALL: one worker sets the nudge's wake-up */
             sched_wake_workers(s, 1);
-        if (AX_UNLIKELY(atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) <
-                        JOB_PREFILL_LOW))
+        if (AX_UNLIKELY(job_table_low(s)))
             job_table_prefill(s);
         i = end;
     }
