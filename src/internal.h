@@ -213,11 +213,12 @@ static inline void job_release(struct ax_sched *s, struct worker *w, struct job 
         job_released(s, w, j, n); /* free it, or queue its retry */
 }
 void job_table_destroy(struct ax_sched *s);
-/* s->prefill_low starts at one chunk's worth and doubles, up to
- * JOB_PREFILL_MAX, each time the table ran dry before a prefill (job.c). */
-#define JOB_PREFILL_LOW AX_JOB_CHUNK
-#define JOB_PREFILL_MAX (16 * AX_JOB_CHUNK)
+#define JOB_PREFILL_LOW AX_JOB_CHUNK /* free jobs below which submitters grow the table */
+#define JOB_PREFILL_FLOOR 128 /* ... and below which they wait for the one doing it */
 void job_table_prefill(struct ax_sched *s); /* no lock held */
+/* Whether a submitter should call job_table_prefill. */
+#define job_table_low(s)                                                                      \
+    (atomic_load_explicit(&(s)->nfree_hint, memory_order_relaxed) < JOB_PREFILL_LOW)
 /* A zeroed chunk of n jobs whose pages are faulted in (job.c); NULL when
  * out of memory. Free with free(). */
 struct job *job_chunk_new(size_t n);
@@ -574,7 +575,6 @@ struct ax_sched {
     struct job **chunks;
     unsigned nchunks;
     _Atomic bool prefilling;        /* a submitter is growing the table (job.c) */
-    _Atomic unsigned prefill_low;   /* nfree below which a submitter grows it (job.c) */
     struct job *job_spare;          /* a populated chunk not linked yet (job.c) */
     uint64_t job_prefilled, job_grow_cold; /* chunks populated by a prefill / grown cold */
     /* The scheduler's timer wheel (sched.c): delays, back-offs and queued
@@ -691,15 +691,6 @@ struct ax_sched {
     _Atomic bool ev_lossless; /* a full ring makes the producer wait */
     _Atomic uint64_t ev_dropped;
 };
-/* Whether a submitter should call job_table_prefill: the free jobs are
- * below the headroom. Two relaxed loads: nfree_hint's line, and
- * prefill_low's, written only when the table ran dry. */
-static inline bool job_table_low(struct ax_sched *s)
-{
-    return atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) <
-           atomic_load_explicit(&s->prefill_low, memory_order_relaxed);
-}
-
 /* The three lines of the lock section (see `lock` above). */
 #define AX_SCHED_LINE(f) (offsetof(struct ax_sched, f) / AX_CACHELINE)
 _Static_assert(AX_SCHED_LINE(load) == AX_SCHED_LINE(lock), "load left the lock's line");

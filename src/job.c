@@ -20,6 +20,7 @@
  */
 #include "internal.h"
 
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -106,10 +107,10 @@ struct job *job_chunk_new(size_t n)
     return c;
 }
 
-/* The table ran dry before a prefill was linked: the spare chunk a prefill
- * left (populated; counted with the prefills), else a calloc'd one, whose
- * pages then fault in under the lock (it is late already; counted in
- * s->job_grow_cold). */
+/* The table ran dry before a prefill was linked (the first chunk, or
+ * populating ran out of memory): the spare a prefill left (populated,
+ * counted with the prefills), else a calloc'd chunk whose pages then fault
+ * in under the lock (counted in s->job_grow_cold). */
 static int grow_locked(struct ax_sched *s)
 {
     struct job *c = s->job_spare;
@@ -121,35 +122,53 @@ static int grow_locked(struct ax_sched *s)
         if (!c)
             return ax_fail_static(AX_ENOMEM, "out of memory growing the job table");
         s->job_grow_cold++;
-        /* Ran dry while a prefill was under way (not the first chunk):
-         * the submitters use a chunk up faster than one is populated and
-         * linked, so start the next prefills earlier. */
-        unsigned low = atomic_load_explicit(&s->prefill_low, memory_order_relaxed);
-        if (s->nchunks > 0 && low < JOB_PREFILL_MAX)
-            atomic_store_explicit(&s->prefill_low, low * 2, memory_order_relaxed);
     }
     return link_chunk_locked(s, c);
 }
 
 /* Grow the table before it runs dry, outside the lock (job_chunk_new).
- * Called by a submitter after an admission (so a rejection still allocates
- * nothing) once fewer than s->prefill_low jobs are free: a whole chunk's
- * worth at first, doubled each time the table ran dry all the same (review:
- * with 256, a second submitter used the free jobs up during the populate,
- * grew the table under the lock itself, and 300 of 390 populated chunks
- * were thrown away; with one chunk's worth four submitters on two CPUs
- * still ran it dry for ~30 % of the chunks). Chunks until the headroom is
- * back. One submitter at a time (the others see the same low count;
- * review of fe04240: each populated a chunk and all but one threw theirs
- * away). A chunk not needed by the time it is ready is kept as the spare
- * grow_locked takes, not freed. None is made once the table holds its
- * last chunk (then every submit near the maximum paid one). So a
- * scheduler that has run anything holds two chunks (~500 KiB) or more. */
+ * Called by a submitter after each admission (so a rejection still
+ * allocates nothing) while fewer than JOB_PREFILL_LOW jobs are free.
+ *
+ * One submitter at a time populates and links, chunk by chunk until the
+ * count is back (review of fe04240: competing submitters each populated a
+ * chunk and all but one threw theirs away). The others go on while a
+ * prefill is under way, but below JOB_PREFILL_FLOOR free jobs they wait
+ * for it instead of taking more: without that, a second submitter used the
+ * headroom up during the populate and grew the table under the lock
+ * itself (review of 6c48ff7: 309-334 of 391 chunks with 256 jobs of
+ * headroom and two submitters; 71 of 212 in a CI run of four with more
+ * headroom). A submitter takes at most one job (a batch's run: 8) between
+ * two looks, so the table runs dry under at most FLOOR / 8 = 16 threads
+ * only if the prefill fails.
+ *
+ * A chunk not needed by the time it is ready (the workers freed enough
+ * meanwhile) is kept as the one spare grow_locked takes, or freed. It is
+ * not linked at the next dip: with the free list FIFO the whole table is
+ * the jobs' working set, and a table grown at every passing dip grew to
+ * 200-450 chunks in bench ax_spawn (16-48 otherwise) and ran it 1.6x
+ * slower. None is made once the table holds its last chunk (else every
+ * submit near the maximum paid one). A scheduler that has run anything
+ * holds two chunks (~500 KiB) or more. */
 void job_table_prefill(struct ax_sched *s)
 {
-    if (atomic_load_explicit(&s->prefilling, memory_order_relaxed) ||
-        atomic_exchange_explicit(&s->prefilling, true, memory_order_acquire))
-        return;
+    for (unsigned spins = 0;; spins++) {
+        if (!job_table_low(s) ||
+            atomic_load_explicit(
+                (_Atomic(struct job *) *)&s->chunks[AX_MAX_JOBS / AX_JOB_CHUNK - 1],
+                memory_order_relaxed))
+            return;
+        if (!atomic_load_explicit(&s->prefilling, memory_order_relaxed) &&
+            !atomic_exchange_explicit(&s->prefilling, true, memory_order_acquire))
+            break;
+        /* Another thread is on it: go on while there is room enough. */
+        if (atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) >= JOB_PREFILL_FLOOR)
+            return;
+        if (spins < 64)
+            ax_cpu_relax();
+        else
+            sched_yield(); /* the prefiller may want this CPU */
+    }
     while (job_table_low(s) &&
            !atomic_load_explicit(
                (_Atomic(struct job *) *)&s->chunks[AX_MAX_JOBS / AX_JOB_CHUNK - 1],
@@ -161,12 +180,12 @@ void job_table_prefill(struct ax_sched *s)
         pthread_mutex_lock(&s->lock);
         if ((uint64_t)(s->nchunks + 1) * AX_JOB_CHUNK > AX_MAX_JOBS) {
             free(c); /* grow_locked took the last place meanwhile */
-        } else if (s->nfree < atomic_load_explicit(&s->prefill_low, memory_order_relaxed)) {
+        } else if (s->nfree < JOB_PREFILL_LOW) {
             link_chunk_locked(s, c);
             s->job_prefilled++;
             linked = true;
         } else if (!s->job_spare) {
-            s->job_spare = c; /* the workers freed enough meanwhile */
+            s->job_spare = c;
         } else {
             free(c);
         }

@@ -81,7 +81,6 @@ int ax_new(const ax_config *cfg, ax_sched **out)
         s->rate_last_ns = now_ns();
     }
     s->chunks = calloc(AX_MAX_JOBS / AX_JOB_CHUNK, sizeof *s->chunks);
-    atomic_init(&s->prefill_low, JOB_PREFILL_LOW);
     s->nworkers = r.workers;
     s->share_div = r.workers;
     cpu_set_t cpus;
