@@ -215,6 +215,8 @@ static inline void job_release(struct ax_sched *s, struct worker *w, struct job 
 void job_table_destroy(struct ax_sched *s);
 #define JOB_PREFILL_LOW AX_JOB_CHUNK /* free jobs below which submitters grow the table */
 #define JOB_PREFILL_FLOOR 128 /* ... and below which they wait for the one doing it */
+#define JOB_PREFILL_WAIT_NS 20000000u /* ... at most this long (job.c) */
+_Static_assert(JOB_PREFILL_FLOOR < JOB_PREFILL_LOW, "submitters would wait for every prefill");
 void job_table_prefill(struct ax_sched *s); /* no lock held */
 /* Whether a submitter should call job_table_prefill. */
 #define job_table_low(s)                                                                      \

@@ -107,8 +107,9 @@ struct job *job_chunk_new(size_t n)
     return c;
 }
 
-/* The table ran dry before a prefill was linked (the first chunk, or
- * populating ran out of memory): the spare a prefill left (populated,
+/* The table ran dry before a prefill was linked (the first chunk;
+ * populating ran out of memory; a prefiller held up past
+ * JOB_PREFILL_WAIT_NS; or more than 16 threads submitting at once): the spare a prefill left (populated,
  * counted with the prefills), else a calloc'd chunk whose pages then fault
  * in under the lock (counted in s->job_grow_cold). */
 static int grow_locked(struct ax_sched *s)
@@ -139,8 +140,10 @@ static int grow_locked(struct ax_sched *s)
  * itself (review of 6c48ff7: 309-334 of 391 chunks with 256 jobs of
  * headroom and two submitters; 71 of 212 in a CI run of four with more
  * headroom). A submitter takes at most one job (a batch's run: 8) between
- * two looks, so the table runs dry under at most FLOOR / 8 = 16 threads
- * only if the prefill fails.
+ * two looks, so while at most FLOOR / 8 = 16 threads submit at once
+ * (workers running tasks that submit, callbacks that do, included) the
+ * table runs dry only if the prefill fails or is held up past
+ * JOB_PREFILL_WAIT_NS, after which waiters go on.
  *
  * A chunk not needed by the time it is ready (the workers freed enough
  * meanwhile) is kept as the one spare grow_locked takes, or freed. It is
@@ -152,7 +155,8 @@ static int grow_locked(struct ax_sched *s)
  * holds two chunks (~500 KiB) or more. */
 void job_table_prefill(struct ax_sched *s)
 {
-    for (unsigned spins = 0;; spins++) {
+    uint64_t t0 = 0;
+    for (unsigned round = 0;; round++) {
         if (!job_table_low(s) ||
             atomic_load_explicit(
                 (_Atomic(struct job *) *)&s->chunks[AX_MAX_JOBS / AX_JOB_CHUNK - 1],
@@ -164,9 +168,20 @@ void job_table_prefill(struct ax_sched *s)
         /* Another thread is on it: go on while there is room enough. */
         if (atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) >= JOB_PREFILL_FLOOR)
             return;
-        if (spins < 64)
+        /* Or until JOB_PREFILL_WAIT_NS have passed: a prefiller held up
+         * (memory pressure, off its CPU, a real-time waiter on its CPU)
+         * must not hold every submitter; past it this one takes its jobs
+         * and the table may grow cold, counted. */
+        uint64_t now = now_ns();
+        if (!t0)
+            t0 = now;
+        else if (now - t0 > JOB_PREFILL_WAIT_NS)
+            return;
+        /* Poll the flag alone, not the count on the lock's busy line. */
+        for (unsigned i = 0; i < 64 && atomic_load_explicit(&s->prefilling, memory_order_relaxed);
+             i++)
             ax_cpu_relax();
-        else
+        if (round >= 8)
             sched_yield(); /* the prefiller may want this CPU */
     }
     while (job_table_low(s) &&

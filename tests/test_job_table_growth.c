@@ -1,11 +1,12 @@
 /* The job table grows ahead of several submitters (job.c: job_table_prefill).
  * Four threads queue 50 000 tasks each into a paused scheduler, so the
  * table must grow by ~196 chunks while they race. Every task is admitted,
- * and after ax_resume each runs once. And every chunk but the first is
- * populated outside the lock by a prefill, none grown cold under it: one
+ * and after ax_resume each runs once. And the chunks after the first are
+ * populated outside the lock by a prefill, not grown cold under it: one
  * submitter populates, and the others, below JOB_PREFILL_FLOOR free jobs,
  * wait for it instead of taking more, so the table cannot run dry under
- * four threads however the machine schedules them. Reviews found versions
+ * four threads unless the prefiller is held up past JOB_PREFILL_WAIT_NS
+ * (20 ms), after which the waiters go on. Reviews found versions
  * where the others ran it dry: 309-334 of 391 chunks grown cold with 256
  * jobs of headroom and two submitters, 53-82 of 197 with a chunk's worth
  * and four, 71 of 212 in a CI run with the headroom doubling. */
@@ -61,7 +62,11 @@ int main(void)
     fprintf(stderr, "chunks %" PRIu64 ": %" PRIu64 " by a prefill, %" PRIu64 " grown cold\n", chunks,
             prefilled, cold);
     CHECK_LE((uint64_t)THREADS * PER / AX_JOB_CHUNK, chunks);
-    CHECK_EQ(cold, 1); /* the first chunk, by the first submit */
+    /* The first chunk, by the first submit; and at most a few more where
+     * the prefiller was kept off its CPU past JOB_PREFILL_WAIT_NS (20 ms)
+     * and the waiters went on. */
+    CHECK_LE(1, cold);
+    CHECK_LE(cold, 4);
     CHECK_EQ(prefilled + cold, chunks);
 
     CHECK_EQ(ax_resume(S), 0);
