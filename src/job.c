@@ -109,9 +109,10 @@ struct job *job_chunk_new(size_t n)
 
 /* The table ran dry before a prefill was linked (the first chunk;
  * populating ran out of memory; a prefiller held up past
- * JOB_PREFILL_WAIT_NS; or more than 16 threads submitting at once): the spare a prefill left (populated,
- * counted with the prefills), else a calloc'd chunk whose pages then fault
- * in under the lock (counted in s->job_grow_cold). */
+ * JOB_PREFILL_WAIT_NS; more than 16 threads submitting at once): the
+ * spare a prefill left (populated, counted with the prefills), else a
+ * calloc'd chunk whose pages then fault in under the lock (counted in
+ * s->job_grow_cold). */
 static int grow_locked(struct ax_sched *s)
 {
     struct job *c = s->job_spare;
