@@ -98,7 +98,23 @@ struct job *job_chunk_new(size_t n)
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14; older headers lack it, older kernels refuse it */
 #endif
-    if (madvise((void *)a, e - a, MADV_POPULATE_WRITE) != 0) {
+    /* Whether the advice does what it says, checked once with mincore:
+     * an emulator (qemu-user: the CI's aarch64 run) accepts it and does
+     * nothing. -1 unknown, 0 no, 1 yes. */
+    static _Atomic int populate_works = -1;
+    int works = atomic_load_explicit(&populate_works, memory_order_relaxed);
+    bool done = works != 0 && madvise((void *)a, e - a, MADV_POPULATE_WRITE) == 0;
+    if (done && works < 0) {
+        size_t np = (e - a) / pg, resident = 0;
+        unsigned char vec[256];
+        if (np <= sizeof vec && mincore((void *)a, e - a, vec) == 0) {
+            for (size_t i = 0; i < np; i++)
+                resident += vec[i] & 1;
+            done = resident == np;
+            atomic_store_explicit(&populate_works, done ? 1 : 0, memory_order_relaxed);
+        }
+    }
+    if (!done) {
         volatile char *p = (volatile char *)c, *end = (volatile char *)(c + n);
         for (; p < end; p += pg)
             *p = 0;
