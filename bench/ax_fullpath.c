@@ -21,6 +21,12 @@
  *   ax_fullpath_w<workers>_submit_warm_ns, ..._drain_warm_ns
  * per task. No peer: the figures show which pipeline bounds the whole path
  * and what running both at once adds (src/SCALING.md).
+ * With submitters=S (S > 1) S threads submit tasks/S each at once (a
+ * pthread barrier starts them together), one task a call, and it prints
+ *   ax_fullpath_w<workers>_s<S>_ns  (last on_done - barrier) / tasks
+ * beside peer_threadpool's submitters=S: several request threads of one
+ * service feeding one scheduler, the case where the lock has more than one
+ * contender from outside.
  *
  * Per task, ax does what its peers do not:
  *   - admission (bucket bound, shed ratio, rate limit) and an id in the
@@ -57,14 +63,74 @@ static int empty(ax_task *t, void *arg)
     return 0;
 }
 
+/* One of `submitters` threads: submits its share, priorities cycling. */
+struct submitter {
+    ax_sched *s;
+    struct bu_latch *done;
+    pthread_barrier_t *go;
+    long first, count;
+};
+
+static void *submit_share(void *arg)
+{
+    struct submitter *sub = arg;
+    static const ax_priority cycle[3] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
+    ax_spec spec = ab_spec(empty, NULL, AX_PRIO_NORMAL, 1000, ab_done, sub->done);
+    pthread_barrier_wait(sub->go);
+    for (long i = sub->first; i < sub->first + sub->count; i++) {
+        spec.priority = cycle[i % 3];
+        int rc = ax_submit(sub->s, &spec, NULL);
+        if (rc != 0) {
+            fprintf(stderr, "ax_submit #%ld: %s %s\n", i, ax_strerror(rc), ax_error_detail());
+            exit(1);
+        }
+    }
+    return NULL;
+}
+
+/* submitters=S: S threads at once; the barrier's release is time zero. */
+static void run_submitters(ax_sched *s, long tasks, unsigned workers, unsigned nsub)
+{
+    struct bu_latch done;
+    bu_latch_init(&done, tasks);
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, nsub + 1);
+    struct submitter *subs = bu_xcalloc(nsub, sizeof *subs);
+    pthread_t *tids = bu_xcalloc(nsub, sizeof *tids);
+    for (unsigned k = 0; k < nsub; k++) {
+        subs[k] = (struct submitter){.s = s, .done = &done, .go = &go,
+                                     .first = tasks * k / nsub,
+                                     .count = tasks * (k + 1) / nsub - tasks * k / nsub};
+        if (pthread_create(&tids[k], NULL, submit_share, &subs[k]) != 0) {
+            perror("pthread_create");
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(&go);
+    uint64_t t0 = bu_now_ns();
+    ab_wait_all(&done, 600, "fullpath submitters");
+    for (unsigned k = 0; k < nsub; k++)
+        pthread_join(tids[k], NULL);
+    printf("ax_fullpath%s_w%u_s%u_ns %.2f\n", AB_LIB, workers, nsub,
+           (double)(done.done_ns - t0) / (double)tasks);
+    pthread_barrier_destroy(&go);
+    free(subs);
+    free(tids);
+}
+
 int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
     unsigned workers = (unsigned)bu_arg(argc, argv, "workers", 1);
     long batch = (long)bu_arg(argc, argv, "batch", 1);
     bool split = bu_arg(argc, argv, "split", 0) != 0;
+    unsigned nsub = (unsigned)bu_arg(argc, argv, "submitters", 1);
     if (batch < 1 || batch > 4096) {
         fprintf(stderr, "ax_fullpath: batch=%ld: 1 to 4096\n", batch);
+        return 2;
+    }
+    if (nsub < 1 || nsub > 256 || (nsub > 1 && (batch > 1 || split))) {
+        fprintf(stderr, "ax_fullpath: submitters=%u: 1 to 256, without batch= or split=\n", nsub);
         return 2;
     }
 
@@ -76,6 +142,12 @@ int main(int argc, char **argv)
     ab_check(ax_new(&cfg, &s), "ax_new");
 
     static const ax_priority cycle[3] = {AX_PRIO_HIGH, AX_PRIO_NORMAL, AX_PRIO_LOW};
+    if (nsub > 1) {
+        run_submitters(s, tasks, workers, nsub);
+        ab_check(ax_shutdown(s, 1000), "ax_shutdown");
+        ax_free(s);
+        return 0;
+    }
     if (split) {
         if (batch > 1) {
             fprintf(stderr, "ax_fullpath: split=1 submits one task a call (no batch=)\n");

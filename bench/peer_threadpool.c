@@ -14,6 +14,10 @@
  * HIGH/NORMAL/LOW, 1 s timeout, from one submitting thread; bench/run runs
  * it with 1, 2 and 4 threads beside ax's 1, 2 and 4 workers. Prints
  *   tp_fullpath_t<threads>_ns  (last future collected - first submit) / tasks
+ * With submitters=S (S > 1) S threads each submit tasks/S and collect
+ * their own futures, started together by a barrier; it prints
+ *   tp_fullpath_t<threads>_s<S>_ns  (last future collected - barrier) / tasks
+ * beside ax_fullpath's submitters=S.
  * Per task the pool does what ax does not: a malloc'd task + future, a
  * mutex and condvar initialised and destroyed, a condvar signal to wake a
  * thread, a timed wait on the future by the submitting thread. It does not
@@ -167,15 +171,78 @@ static int empty(void *arg)
     return 0;
 }
 
+/* One of `submitters` threads: submits its share, then collects it. */
+struct submitter {
+    struct pool *p;
+    pthread_barrier_t *go;
+    long first, count, failed;
+};
+
+static void *submit_share(void *arg)
+{
+    struct submitter *sub = arg;
+    static const int cycle[3] = {HIGH, NORMAL, LOW};
+    struct task **futs = bu_xcalloc((size_t)sub->count, sizeof *futs);
+    pthread_barrier_wait(sub->go);
+    for (long i = 0; i < sub->count; i++)
+        futs[i] = submit(sub->p, empty, NULL, cycle[(sub->first + i) % 3], 1000);
+    for (long i = 0; i < sub->count; i++)
+        if (get(futs[i]) != 0)
+            sub->failed++;
+    free(futs);
+    return NULL;
+}
+
+static int run_submitters(struct pool *p, long tasks, unsigned threads, unsigned nsub)
+{
+    pthread_barrier_t go;
+    pthread_barrier_init(&go, NULL, nsub + 1);
+    struct submitter *subs = bu_xcalloc(nsub, sizeof *subs);
+    pthread_t *tids = bu_xcalloc(nsub, sizeof *tids);
+    for (unsigned k = 0; k < nsub; k++) {
+        subs[k] = (struct submitter){.p = p, .go = &go, .first = tasks * k / nsub,
+                                     .count = tasks * (k + 1) / nsub - tasks * k / nsub};
+        if (pthread_create(&tids[k], NULL, submit_share, &subs[k]) != 0) {
+            perror("pthread_create");
+            exit(1);
+        }
+    }
+    pthread_barrier_wait(&go);
+    uint64_t t0 = bu_now_ns();
+    long failed = 0;
+    for (unsigned k = 0; k < nsub; k++) {
+        pthread_join(tids[k], NULL);
+        failed += subs[k].failed;
+    }
+    uint64_t t1 = bu_now_ns();
+    pool_stop(p);
+    pthread_barrier_destroy(&go);
+    free(subs);
+    free(tids);
+    if (failed) {
+        fprintf(stderr, "threadpool: %ld tasks timed out or failed\n", failed);
+        return 1;
+    }
+    printf("tp_fullpath_t%u_s%u_ns %.2f\n", threads, nsub, (double)(t1 - t0) / (double)tasks);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
     unsigned threads = (unsigned)bu_arg(argc, argv, "threads", 1);
+    unsigned nsub = (unsigned)bu_arg(argc, argv, "submitters", 1);
+    if (nsub < 1 || nsub > 256) {
+        fprintf(stderr, "peer_threadpool: submitters=%u: 1 to 256\n", nsub);
+        return 2;
+    }
     pthread_condattr_init(&mono);
     pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
 
     struct pool p;
     pool_start(&p, threads);
+    if (nsub > 1)
+        return run_submitters(&p, tasks, threads, nsub);
     struct task **futs = bu_xcalloc((size_t)tasks, sizeof *futs);
     static const int cycle[3] = {HIGH, NORMAL, LOW};
 

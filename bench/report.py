@@ -122,6 +122,13 @@ def rows(idle_s):
          "go_seed_fullpath_p2_ns", go_seed + ", GOMAXPROCS=2", None),
         ("full path, 4 workers (more workers than cores)", "ns/task", "ax_fullpath_w4_ns",
          "tp_fullpath_t4_ns", "pthread pool, 4 threads", None),
+        # Four submitting threads at once (submitters=4: several request
+        # threads of one service), one task a call; the pool's four
+        # submitters each collect their own futures. No target in the issue.
+        ("full path, 4 submitting threads, 1 worker", "ns/task", "ax_fullpath_w1_s4_ns",
+         "tp_fullpath_t1_s4_ns", "pthread pool, 1 thread, 4 submitters", None),
+        ("full path, 4 submitting threads, 2 workers", "ns/task", "ax_fullpath_w2_s4_ns",
+         "tp_fullpath_t2_s4_ns", "pthread pool, 2 threads, 4 submitters", None),
         # ax_submit_batch, 64 specs a call: one lock section per 8 specs.
         # The pool has no batch submission: its per-task figure, no target.
         ("full path, 1 worker, bursts of 64 (ax_submit_batch)", "ns/task", "ax_fullpath_w1_b64_ns",
