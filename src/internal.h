@@ -576,6 +576,7 @@ struct ax_sched {
     struct ax_stats st;             /* counters (gauges are filled on read) */
     struct job **chunks;
     unsigned nchunks;
+    _Atomic unsigned nchunks_hint;  /* nchunks, read by a prefill outside the lock (job.c) */
     _Atomic bool prefilling;        /* a submitter is growing the table (job.c) */
     struct job *job_spare;          /* a populated chunk not linked yet (job.c) */
     uint64_t job_prefilled, job_grow_cold; /* chunks populated by a prefill / grown cold */

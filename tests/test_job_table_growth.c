@@ -68,6 +68,20 @@ int main(void)
     CHECK_LE(1, cold);
     CHECK_LE(cold, 4);
     CHECK_EQ(prefilled + cold, chunks);
+    /* Every job, queued or free, carries its own slot in its id: a prefill
+     * numbers its chunk outside the lock from a guess of the table's size,
+     * and the guess must have been right or corrected (link_chunk_locked).
+     * And the free list holds the nfree jobs not queued. */
+    pthread_mutex_lock(&S->lock);
+    for (unsigned ci = 0; ci < S->nchunks; ci++)
+        for (unsigned k = 0; k < AX_JOB_CHUNK; k++)
+            CHECK_EQ(S->chunks[ci][k].id & (AX_MAX_JOBS - 1), (uint64_t)ci * AX_JOB_CHUNK + k);
+    unsigned listed = 0;
+    for (struct job *j = S->job_free; j && listed <= S->nfree; j = j->next)
+        listed++;
+    CHECK_EQ(listed, S->nfree);
+    CHECK_EQ((uint64_t)S->nfree + THREADS * PER, (uint64_t)S->nchunks * AX_JOB_CHUNK);
+    pthread_mutex_unlock(&S->lock);
 
     CHECK_EQ(ax_resume(S), 0);
     CHECK(WAIT_UNTIL(atomic_load(&ran) == THREADS * PER, 120000));
