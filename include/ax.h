@@ -374,8 +374,10 @@ ax_task *ax_task_current(void);
  * A coroutine never moves to another worker. A task that runs without
  * yielding holds its worker, and the tasks parked on that worker cannot
  * resume until it yields: the watchdog ends their attempts at their
- * deadlines ("timed out after N ms (its worker was held)") and hands the
- * worker's not-yet-started jobs to the other workers. */
+ * deadlines ("timed out after N ms (its worker was held)"; the holder's
+ * own attempt, at its deadline: "... (it ran on without yielding past its
+ * deadline)") and hands the worker's not-yet-started jobs to the other
+ * workers. */
 int ax_sleep(ax_task *t, uint64_t ms); /* ms above a year sleeps a year (the
                                           task's deadline, under a year, ends it first) */
 int ax_yield(ax_task *t);

@@ -77,7 +77,7 @@ struct cb_pool {
 /* handoff: how the watchdog ended the attempt (packed in j->handoff). */
 static uint32_t handoff_pack(unsigned attempt, unsigned state, unsigned to, unsigned slot)
 {
-    return (uint32_t)attempt << 12 | state << 8 | to << 4 | slot;
+    return (uint32_t)attempt << 13 | state << 9 | to << 5 | slot;
 }
 
 /* j->handoff of a job handed over only for its on_release (cb_pool_release):
@@ -95,7 +95,7 @@ static void finish_handed(struct ax_sched *s, struct job *j)
         cb_return(s, own_worker(s));
         return;
     }
-    unsigned attempt = h >> 12, state = (h >> 8) & 15, to = (h >> 4) & 15, slot = h & 7;
+    unsigned attempt = h >> 13, state = (h >> 9) & 15, to = (h >> 5) & 15, slot = h & 7;
     bool began = !(h & FIN_UNBEGUN);
     char msg[96];
     if (to == JS_CANCELLED) {
@@ -111,6 +111,9 @@ static void finish_handed(struct ax_sched *s, struct job *j)
     char dbuf[96];
     if (slot == FIN_NO_SLOT)
         snprintf(msg, sizeof msg, "%s", deadline_text(j, dbuf, sizeof dbuf));
+    else if (h & FIN_HOLDER)
+        snprintf(msg, sizeof msg, "timed out after %llu ms (it ran on without yielding past its deadline)",
+                 (unsigned long long)(j->timeout_ns / 1000000u));
     else
         snprintf(msg, sizeof msg, "timed out after %llu ms (its worker was held%s)",
                  (unsigned long long)(j->timeout_ns / 1000000u),

@@ -208,7 +208,8 @@ static unsigned hand_back(struct ax_sched *s, struct worker *w)
  * every other due node (a sleep, a wait, curl's timer) goes back into the
  * wheel, due, so that nothing but the worker ever re-arms a node that is
  * not in the wheel. */
-static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
+static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now,
+                        const struct ax_task *holder)
 {
     uint64_t tick = ns_to_tick(now);
     if (!wheel_trylock(&w->wheel_lk))
@@ -247,7 +248,11 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
          * and the function will never run: the attempt reports no run
          * (run_ns 0, no sample for its class), as any attempt that never
          * ran does. */
-        j->handoff = t->attempt << 5 | (js_state(old) == JS_STARTING) << 4 | to;
+        bool unbegun = js_state(old) == JS_STARTING;
+        /* The run holding the worker, past its deadline: named so in its
+         * message. Not one held before it began (in the switch into it). */
+        bool holder_run = t == holder && !unbegun;
+        j->handoff = t->attempt << 6 | holder_run << 5 | unbegun << 4 | to;
         j->next = ended;
         ended = j;
     }
@@ -264,8 +269,9 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now)
         if (j->handoff & 16)
             job_unran(s, j); /* unbegun: it will never run */
         job_slot_free(s, j, true); /* free at the deadline, though the worker is held */
-        cb_pool_finish(s, j, j->handoff >> 5, JS_TIMED_OUT, j->handoff & 15,
-                       FIN_SLOT_FREED | (j->handoff & 16 ? FIN_UNBEGUN : 0));
+        cb_pool_finish(s, j, j->handoff >> 6, JS_TIMED_OUT, j->handoff & 15,
+                       FIN_SLOT_FREED | (j->handoff & 16 ? FIN_UNBEGUN : 0) |
+                           (j->handoff & 32 ? FIN_HOLDER : 0));
     }
 }
 
@@ -306,7 +312,7 @@ static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
         if (now - w->wd_since_ns < HOLD_MS * 1000000ull)
             continue;
         unsigned moved = hand_back(s, w);
-        expire_held(s, w, now);
+        expire_held(s, w, now, t); /* t: the run holding it, if one does */
         /* A task that ends normally frees its slot without a wake-up (its
          * worker dispatches next, finish.c); held after that (an on_done or
          * on_release inline, a task that never yields), the worker takes

@@ -148,7 +148,7 @@ static void part_linger(void)
 static atomic_int hd_b_parked, hd_b_returned, hd_b_sleep_rc = 1, hd_b_done_calls;
 static atomic_int hd_b_state = -1, hd_b_saw_a_spinning = -1;
 static _Atomic uint64_t hd_b_deadline_ns, hd_b_done_ms;
-static char hd_b_thread[16];
+static char hd_b_thread[16], hd_b_error[128];
 static atomic_int hd_a_spinning, hd_a_done_calls, hd_a_state = -1;
 static _Atomic uint64_t hd_a_start_ns;
 
@@ -169,6 +169,7 @@ static void hd_b_done(const ax_result *r, void *arg)
     atomic_store(&hd_b_done_ms, mono_ms());
     atomic_store(&hd_b_saw_a_spinning, atomic_load(&hd_a_spinning));
     atomic_store(&hd_b_state, (int)r->state);
+    snprintf(hd_b_error, sizeof hd_b_error, "%s", r->error);
     thread_name(hd_b_thread);
     atomic_fetch_add(&hd_b_done_calls, 1);
 }
@@ -213,6 +214,8 @@ static void part_hog_deadline(void)
             HD_B_TIMEOUT_MS, ax_state_name((ax_state)atomic_load(&hd_b_state)),
             (unsigned long long)took, atomic_load(&hd_b_saw_a_spinning), hd_b_thread);
     CHECK_EQ(atomic_load(&hd_b_state), AX_STATE_TIMED_OUT);
+    /* B's message says why it could not return: another task held it. */
+    CHECK_STR(hd_b_error, "timed out after 300 ms (its worker was held)");
     CHECK_LE(took, 1000); /* near its deadline, not when A returns (~2000) */
     CHECK_EQ(atomic_load(&hd_b_saw_a_spinning), 1);
     /* B's slot is free while A still spins. */
@@ -322,7 +325,7 @@ static void part_hog_unstarted(void)
 #define SOD_BACKOFF_MS 200
 
 static atomic_int sod_entered, sod_returned, sod_state = -1;
-static char sod_thread[16];
+static char sod_thread[16], sod_error[128];
 static atomic_int r_done_calls, r_state = -1, r_attempts;
 static _Atomic uint64_t r_fail_ms, r_retry_ms;
 
@@ -330,6 +333,7 @@ static void sod_slow_done(const ax_result *r, void *arg)
 {
     (void)arg;
     atomic_store(&sod_state, (int)r->state);
+    snprintf(sod_error, sizeof sod_error, "%s", r->error);
     thread_name(sod_thread);
     atomic_store(&sod_entered, 1);
     struct timespec ts = {SOD_SLEEP_NS / 1000000000L, SOD_SLEEP_NS % 1000000000L};
@@ -425,6 +429,10 @@ static void part_slow_on_done(bool queued)
     CHECK(gap >= SOD_BACKOFF_MS - 1);
     CHECK_LE(gap, 1000); /* not after the 1.5 s on_done returned */
     CHECK_EQ(atomic_load(&sod_state), AX_STATE_TIMED_OUT);
+    /* The hog's own message names it as the holder, not as a task held
+     * by another (new-user trial: both read "its worker was held"). */
+    if (!queued)
+        CHECK_STR(sod_error, "timed out after 50 ms (it ran on without yielding past its deadline)");
     check_not_watchdog(sod_thread);
 
     CHECK(WAIT_UNTIL(atomic_load(&sod_returned), 3000));
