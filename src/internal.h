@@ -579,6 +579,7 @@ struct ax_sched {
     _Atomic unsigned nchunks_hint;  /* nchunks, read by a prefill outside the lock (job.c) */
     _Atomic bool prefilling;        /* a submitter is growing the table (job.c) */
     struct job *job_spare;          /* a populated chunk not linked yet (job.c) */
+    unsigned job_spare_base;        /* the base its prefill numbered it from */
     uint64_t job_prefilled, job_grow_cold; /* chunks populated by a prefill / grown cold */
     /* The scheduler's timer wheel (sched.c): delays, back-offs and queued
      * deadlines of jobs that are in no worker's hands. Expired by whichever

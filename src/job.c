@@ -67,9 +67,11 @@ static void chunk_chain(struct job *c, unsigned base)
 }
 
 /* Link a zeroed chunk into the table (s->lock held), its jobs first on the
- * free list. `chained` is the base chunk_chain numbered it from (a prefill
- * guesses the table's size outside the lock), or UINT_MAX: it is chained
- * here when the guess was wrong (a cold growth came first) or not made. */
+ * free list. `chained` is the base chunk_chain numbered it from outside
+ * the lock (a prefill's guess of the table's size), or UINT_MAX for a
+ * chunk not numbered yet (a cold growth's): it is numbered here when the
+ * guess went stale (another chunk was linked in between: a cold growth,
+ * or the spare by grow_locked) or was not made. */
 static int link_chunk_locked(struct ax_sched *s, struct job *c, unsigned chained)
 {
     if ((uint64_t)(s->nchunks + 1) * AX_JOB_CHUNK > AX_MAX_JOBS) {
@@ -154,6 +156,7 @@ struct job *job_chunk_new(size_t n)
 static int grow_locked(struct ax_sched *s)
 {
     struct job *c = s->job_spare;
+    unsigned chained = s->job_spare_base; /* its prefill numbered it, maybe right */
     s->job_spare = NULL;
     if (c) {
         s->job_prefilled++;
@@ -162,8 +165,9 @@ static int grow_locked(struct ax_sched *s)
         if (!c)
             return ax_fail_static(AX_ENOMEM, "out of memory growing the job table");
         s->job_grow_cold++;
+        chained = UINT_MAX;
     }
-    return link_chunk_locked(s, c, UINT_MAX);
+    return link_chunk_locked(s, c, chained);
 }
 
 /* Grow the table before it runs dry, outside the lock (job_chunk_new).
@@ -242,6 +246,7 @@ void job_table_prefill(struct ax_sched *s)
             linked = true;
         } else if (!s->job_spare) {
             s->job_spare = c;
+            s->job_spare_base = base;
         } else {
             free(c);
         }

@@ -215,7 +215,10 @@ static int wait_idle_until(struct ax_sched *s, uint64_t deadline)
 /* Cancel every STARTING/RUNNING attempt. */
 static void cancel_running(struct ax_sched *s)
 {
-    for (unsigned c = 0; c < s->nchunks; c++) {
+    /* nchunks_hint, not nchunks: the lock is taken per job, and a submit
+     * admitted just before closing may still be growing the table (review
+     * of 3b1dc51: a plain read racing link_chunk_locked's write). */
+    for (unsigned c = 0; c < atomic_load_explicit(&s->nchunks_hint, memory_order_relaxed); c++) {
         for (unsigned k = 0; k < AX_JOB_CHUNK; k++) {
             pthread_mutex_lock(&s->lock);
             struct job *j = table_at(s, c, k);
