@@ -338,9 +338,9 @@ int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out);
  * each one's result, ids[i] (if ids is not NULL) its id, 0 when refused.
  * Returns AX_OK when all n were admitted, else the first refusal's code
  * with its ax_error_detail. AX_EINVAL (nothing submitted) for a NULL s, or
- * a NULL specs with n > 0 (then the n are counted refused in
- * ax_stats.rejected, with one REJECTED event; rcs and ids are not
- * written); n 0 is AX_OK. */
+ * a NULL specs with n > 0 (then the call counts one refusal in
+ * ax_stats.rejected, with one REJECTED event, whatever n: an n beside a
+ * NULL array is not trusted; rcs and ids are not written); n 0 is AX_OK. */
 int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint64_t *ids);
 
 /* Cancel a task from any thread: a queued or delayed task ends CANCELLED at

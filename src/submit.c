@@ -476,15 +476,17 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_submit_batch: scheduler is NULL");
     if (!specs && n) {
-        /* n submissions refused, counted as a NULL spec to ax_submit is, in
-         * one lock section and one REJECTED event whatever n (review: one
-         * each made an n that was a negative count cast to size_t run for
-         * ever) */
+        /* One refused call, counted once as a NULL spec to ax_submit is,
+         * with one REJECTED event, whatever n: an n beside a NULL array is
+         * not a count to trust (review: an event each made an n that was a
+         * negative count cast to size_t run for ever; new-user trial:
+         * adding n, SIZE_MAX wrapped ax_stats.rejected, and the Prometheus
+         * counter went backwards) */
         static const char msg[] = "ax_submit_batch: specs is NULL with n > 0";
         if (AX_UNLIKELY(s->ev_lossless))
             ev_reserve(s);
         pthread_mutex_lock(&s->lock);
-        s->st.rejected += n;
+        s->st.rejected++;
         if (AX_UNLIKELY(ev_on(s, AX_EV_REJECTED))) {
             ev_under_lock = true;
             ev_emit_refusal(s, NULL, AX_EV_REJECTED, AX_EINVAL, msg);
