@@ -42,7 +42,7 @@ extern "C" {
 enum {
     AX_OK = 0,
     AX_EINVAL = -1,     /* an argument or config field is invalid (see ax_error_detail) */
-    AX_ENOMEM = -2,     /* out of memory, or the process-wide task table is full */
+    AX_ENOMEM = -2,     /* out of memory, or the scheduler's task table is full */
     AX_EFULL = -3,      /* the task's priority bucket is at its bound */
     AX_ESHED = -4,      /* overload: NORMAL/LOW shed above shed_ratio of capacity */
     AX_ERATE = -5,      /* submission rate limit exceeded */
@@ -121,7 +121,8 @@ typedef int (*ax_fn)(ax_task *t, void *arg);
 /* on_done / on_timeout. Must not block for long: on_done runs on the thread
  * that ended the task -- its worker, the caller of ax_cancel/ax_shutdown, or
  * the callback pool's finisher thread ("ax-finish") for a task whose worker
- * was held by another task past its deadline; never on the watchdog.
+ * was held past its deadline (by another task, or by the task itself
+ * running on without yielding); never on the watchdog.
  * on_timeout runs on the callback pool ("ax-callback-N"). */
 typedef void (*ax_callback)(const ax_result *r, void *cb_arg);
 
