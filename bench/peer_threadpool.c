@@ -16,7 +16,8 @@
  *   tp_fullpath_t<threads>_ns  (last future collected - first submit) / tasks
  * With submitters=S (S > 1) S threads each submit tasks/S and collect
  * their own futures, started together by a barrier; it prints
- *   tp_fullpath_t<threads>_s<S>_ns  (last future collected - barrier) / tasks
+ *   tp_fullpath_t<threads>_s<S>_ns  (last future collected - first
+ *                                    submitter's start after the barrier) / tasks
  * beside ax_fullpath's submitters=S.
  * Per task the pool does what ax does not: a malloc'd task + future, a
  * mutex and condvar initialised and destroyed, a condvar signal to wake a
@@ -176,6 +177,7 @@ struct submitter {
     struct pool *p;
     pthread_barrier_t *go;
     long first, count, failed;
+    uint64_t t0, t1; /* its start after the barrier, its last future collected */
 };
 
 static void *submit_share(void *arg)
@@ -184,11 +186,13 @@ static void *submit_share(void *arg)
     static const int cycle[3] = {HIGH, NORMAL, LOW};
     struct task **futs = bu_xcalloc((size_t)sub->count, sizeof *futs);
     pthread_barrier_wait(sub->go);
+    sub->t0 = bu_now_ns();
     for (long i = 0; i < sub->count; i++)
         futs[i] = submit(sub->p, empty, NULL, cycle[(sub->first + i) % 3], 1000);
     for (long i = 0; i < sub->count; i++)
         if (get(futs[i]) != 0)
             sub->failed++;
+    sub->t1 = bu_now_ns();
     free(futs);
     return NULL;
 }
@@ -208,13 +212,16 @@ static int run_submitters(struct pool *p, long tasks, unsigned threads, unsigned
         }
     }
     pthread_barrier_wait(&go);
-    uint64_t t0 = bu_now_ns();
     long failed = 0;
+    uint64_t t0 = UINT64_MAX, t1 = 0; /* as ax_fullpath: first start, last collected */
     for (unsigned k = 0; k < nsub; k++) {
         pthread_join(tids[k], NULL);
         failed += subs[k].failed;
+        if (subs[k].t0 < t0)
+            t0 = subs[k].t0;
+        if (subs[k].t1 > t1)
+            t1 = subs[k].t1;
     }
-    uint64_t t1 = bu_now_ns();
     pool_stop(p);
     pthread_barrier_destroy(&go);
     free(subs);
@@ -231,9 +238,18 @@ int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
     unsigned threads = (unsigned)bu_arg(argc, argv, "threads", 1);
-    unsigned nsub = (unsigned)bu_arg(argc, argv, "submitters", 1);
+    uint64_t nsub_arg = bu_arg(argc, argv, "submitters", 1);
+    unsigned nsub = nsub_arg > 256 ? 0 : (unsigned)nsub_arg; /* 0: refused below */
+    if (tasks < 1 || threads < 1) {
+        fprintf(stderr, "peer_threadpool: tasks=%ld threads=%u: at least 1 each\n", tasks, threads);
+        return 2;
+    }
     if (nsub < 1 || nsub > 256) {
-        fprintf(stderr, "peer_threadpool: submitters=%u: 1 to 256\n", nsub);
+        fprintf(stderr, "peer_threadpool: submitters=%llu: 1 to 256\n", (unsigned long long)nsub_arg);
+        return 2;
+    }
+    if (bu_arg(argc, argv, "batch", 1) != 1 || bu_arg(argc, argv, "split", 0) != 0) {
+        fprintf(stderr, "peer_threadpool: no batch= or split=: the pool submits one task a call\n");
         return 2;
     }
     pthread_condattr_init(&mono);
