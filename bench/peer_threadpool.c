@@ -245,7 +245,8 @@ int main(int argc, char **argv)
         return 2;
     }
     if (nsub < 1 || nsub > 256) {
-        fprintf(stderr, "peer_threadpool: submitters=%llu: 1 to 256\n", (unsigned long long)nsub_arg);
+        fprintf(stderr, "peer_threadpool: submitters=%llu: 1 to 256\n",
+                (unsigned long long)nsub_arg);
         return 2;
     }
     if (bu_arg(argc, argv, "batch", 1) != 1 || bu_arg(argc, argv, "split", 0) != 0) {

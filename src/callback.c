@@ -112,7 +112,8 @@ static void finish_handed(struct ax_sched *s, struct job *j)
     if (slot == FIN_NO_SLOT)
         snprintf(msg, sizeof msg, "%s", deadline_text(j, dbuf, sizeof dbuf));
     else if (h & FIN_HOLDER)
-        snprintf(msg, sizeof msg, "timed out after %llu ms (it ran on without yielding past its deadline)",
+        snprintf(msg, sizeof msg,
+                 "timed out after %llu ms (it ran on without yielding past its deadline)",
                  (unsigned long long)(j->timeout_ns / 1000000u));
     else
         snprintf(msg, sizeof msg, "timed out after %llu ms (its worker was held%s)",

@@ -1119,9 +1119,9 @@ void worker_timer_del(struct worker *w, struct ax_wheel_node *n);
 
 /* finish.c: the end of an attempt and the terminal path. */
 enum { FIN_NO_SLOT = 0, FIN_SLOT = 1, FIN_SLOT_FREED = 2 };
-/* OR'd into cb_pool_finish's slot: the attempt's function was never
- * entered; the attempt was the one holding its worker (it ran on past its
- * deadline without yielding), not one held behind another. */
+/* OR'd into cb_pool_finish's slot. FIN_UNBEGUN: the attempt's function was
+ * never entered. FIN_HOLDER: the attempt was the one holding its worker (it
+ * ran on past its deadline without yielding), not one held behind it. */
 enum { FIN_UNBEGUN = 8, FIN_HOLDER = 16 };
 /* The state the CAS that ends an attempt must set: RETRYING or `state`. */
 unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt, unsigned state,

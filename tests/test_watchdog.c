@@ -432,7 +432,8 @@ static void part_slow_on_done(bool queued)
     /* The hog's own message names it as the holder, not as a task held
      * by another (new-user trial: both read "its worker was held"). */
     if (!queued)
-        CHECK_STR(sod_error, "timed out after 50 ms (it ran on without yielding past its deadline)");
+        CHECK_STR(sod_error,
+                  "timed out after 50 ms (it ran on without yielding past its deadline)");
     check_not_watchdog(sod_thread);
 
     CHECK(WAIT_UNTIL(atomic_load(&sod_returned), 3000));
