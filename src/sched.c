@@ -566,6 +566,30 @@ static __attribute__((noinline)) struct job *pick_classes_locked(struct ax_sched
     return NULL;
 }
 
+/* A queued job's lines that dispatch touches: its class (read by the
+ * pick), its state word (dispatch's atomic RMW) and wait_ns (written
+ * there). Written by its submitter on another core, or long ago (a backlog
+ * is in memory, not in any cache). */
+static inline void prefetch_slot(const struct ax_sched *s, uint32_t slot)
+{
+    if (slot == RING_GONE)
+        return;
+    const struct job *q = slot_job(s, slot);
+    __builtin_prefetch(&q->cls, 0, 3);
+    ax_prefetch_w(&q->sw);
+    ax_prefetch_w(&q->wait_ns);
+}
+
+void sched_prefetch_locked(const struct ax_sched *s, unsigned n)
+{
+    if (AX_UNLIKELY(s->parked_total))
+        return;
+    const struct bucket *b = &s->b[round_order[s->rr]];
+    uint32_t end = b->rh + (n < PICK_AHEAD ? n : PICK_AHEAD);
+    for (uint32_t pos = b->rh; pos != end && pos != b->rt; pos++)
+        prefetch_slot(s, b->ring[pos & b->mask]);
+}
+
 /* The next job by quota rounds, or NULL when no queued job can start (the
  * buckets' lists are empty and no parked job's class has room). Does not
  * look at the concurrency cap or pause: the caller does. A class job
@@ -591,17 +615,10 @@ struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **end
             do
                 b->rh++;
             while (b->rh != b->rt && b->ring[b->rh & b->mask] == RING_GONE);
-            if (b->rh != b->rt) {
-                /* The next pick's job, written by its submitter on another
-                 * core: its class (read by the next pick), its state word
-                 * (dispatch's atomic RMW) and wait_ns (written there), so
-                 * the batch's misses overlap instead of coming one by one
-                 * under s->lock (job.c has the figures). */
-                const struct job *q = slot_job(s, b->ring[b->rh & b->mask]);
-                __builtin_prefetch(&q->cls, 0, 3);
-                ax_prefetch_w(&q->sw);
-                ax_prefetch_w(&q->wait_ns);
-            }
+            /* The job PICK_AHEAD picks on, in the same bucket: the batch's
+             * misses overlap (sched_prefetch_locked). */
+            if ((int32_t)(b->rt - (b->rh + PICK_AHEAD - 1)) > 0)
+                prefetch_slot(s, b->ring[(b->rh + PICK_AHEAD - 1) & b->mask]);
             b->n--;
             hint_queued_locked(s);
             s->rr_taken++;
