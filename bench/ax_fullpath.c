@@ -133,6 +133,7 @@ int main(int argc, char **argv)
     long batch = (long)bu_arg(argc, argv, "batch", 1);
     bool split = bu_arg(argc, argv, "split", 0) != 0;
     uint64_t nsub_arg = bu_arg(argc, argv, "submitters", 1);
+    bu_args_done(argc, argv);
     unsigned nsub = nsub_arg > 256 ? 0 : (unsigned)nsub_arg; /* 0: refused below */
     if (tasks < 1) {
         fprintf(stderr, "ax_fullpath: tasks=%ld: at least 1\n", tasks);

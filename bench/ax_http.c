@@ -167,16 +167,9 @@ static void *thread_client(void *arg)
 
 int main(int argc, char **argv)
 {
-    url = NULL;
-    const char *status = NULL, *tag = "http";
-    for (int i = 1; i < argc; i++) {
-        if (strncmp(argv[i], "url=", 4) == 0)
-            url = argv[i] + 4;
-        if (strncmp(argv[i], "status=", 7) == 0)
-            status = argv[i] + 7;
-        if (strncmp(argv[i], "tag=", 4) == 0)
-            tag = argv[i] + 4;
-    }
+    url = bu_arg_str(argc, argv, "url", NULL);
+    const char *status = bu_arg_str(argc, argv, "status", NULL);
+    const char *tag = bu_arg_str(argc, argv, "tag", "http");
     if (!url) {
         fprintf(stderr, "usage: ax_http url=http://127.0.0.1:PORT/path inflight=N seconds=S "
                         "[threads=1]\n");
@@ -186,6 +179,14 @@ int main(int argc, char **argv)
     uint64_t seconds = bu_arg(argc, argv, "seconds", 3);
     bool threads = bu_arg(argc, argv, "threads", 0) != 0;
     uint64_t warmup_ms = bu_arg(argc, argv, "warmup_ms", 0);
+    /* ax's HTTP client only (not threads=1): */
+    bool h2c_arg = bu_arg(argc, argv, "h2c", 0) != 0;
+    uint64_t easy_pool = bu_arg(argc, argv, "easy_pool", UINT64_MAX);
+    bu_args_done(argc, argv);
+    if (threads && (h2c_arg || easy_pool != UINT64_MAX)) {
+        fprintf(stderr, "ax_http: h2c= and easy_pool= are for ax's client, not threads=1\n");
+        return 2;
+    }
     char p[64];
     snprintf(p, sizeof p, "%s_%s", threads ? "tp" : "ax", tag);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -215,12 +216,13 @@ int main(int argc, char **argv)
         ax_config_default(&cfg);
         cfg.max_concurrency = inflight + 10;
         ab_check(ax_new(&cfg, &s), "ax_new");
-        h2c = bu_arg(argc, argv, "h2c", 0) != 0;
+        h2c = h2c_arg;
         ax_http_config hc;
         ax_http_config_default(&hc);
         if (h2c)
             hc.http_version = CURL_HTTP_VERSION_2_PRIOR_KNOWLEDGE;
-        hc.easy_pool = (unsigned)bu_arg(argc, argv, "easy_pool", hc.easy_pool);
+        if (easy_pool != UINT64_MAX)
+            hc.easy_pool = (unsigned)easy_pool;
         ab_check(ax_http_configure(s, &hc), "ax_http_configure");
         for (unsigned i = 0; i < inflight; i++) {
             ax_spec spec = {.fn = client, .timeout_ms = (seconds + 30) * 1000, .priority = AX_PRIO_HIGH};

@@ -62,6 +62,7 @@ int main(int argc, char **argv)
     uint64_t burst = bu_arg(argc, argv, "burst", gap_ms ? 1 : 25);
     task_ms = bu_arg(argc, argv, "task_ms", gap_ms ? 0 : 10);
     uint64_t poll_us = bu_arg(argc, argv, "poll_us", 0);
+    bu_args_done(argc, argv);
     if (rate == 0 || burst == 0) {
         fprintf(stderr, "ax_latency: rate and burst must be > 0\n");
         return 2;

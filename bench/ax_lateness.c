@@ -32,6 +32,7 @@ int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 100000);
     sleep_ms = bu_arg(argc, argv, "sleep_ms", 50);
+    bu_args_done(argc, argv);
     late = bu_xcalloc((size_t)tasks, sizeof *late);
     began = bu_xcalloc((size_t)tasks, sizeof *began);
 

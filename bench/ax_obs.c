@@ -101,6 +101,7 @@ int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
     unsigned workers = (unsigned)bu_arg(argc, argv, "workers", 1);
+    bu_args_done(argc, argv);
     FILE *f = tmpfile();
     if (!f) {
         perror("tmpfile");

@@ -26,6 +26,7 @@ int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 100000);
     unsigned idle_s = (unsigned)bu_arg(argc, argv, "idle_s", 5);
+    bu_args_done(argc, argv);
 
     int64_t rss0 = bu_rss_bytes();
     ax_config cfg;

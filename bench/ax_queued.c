@@ -19,6 +19,7 @@ static int empty(ax_task *t, void *arg)
 int main(int argc, char **argv)
 {
     long tasks = (long)bu_arg(argc, argv, "tasks", 1000000);
+    bu_args_done(argc, argv);
 
     int64_t rss0 = bu_rss_bytes();
     ax_config cfg;

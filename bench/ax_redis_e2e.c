@@ -154,6 +154,7 @@ int main(int argc, char **argv)
     unsigned workers = (unsigned)bu_arg(argc, argv, "workers", 1);
     size_t batch = bu_arg(argc, argv, "batch", 1000);
     uint64_t rate = bu_arg(argc, argv, "rate", 0);
+    bu_args_done(argc, argv);
     if (rate)
         batch = rate / 100 ? rate / 100 : 1;
     if (!port || !n_tasks || !nc || nc > MAX_CONSUMERS || !batch || batch > AX_REDIS_BATCH_MAX) {

@@ -45,6 +45,7 @@ int main(int argc, char **argv)
     ax_config cfg;
     ax_config_default(&cfg);
     cfg.workers = (unsigned)bu_arg(argc, argv, "workers", 2);
+    bu_args_done(argc, argv);
     ab_room_for(&cfg, 0, (unsigned)tasks, 0);
     ax_sched *s;
     ab_check(ax_new(&cfg, &s), "ax_new");

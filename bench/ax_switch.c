@@ -47,6 +47,7 @@ static int pingpong(ax_task *t, void *arg)
 int main(int argc, char **argv)
 {
     rounds = (long)bu_arg(argc, argv, "rounds", 1000000);
+    bu_args_done(argc, argv);
 
     ax_config cfg;
     ax_config_default(&cfg);

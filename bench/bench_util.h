@@ -71,13 +71,76 @@ static inline double bu_cpu_seconds(void)
 }
 
 /* "name=value" from argv, or def. */
-static inline uint64_t bu_arg(int argc, char **argv, const char *name, uint64_t def)
+/* Arguments are key=value, each key once and known to the program:
+ * bu_arg and bu_arg_str mark the arguments they read, and bu_args_done,
+ * called after the last of them, refuses any left over (a misspelt
+ * `submiters=4` used to run the default silently), like a repeated key or
+ * a value that is not a whole number. Exit status 2 with a message. */
+#define BU_MAX_ARGS 64
+static unsigned char bu_used[BU_MAX_ARGS];
+
+static inline const char *bu_prog(char **argv)
+{
+    const char *p = argv[0] ? strrchr(argv[0], '/') : NULL;
+    return p ? p + 1 : argv[0] ? argv[0] : "bench";
+}
+
+/* The index of name=... in argv, or 0; marks it read. */
+static inline int bu_find(int argc, char **argv, const char *name)
 {
     size_t n = strlen(name);
+    int at = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], name, n) != 0 || argv[i][n] != '=')
+            continue;
+        if (at) {
+            fprintf(stderr, "%s: %s= given twice\n", bu_prog(argv), name);
+            exit(2);
+        }
+        at = i;
+    }
+    if (at && at < BU_MAX_ARGS)
+        bu_used[at] = 1;
+    return at;
+}
+
+/* name=N, a whole number (decimal), or def when absent. */
+static inline uint64_t bu_arg(int argc, char **argv, const char *name, uint64_t def)
+{
+    int i = bu_find(argc, argv, name);
+    if (!i)
+        return def;
+    const char *v = argv[i] + strlen(name) + 1;
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (*v < '0' || *v > '9' || *end || errno) {
+        fprintf(stderr, "%s: %s=%s: not a whole number\n", bu_prog(argv), name, v);
+        exit(2);
+    }
+    return x;
+}
+
+/* name=TEXT, or def when absent. */
+static inline const char *bu_arg_str(int argc, char **argv, const char *name, const char *def)
+{
+    int i = bu_find(argc, argv, name);
+    return i ? argv[i] + strlen(name) + 1 : def;
+}
+
+/* After the last bu_arg: refuse the arguments none of them read. */
+static inline void bu_args_done(int argc, char **argv)
+{
+    if (argc > BU_MAX_ARGS) {
+        fprintf(stderr, "%s: %d arguments: at most %d\n", bu_prog(argv), argc - 1,
+                BU_MAX_ARGS - 1);
+        exit(2);
+    }
     for (int i = 1; i < argc; i++)
-        if (strncmp(argv[i], name, n) == 0 && argv[i][n] == '=')
-            return strtoull(argv[i] + n + 1, NULL, 10);
-    return def;
+        if (!bu_used[i]) {
+            fprintf(stderr, "%s: unknown argument '%s'\n", bu_prog(argv), argv[i]);
+            exit(2);
+        }
 }
 
 /* A count-down latch: only the last count_down takes the lock, so it costs

@@ -239,6 +239,7 @@ int main(int argc, char **argv)
     long tasks = (long)bu_arg(argc, argv, "tasks", 200000);
     unsigned threads = (unsigned)bu_arg(argc, argv, "threads", 1);
     uint64_t nsub_arg = bu_arg(argc, argv, "submitters", 1);
+    bu_args_done(argc, argv); /* no batch= or split=: the pool submits one task a call */
     unsigned nsub = nsub_arg > 256 ? 0 : (unsigned)nsub_arg; /* 0: refused below */
     if (tasks < 1 || threads < 1) {
         fprintf(stderr, "peer_threadpool: tasks=%ld threads=%u: at least 1 each\n", tasks, threads);
@@ -247,10 +248,6 @@ int main(int argc, char **argv)
     if (nsub < 1 || nsub > 256) {
         fprintf(stderr, "peer_threadpool: submitters=%llu: 1 to 256\n",
                 (unsigned long long)nsub_arg);
-        return 2;
-    }
-    if (bu_arg(argc, argv, "batch", 1) != 1 || bu_arg(argc, argv, "split", 0) != 0) {
-        fprintf(stderr, "peer_threadpool: no batch= or split=: the pool submits one task a call\n");
         return 2;
     }
     pthread_condattr_init(&mono);
