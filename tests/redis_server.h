@@ -143,35 +143,23 @@ static inline int rs_free_port(void)
     return ntohs(a.sin_port);
 }
 
-static inline bool rs_ping(int port)
-{
-    struct timeval tv = {0, 200000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    bool ok = false;
-    if (c && !c->err) {
-        redisSetTimeout(c, tv);
-        redisReply *r = redisCommand(c, "PING");
-        ok = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
-        if (r)
-            freeReplyObject(r);
-    }
-    if (c)
-        redisFree(c);
-    return ok;
-}
-
-/* Whether the server answering on `port` is the process `pid`: a server
- * that lost the port to another process between rs_free_port and its bind
- * exits, but a PING meanwhile may reach whoever took the port (another
- * test's redis-server), whose end would then end ours mid-test. */
-static inline bool rs_is_ours(int port, pid_t pid)
+/* Whether the server answering on `port` is up (PONG) and is the process
+ * `pid`: a server that lost the port to another process between
+ * rs_free_port and its bind exits, but a PING meanwhile may reach whoever
+ * took the port (another test's redis-server), whose end would then end
+ * ours mid-test. */
+static inline bool rs_up_and_ours(int port, pid_t pid)
 {
     struct timeval tv = {0, 200000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     bool ours = false;
     if (c && !c->err) {
         redisSetTimeout(c, tv);
-        redisReply *r = redisCommand(c, "INFO server");
+        redisReply *r = redisCommand(c, "PING");
+        bool up = r && r->type == REDIS_REPLY_STATUS && strcmp(r->str, "PONG") == 0;
+        if (r)
+            freeReplyObject(r);
+        r = up ? redisCommand(c, "INFO server") : NULL;
         if (r && r->type == REDIS_REPLY_STRING) {
             const char *f = strstr(r->str, "process_id:");
             ours = f && atol(f + 11) == (long)pid;
@@ -229,7 +217,7 @@ static inline int rs_start_on(int port, bool appendonly)
         }
         rs_pid = pid;
         for (int i = 0; i < 1000; i++) { /* 10 s */
-            if (rs_ping(p) && rs_is_ours(p, pid)) {
+            if (rs_up_and_ours(p, pid)) {
                 rs_port = p;
                 return p;
             }
@@ -357,7 +345,7 @@ static inline void rs_cluster_start(int n, int *ports)
             rs_node_pid[i] = pid;
             rs_nodes = i + 1;
             for (int k = 0; k < 1000 && !up; k++) { /* 10 s */
-                if (rs_ping(p) && rs_is_ours(p, pid)) {
+                if (rs_up_and_ours(p, pid)) {
                     rs_node_port[i] = ports[i] = p;
                     up = true;
                 } else if (waitpid(pid, NULL, WNOHANG) == pid) {
