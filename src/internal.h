@@ -516,9 +516,10 @@ struct worker {
  * task; perf of bench ax_fullpath put that miss, under s->lock, as the
  * largest single cost of a dispatch. With the ring a submitter writes its
  * own job and a slot number, a worker reads slot numbers 16 to a line.
- * (Prefetching the next jobs from the ring helped 1 worker ~4 % and cost
- * 2 workers ~10 %: a line fetched by one worker is often taken by the
- * other. Not done.) A job removed
+ * (Prefetching the next jobs from the ring was measured once at +4 % for
+ * 1 worker and -10 % for 2, a line fetched by one worker often taken by
+ * the other; measured again with 8 ahead, it gained for both:
+ * sched_prefetch_locked.) A job removed
  * from the middle (cancelled, parked, ended) leaves RING_GONE; the two ends
  * always hold a job. Positions run free (uint32, wrapping); a job keeps its
  * position in j->bpos. The ring holds at least twice the live jobs of its
