@@ -147,18 +147,20 @@ struct job *job_chunk_new(size_t n)
     return c;
 }
 
-/* The table ran dry before a prefill was linked (the first chunk;
- * populating ran out of memory; a prefiller held up past
- * JOB_PREFILL_WAIT_NS; more than 16 threads submitting at once): the
- * spare a prefill left (populated, counted with the prefills), else a
- * calloc'd chunk whose pages then fault in under the lock (counted in
- * s->job_grow_cold). */
+/* Every write of the spare goes through here, with its lock-free hint. */
 static void set_spare_locked(struct ax_sched *s, struct job *c, unsigned base)
 {
     s->job_spare = c;
     s->job_spare_base = base;
     atomic_store_explicit(&s->job_spare_hint, c != NULL, memory_order_relaxed);
 }
+
+/* The table ran dry before a prefill was linked (the first chunk;
+ * populating ran out of memory; a prefiller held up past
+ * JOB_PREFILL_WAIT_NS; more than 16 threads submitting at once): the
+ * spare a prefill left (populated, counted with the prefills), else a
+ * calloc'd chunk whose pages then fault in under the lock (counted in
+ * s->job_grow_cold). */
 
 static int grow_locked(struct ax_sched *s)
 {

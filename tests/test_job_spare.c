@@ -4,7 +4,8 @@
  * count below JOB_PREFILL_LOW makes no chunk: each such dip used to make
  * one (256 KiB zeroed, populated and numbered) and free it, 260-1 746 times
  * in a run of bench ax_fullpath against 16-47 chunks linked. A dip below
- * JOB_PREFILL_FLOOR links the spare, numbered already.
+ * JOB_PREFILL_FLOOR links the spare, numbered already (or again, if the
+ * table's size it was numbered from went stale).
  *
  * White-box: the test fakes nfree_hint, the lock-free count submitters
  * look at, to stand for a dip that passed by the time the prefill took the
@@ -84,6 +85,16 @@ int main(void)
     CHECK_EQ(t2.dropped, 0u);
     CHECK_EQ(t2.nchunks, 2u);
     CHECK(t2.spare == t1.spare);
+
+    /* The spare numbered from a guess gone stale (a chunk linked between
+     * its numbering and its link; here forced: numbered one chunk low):
+     * its link numbers it again for its place. */
+    pthread_mutex_lock(&s->lock);
+    unsigned stale = (s->nchunks - 1) * AX_JOB_CHUNK;
+    for (unsigned k = 0; k < AX_JOB_CHUNK; k++)
+        s->job_spare[k].id = stale + k;
+    s->job_spare_base = stale;
+    pthread_mutex_unlock(&s->lock);
 
     /* Real submits down to the floor: above it nothing happens; the
      * submit that takes the count below it links the spare. */
