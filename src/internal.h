@@ -581,9 +581,7 @@ struct ax_sched {
     _Atomic bool prefilling;        /* a submitter is growing the table (job.c) */
     struct job *job_spare;          /* a populated chunk not linked yet (job.c) */
     unsigned job_spare_base;        /* the base its prefill numbered it from */
-    _Atomic bool job_spare_hint;    /* job_spare != NULL, readable without the lock */
     uint64_t job_prefilled, job_grow_cold; /* chunks populated by a prefill / grown cold */
-    uint64_t job_dropped; /* chunks a prefill made and freed unused (tests) */
     /* The scheduler's timer wheel (sched.c): delays, back-offs and queued
      * deadlines of jobs that are in no worker's hands. Expired by whichever
      * worker dispatches next; worker 0 sleeps until its next expiry; the

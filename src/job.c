@@ -147,26 +147,17 @@ struct job *job_chunk_new(size_t n)
     return c;
 }
 
-/* Every write of the spare goes through here, with its lock-free hint. */
-static void set_spare_locked(struct ax_sched *s, struct job *c, unsigned base)
-{
-    s->job_spare = c;
-    s->job_spare_base = base;
-    atomic_store_explicit(&s->job_spare_hint, c != NULL, memory_order_relaxed);
-}
-
 /* The table ran dry before a prefill was linked (the first chunk;
  * populating ran out of memory; a prefiller held up past
  * JOB_PREFILL_WAIT_NS; more than 16 threads submitting at once): the
  * spare a prefill left (populated, counted with the prefills), else a
  * calloc'd chunk whose pages then fault in under the lock (counted in
  * s->job_grow_cold). */
-
 static int grow_locked(struct ax_sched *s)
 {
     struct job *c = s->job_spare;
     unsigned chained = s->job_spare_base; /* its prefill numbered it, maybe right */
-    set_spare_locked(s, NULL, 0);
+    s->job_spare = NULL;
     if (c) {
         s->job_prefilled++;
     } else {
@@ -202,22 +193,11 @@ static int grow_locked(struct ax_sched *s)
  * not linked at the next dip: with the free list FIFO the whole table is
  * the jobs' working set, and a table grown at every passing dip grew to
  * 200-450 chunks in bench ax_spawn (16-48 otherwise) and ran it 1.6x
- * slower. Nor is another chunk made while the spare is there: each dip
- * made one and then freed it (bench ax_fullpath, 1 worker, 500 000
- * tasks: 260-1 746 chunks of 256 KiB allocated, zeroed, populated,
- * numbered and freed against 16-47 linked, the memset and the numbering
- * ~10 % of the submitter's samples). Instead a dip down to
- * JOB_PREFILL_FLOOR links the spare (O(1): it is numbered), and the next
- * dip makes a new one. None is made once the table holds its last chunk
- * (else every submit near the maximum paid one). A scheduler that has run
- * anything holds two chunks (~500 KiB) or more. */
+ * slower. None is made once the table holds its last chunk (else every
+ * submit near the maximum paid one). A scheduler that has run anything
+ * holds two chunks (~500 KiB) or more. */
 void job_table_prefill(struct ax_sched *s)
 {
-    /* The spare is there and the dip not deep: nothing to do, and no lock
-     * taken (this is called after every submit while the count is low). */
-    if (atomic_load_explicit(&s->job_spare_hint, memory_order_relaxed) &&
-        atomic_load_explicit(&s->nfree_hint, memory_order_relaxed) >= JOB_PREFILL_FLOOR)
-        return;
     uint64_t t0 = 0;
     for (unsigned round = 0;; round++) {
         if (!job_table_low(s) ||
@@ -251,29 +231,6 @@ void job_table_prefill(struct ax_sched *s)
            !atomic_load_explicit(
                (_Atomic(struct job *) *)&s->chunks[AX_MAX_JOBS / AX_JOB_CHUNK - 1],
                memory_order_relaxed)) {
-        /* With a spare made, nothing is allocated: a dip that passes on
-         * its own leaves the table as it is, and one down to
-         * JOB_PREFILL_FLOOR links the spare, populated and numbered
-         * already, in O(1). */
-        bool spare_used = false, have_spare = false;
-        pthread_mutex_lock(&s->lock);
-        if (s->job_spare) {
-            have_spare = true;
-            if (s->nfree < JOB_PREFILL_FLOOR &&
-                (uint64_t)(s->nchunks + 1) * AX_JOB_CHUNK <= AX_MAX_JOBS) {
-                struct job *c = s->job_spare;
-                unsigned base = s->job_spare_base;
-                set_spare_locked(s, NULL, 0);
-                link_chunk_locked(s, c, base);
-                s->job_prefilled++;
-                spare_used = true;
-            }
-        }
-        pthread_mutex_unlock(&s->lock);
-        if (spare_used)
-            continue;
-        if (have_spare)
-            break;
         struct job *c = job_chunk_new(AX_JOB_CHUNK);
         if (!c)
             break; /* job_alloc_locked grows it, or fails, itself */
@@ -288,9 +245,9 @@ void job_table_prefill(struct ax_sched *s)
             s->job_prefilled++;
             linked = true;
         } else if (!s->job_spare) {
-            set_spare_locked(s, c, base);
+            s->job_spare = c;
+            s->job_spare_base = base;
         } else {
-            s->job_dropped++;
             free(c);
         }
         pthread_mutex_unlock(&s->lock);
@@ -454,5 +411,5 @@ void job_table_destroy(struct ax_sched *s)
     s->chunks = NULL;
     s->nchunks = 0;
     free(s->job_spare);
-    set_spare_locked(s, NULL, 0);
+    s->job_spare = NULL;
 }

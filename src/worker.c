@@ -266,8 +266,7 @@ static void dispatch(struct worker *w)
     }
     if (!s->paused && !s->closing && !orphans_full_locked(s)) {
         struct job *j;
-        if (s->running < s->cap) /* else no pick follows */
-            sched_prefetch_locked(s, want);
+        sched_prefetch_locked(s, want);
         uint8_t rr0 = (uint8_t)s->rr;
         unsigned taken0 = s->rr_taken;
         while (n < want && s->running < s->cap &&
