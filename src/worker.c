@@ -25,7 +25,6 @@
 #include "internal.h"
 
 #include <errno.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -568,19 +567,7 @@ static void worker_sleep(struct worker *w)
      * The spin reads only the lock-free hints, and ends after SPIN_NS (or
      * config.idle_poll_us if shorter) or as soon as a timer is due. Sockets
      * do not show in the hints: with fds waited on, spin briefly. A longer
-     * idle_poll_us goes on in idle_poll, on worker 0.
-     *
-     * Each look at the clock also yields the CPU to any thread waiting for
-     * it (sched_yield returns at once when none is). With more threads
-     * than CPUs (2 workers and a submitter on 2 CPUs) the submitter woke a
-     * worker, the worker took a batch of one or two jobs and then spun out
-     * its 50 us on the CPU the submitter needed: 1 000-3 000 wake-ups a
-     * 500 k-task run, bimodal timings. Yielding, alternate pairs against
-     * the spin without it (slow placement): full path 2 workers 0.81,
-     * 4 workers 0.77, timer lateness p99 0.65 (the sleeps begun while the
-     * burst is submitted), 1 worker and spawn 1.0. Not in idle_poll: there
-     * the syscall delays the first task the user polls for (p50 2.0 ->
-     * 2.4 us, p99 9.7 -> 12.6 us), and polling was asked for. */
+     * idle_poll_us goes on in idle_poll, on worker 0. */
     uint64_t t0 = now_ns(), poll_ns = (uint64_t)s->cfg.idle_poll_us * 1000u;
     uint64_t spin_ns = poll_ns < SPIN_NS ? poll_ns : SPIN_NS;
     uint64_t spin_end = t0 + (w->nfd_waits ? spin_ns / 10 : spin_ns);
@@ -594,7 +581,6 @@ static void worker_sleep(struct worker *w)
             timer_due = ns_to_tick(now) >= next_tick;
             if (now >= spin_end || timer_due)
                 break;
-            sched_yield(); /* a thread waiting for this CPU runs first */
         }
         ax_cpu_relax();
     }
