@@ -200,6 +200,16 @@ def rows(idle_s):
          "ax_lateness_submitting_p99_ms", None, "none", None),
         ("timer lateness p99, sleeps begun after the last submit", "ms",
          "ax_lateness_after_p99_ms", None, "none", None),
+        # Beside one busy thread per CPU that is not ax's (bench/ax_beside.c):
+        # what a worker that gives its CPU away too long costs. No peer.
+        ("sleep lateness p50 beside busy threads (1-2 ms sleeps)", "us",
+         "ax_beside_sleep_p50_us", None, "none", None),
+        ("sleep lateness p99 beside busy threads (1-2 ms sleeps)", "us",
+         "ax_beside_sleep_p99_us", None, "none", None),
+        ("dispatch latency p50 beside busy threads (1 task / 200 us)", "us",
+         "ax_beside_start_p50_us", None, "none", None),
+        ("dispatch latency p99 beside busy threads (1 task / 200 us)", "us",
+         "ax_beside_start_p99_us", None, "none", None),
         (f"idle CPU over {idle_s:g} s, sleeping tasks", "CPU s", "ax_idle_cpu_s",
          "go_idle_cpu_s", "Go goroutines in time.Sleep", at_most(0.01 * idle_s / 5, "CPU s")),
         ("instructions per task (full path)", "instr/task", "ax_instr_per_task", None, "n/a",
