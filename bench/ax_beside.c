@@ -1,8 +1,9 @@
 /* ax_beside.c - ax's timers and dispatch beside other programs' busy threads.
  *
  * Users run ax on machines that do other work. `hogs` plain threads (not
- * ax's, not tasks: default one per CPU) spin for the whole run, so every
- * worker shares its CPU with one. Two measures, one after the other:
+ * ax's, not tasks: default one per CPU this process may run on, at most
+ * 64) spin for the whole run, so every worker shares its CPU with one.
+ * Two measures, one after the other:
  *
  *   sleeps: `tasks` tasks (default 8) each ax_sleep `sleeps` times (default
  *   300), 1 ms and 2 ms alternately by task; lateness = wake time - (time
@@ -26,6 +27,7 @@
 #include "bench_util.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,15 +71,23 @@ static int starter(ax_task *t, void *arg)
 
 int main(int argc, char **argv)
 {
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    uint64_t nhogs = bu_arg(argc, argv, "hogs", cpus > 0 ? (uint64_t)cpus : 2);
+    cpu_set_t set;
+    long cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set)
+                                                          : sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t nhogs = bu_arg(argc, argv, "hogs", cpus < 1 ? 2 : cpus > 64 ? 64 : (uint64_t)cpus);
     uint64_t tasks = bu_arg(argc, argv, "tasks", 8);
     sleeps = bu_arg(argc, argv, "sleeps", 300);
     uint64_t starts = bu_arg(argc, argv, "starts", 2000);
     uint64_t gap_us = bu_arg(argc, argv, "gap_us", 200);
     bu_args_done(argc, argv);
-    if (nhogs > 64 || tasks == 0 || tasks > 10000 || sleeps == 0 || starts == 0) {
-        fprintf(stderr, "ax_beside: hogs <= 64, 1 <= tasks <= 10000, sleeps and starts >= 1\n");
+    /* Bounds that keep tasks * sleeps and the arrays small, and the run
+     * inside the tasks' 600 s timeout (review of b7cc379: a product that
+     * wrapped allocated nothing and the sleepers wrote past it). */
+    if (nhogs > 64 || tasks == 0 || tasks > 10000 || sleeps == 0 || sleeps > 100000 ||
+        tasks * sleeps > 10000000 || starts == 0 || starts > 1000000 || gap_us > 1000000) {
+        fprintf(stderr, "ax_beside: hogs <= 64, 1 <= tasks <= 10 000, 1 <= sleeps <= 100 000, "
+                        "tasks x sleeps <= 10 000 000, 1 <= starts <= 1 000 000, "
+                        "gap_us <= 1 000 000\n");
         return 2;
     }
     late = bu_xcalloc(tasks * sleeps, sizeof *late);
