@@ -95,6 +95,7 @@ async function main() {
         await queue.addBulk(jobs);
         sent += n;
     }
+    const t_sent = now(); // the last batch is in its stream
 
     const end_by = Date.now() + 300000;
     for (;;) {
@@ -125,7 +126,8 @@ async function main() {
     console.log(`${key}_p50_us ${(percentile(lat, 50) * 1000).toFixed(1)}`);
     console.log(`${key}_p99_us ${(percentile(lat, 99) * 1000).toFixed(1)}`);
     console.log(`${key}_cpu_us_per_task ${(cpu_us / tasks).toFixed(2)}`);
-    process.stderr.write(`bullmq e2e: ${tasks} jobs in ${secs.toFixed(3)} s\n`);
+    if (!rate) console.log(`${key}_submit_per_s ${(tasks * 1000 / (t_sent - t0)).toFixed(0)}`);
+    process.stderr.write(`bullmq e2e: ${tasks} jobs in ${secs.toFixed(3)} s, submitted in ${((t_sent - t0) / 1000).toFixed(3)} s\n`);
     process.exit(0);
 }
 
