@@ -1107,7 +1107,9 @@ static inline bool run_switch_direct(struct ax_task *t)
     w->current = next;
     ax_current_run = next;
     worker_publish(w, next);
-    ax_coro_switch(&t->coro, &next->coro);
+    /* Left by ret: the resumed task's call site is this one when it
+     * yielded here too (coro/switch_x86_64.S: 22.7 -> 11.3 ns a hand-off). */
+    ax_coro_switch_peer(&t->coro, &next->coro);
     return true;
 }
 /* Run the cleanups and leave the coroutine for good (task stack only). */

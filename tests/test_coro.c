@@ -109,7 +109,12 @@ static void duo_b(void *arg)
     struct duo *d = arg;
     for (long i = 0; i < 1000; i++) {
         d->seq[d->n++] = 2 * i + 1;
-        ax_coro_switch(&d->b, &d->a);
+        /* Every other turn the peer switch (left by ret): a coroutine
+         * parked by either kind resumes through the other. */
+        if (i % 2)
+            ax_coro_switch_peer(&d->b, &d->a);
+        else
+            ax_coro_switch(&d->b, &d->a);
     }
     d->seq[d->n++] = -2;
     ax_coro_switch_final(&d->b, &d->main);
@@ -187,13 +192,15 @@ static void test_many(void)
 
 /* ---- 4. callee-saved registers, checked from assembly -------------------- */
 
-/* regs_switch(from, to, seed, out, fp): loads every callee-saved register
- * with seed-derived values (the frame pointer with fp, a valid zeroed frame
- * record so sanitizer unwinders stay sane), calls ax_coro_switch(from, to),
- * and when resumed stores what those registers hold into out[]. Both sides
- * use different seeds: a register the switch fails to restore shows the
- * other side's value. */
-void regs_switch(struct ax_coro *from, struct ax_coro *to, uint64_t seed, uint64_t *out, void *fp);
+typedef void switch_fn(struct ax_coro *from, struct ax_coro *to);
+/* regs_switch(from, to, seed, out, fp, sw): loads every callee-saved
+ * register with seed-derived values (the frame pointer with fp, a valid
+ * zeroed frame record so sanitizer unwinders stay sane), calls sw(from, to)
+ * (ax_coro_switch or ax_coro_switch_peer), and when resumed stores what
+ * those registers hold into out[]. Both sides use different seeds: a
+ * register the switch fails to restore shows the other side's value. */
+void regs_switch(struct ax_coro *from, struct ax_coro *to, uint64_t seed, uint64_t *out, void *fp,
+                 switch_fn *sw);
 
 #if defined(__x86_64__)
 #define NREGS 6 /* rbx rbp r12 r13 r14 r15 */
@@ -206,7 +213,7 @@ __asm__(".text\n"
         "  movq %rdx, %rbx\n"
         "  movq %r8, %rbp\n"
         "  leaq 2(%rdx), %r12\n leaq 3(%rdx), %r13\n leaq 4(%rdx), %r14\n leaq 5(%rdx), %r15\n"
-        "  call ax_coro_switch@PLT\n"
+        "  call *%r9\n"
         "  popq %rcx\n"
         "  movq %rbx, 0(%rcx)\n movq %rbp, 8(%rcx)\n movq %r12, 16(%rcx)\n"
         "  movq %r13, 24(%rcx)\n movq %r14, 32(%rcx)\n movq %r15, 40(%rcx)\n"
@@ -241,7 +248,7 @@ __asm__(".text\n"
         "  add x9, x2, #14\n fmov d12, x9\n add x9, x2, #15\n fmov d13, x9\n"
         "  add x9, x2, #16\n fmov d14, x9\n add x9, x2, #17\n fmov d15, x9\n"
         "  mov x29, x4\n"
-        "  bl ax_coro_switch\n"
+        "  blr x5\n"
         "  ldr x3, [sp, #160]\n"
         "  stp x19, x20, [x3, #0]\n stp x21, x22, [x3, #16]\n stp x23, x24, [x3, #32]\n"
         "  stp x25, x26, [x3, #48]\n stp x27, x28, [x3, #64]\n str x29, [x3, #80]\n"
@@ -283,7 +290,8 @@ static void regs_fn(void *arg)
     uint64_t out[NREGS], exp[NREGS];
     for (int i = 0; i < 100; i++) {
         uint64_t seed = 0xC0C0000000000000ull + ((uint64_t)i << 8);
-        regs_switch(&r->co, &r->main, seed, out, fake_frame_co);
+        regs_switch(&r->co, &r->main, seed, out, fake_frame_co,
+                    i % 3 ? ax_coro_switch : ax_coro_switch_peer);
         regs_expect(seed, fake_frame_co, exp);
         for (int k = 0; k < NREGS; k++)
             CHECK_EQ(out[k], exp[k]);
@@ -301,7 +309,9 @@ static void test_callee_saved(void)
     ax_coro_init(&r.co, stack, STACK_SIZE, regs_fn, &r);
     for (int i = 0; i <= 100; i++) {
         uint64_t seed = 0x3A3A000000000000ull + ((uint64_t)i << 8);
-        regs_switch(&r.main, &r.co, seed, r.out, fake_frame_main);
+        /* Both kinds of switch on each side, in every combination. */
+        regs_switch(&r.main, &r.co, seed, r.out, fake_frame_main,
+                    i % 2 ? ax_coro_switch : ax_coro_switch_peer);
         regs_expect(seed, fake_frame_main, exp);
         for (int k = 0; k < NREGS; k++)
             CHECK_EQ(r.out[k], exp[k]);

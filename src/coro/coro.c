@@ -65,6 +65,12 @@
 #if !AX_CORO_UCONTEXT
 /* switch_<arch>.S */
 __attribute__((visibility("hidden"))) void ax_coro__jump(struct ax_coro *from, struct ax_coro *to);
+#if defined(__x86_64__)
+__attribute__((visibility("hidden"))) void ax_coro__jump_ret(struct ax_coro *from,
+                                                             struct ax_coro *to);
+#else
+#define ax_coro__jump_ret ax_coro__jump /* aarch64's switch leaves by ret already */
+#endif
 __attribute__((visibility("hidden"))) void ax_coro__trampoline(void);
 #endif
 
@@ -274,11 +280,21 @@ void ax_coro_switch(struct ax_coro *from, struct ax_coro *to)
 {
     ax_coro__jump(from, to);
 }
+void ax_coro_switch_peer(struct ax_coro *from, struct ax_coro *to)
+{
+    ax_coro__jump_ret(from, to);
+}
 #else
 void ax_coro_switch(struct ax_coro *from, struct ax_coro *to)
 {
     before_switch(from, to, &from->asan_fake);
     ax_coro__jump(from, to);
+    after_switch(from);
+}
+void ax_coro_switch_peer(struct ax_coro *from, struct ax_coro *to)
+{
+    before_switch(from, to, &from->asan_fake);
+    ax_coro__jump_ret(from, to);
     after_switch(from);
 }
 #endif
@@ -330,6 +346,11 @@ void ax_coro_switch(struct ax_coro *from, struct ax_coro *to)
 #if defined(AX_CORO_SAN)
     after_switch(from);
 #endif
+}
+
+void ax_coro_switch_peer(struct ax_coro *from, struct ax_coro *to)
+{
+    ax_coro_switch(from, to);
 }
 
 AX_CORO_INLINE void do_final_jump(struct ax_coro *from, struct ax_coro *to)

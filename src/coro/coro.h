@@ -96,6 +96,11 @@ void ax_coro_init(struct ax_coro *c, void *stack_lo, size_t stack_size, void (*f
  * coroutine switches back to from. from must be the running coroutine. */
 void ax_coro_switch(struct ax_coro *from, struct ax_coro *to);
 
+/* HOT. ax_coro_switch for a switch between two coroutines that switch at
+ * the same call site (a hand-off from task to task). Any pair may use it;
+ * only the branch predictors see the difference (switch_x86_64.S). */
+void ax_coro_switch_peer(struct ax_coro *from, struct ax_coro *to);
+
 /* The last switch out of a finished coroutine: like ax_coro_switch but from
  * is never resumed; lets ASan free its fake stack and TSan its fiber. The
  * stack may be reused once to runs (call ax_coro_destroy before reuse). */
