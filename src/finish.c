@@ -332,7 +332,7 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
 }
 
 /* keep_on_loss: a lost CAS returns false with `give` still held, for the
- * caller to drop (run.c complete_run: an orphan's wake-up first, then the
+ * caller to drop (run.c run_complete: an orphan's wake-up first, then the
  * hold, whose release may run a long on_release). */
 FIN_INLINE bool finish_running_impl(struct ax_sched *s, struct worker *w, struct job *j,
                                     uint64_t gen, unsigned attempt, unsigned state, int code,

@@ -1116,8 +1116,32 @@ static inline bool run_switch_direct(struct ax_task *t)
 _Noreturn void run_exit(struct ax_task *t);
 /* Build the coroutine for a job dispatch made STARTING (NULL: it ended). */
 struct ax_task *run_start(struct worker *w, struct job *j);
-/* Switch to a ready run and handle what it did when it comes back. */
-void run_resume(struct worker *w, struct ax_task *t);
+/* The run's function returned, panicked or never began: its outcome, then
+ * the run recycled (run.c). */
+void run_complete(struct worker *w, struct ax_task *t);
+/* Switch to a ready run and handle what it did when it comes back. In line
+ * in the worker's loops, not a function: the switch leaves the task's call
+ * site on the return-stack predictor (coro/switch_x86_64.S), so the first
+ * ret after it mispredicted on every task; in line, the loops go on to the
+ * next task without one (alternating pairs: full path, 1 worker, 0.962 and
+ * 0.972; ax_switch 0.956). */
+static inline __attribute__((always_inline)) void run_resume(struct worker *w, struct ax_task *t)
+{
+    w->current = t;
+    ax_current_run = t;
+    w->resumes++;
+    worker_publish(w, t);
+    ax_coro_switch(&w->main, &t->coro);
+    /* Not necessarily t: a yield may have switched straight to another run
+     * (run_switch_direct), and that one came back. */
+    t = w->current;
+    ax_current_run = NULL;
+    w->current = NULL;
+    worker_publish(w, NULL);
+    w->now_ns = now_ns();
+    if (t->rs == RS_EXITED)
+        run_complete(w, t);
+}
 /* Handle the run timers that are due (worker's own and the watchdog's). */
 void run_expire_timers(struct worker *w);
 void run_pool_destroy(struct worker *w);

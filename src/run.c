@@ -12,7 +12,7 @@
  *
  * The run's own state (t->rs) says where its coroutine is; whether its
  * attempt is still its own is the job's word (run_detached_rc). When the
- * function returns, complete_run decides the outcome unless a deadline or a
+ * function returns, run_complete decides the outcome unless a deadline or a
  * cancel already did, then recycles the run and drops its JH_RUN hold.
  *
  * Timers: the worker's wheel holds each run's deadline and its wait bound
@@ -21,7 +21,7 @@
  * the timers of a held worker, ends overdue attempts by CAS and leaves the
  * nodes on w->fired, which the worker handles like its own expiries.
  *
- * Hot: run_start, run_resume, complete_run, ready_push/pop, the publish
+ * Hot: run_start, run_resume, run_complete, ready_push/pop, the publish
  * seqlock. No malloc once pools are warm, no syscall unless a stack pool
  * grows.
  */
@@ -351,7 +351,7 @@ void run_wake(struct ax_task *t, int rc)
 
 /* The function returned, panicked, or never began: decide the outcome
  * unless a deadline or a cancel already did, then recycle the run. */
-static void complete_run(struct worker *w, struct ax_task *t)
+void run_complete(struct worker *w, struct ax_task *t)
 {
     struct ax_sched *s = w->s;
     struct job *j = t->job;
@@ -391,24 +391,6 @@ static void complete_run(struct worker *w, struct ax_task *t)
         job_release(s, w, j, JH_RUN);
     }
     run_recycle(w, t);
-}
-
-void run_resume(struct worker *w, struct ax_task *t)
-{
-    w->current = t;
-    ax_current_run = t;
-    w->resumes++;
-    worker_publish(w, t);
-    ax_coro_switch(&w->main, &t->coro);
-    /* Not necessarily t: a yield may have switched straight to another run
-     * (run_switch_direct), and that one came back. */
-    t = w->current;
-    ax_current_run = NULL;
-    w->current = NULL;
-    worker_publish(w, NULL);
-    w->now_ns = now_ns();
-    if (t->rs == RS_EXITED)
-        complete_run(w, t);
 }
 
 /* The attempt's deadline fired (on this worker's wheel, or the watchdog

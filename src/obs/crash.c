@@ -2,7 +2,7 @@
  * (seed §5.4 "recover", DESIGN.md §7).
  *
  * ax_panic records a backtrace on the task's own stack before it unwinds;
- * complete_run reports it (PANIC event, or stderr when no sink listens).
+ * run_complete reports it (PANIC event, or stderr when no sink listens).
  *
  * A stack overflow runs into the guard region below the coroutine's stack
  * (64 KiB: no frame of code built with -fstack-clash-protection, which ax
@@ -198,7 +198,7 @@ void crash_report(struct worker *w, struct ax_task *t)
     bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
     if (ev_on(w->s, AX_EV_PANIC)) {
         /* This run's attempt and run time: the same as its FAILED event's
-         * (complete_run measures with the same clock reading). */
+         * (run_complete measures with the same clock reading). */
         struct ev_attempt a = {t->attempt, t->job->wait_ns, w->now_ns - t->start_ns};
         ev_emit_attempt(w->s, w, t->job, AX_EV_PANIC, AX_EPANIC, text, &a);
     } else {
