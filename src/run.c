@@ -21,8 +21,8 @@
  * the timers of a held worker, ends overdue attempts by CAS and leaves the
  * nodes on w->fired, which the worker handles like its own expiries.
  *
- * Hot: run_start, run_resume, run_complete, ready_push/pop, the publish
- * seqlock. No malloc once pools are warm, no syscall unless a stack pool
+ * Hot: run_start, run_complete, and in internal.h run_resume (in line in
+ * the worker's loops), ready_push/pop, the publish seqlock. No malloc once pools are warm, no syscall unless a stack pool
  * grows.
  */
 #define _GNU_SOURCE

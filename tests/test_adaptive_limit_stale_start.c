@@ -7,7 +7,7 @@
  * defect, the other two the review of its fix):
  *  - an attempt taken after the drop, by a worker whose cached clock was
  *    older than the drop, counted back (now - run_ns < the drop's time);
- *  - an attempt whose run had left the live runs (complete_run drops it
+ *  - an attempt whose run had left the live runs (run_complete drops it
  *    before the attempt's sample) was not among those the drop counted,
  *    yet counted back;
  *  - a drop whose slot the watchdog had freed before the sample did not

@@ -7,7 +7,7 @@
  * state exactly once. When ax_cancel returns AX_OK, on_done says CANCELLED.
  *
  * The race: a worker ends attempt 0 of a task that fails (CAS RUNNING ->
- * FAILED in complete_run), then finish_attempt takes s->lock to schedule the
+ * FAILED in run_complete), then finish_attempt takes s->lock to schedule the
  * retry. An ax_cancel that looks in between sees a terminal state and says
  * AX_ENOTFOUND, yet the retry is queued and runs (src/finish.c).
  *

@@ -2,7 +2,7 @@
  * its class's retry budget.
  *
  * ax_cancel wins the CAS (CANCELLED); the woken coroutine returns the
- * AX_ECANCELED it got; complete_run -> finish_running(FAILED) ->
+ * AX_ECANCELED it got; run_complete -> finish_running(FAILED) ->
  * finish_decide: FAILED, attempt 0 < max_retry -> class_retry_allowed spends
  * a retry (retries_allowed + 1) for a task that is already CANCELLED and
  * will never retry; then its CAS loses. Ten cancels of running tasks eat a

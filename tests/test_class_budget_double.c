@@ -5,7 +5,7 @@
  * finish_decide calls class_retry_allowed (which spends a retry) for every
  * FAILED / TIMED_OUT outcome that could be retried. When an attempt times
  * out, deadline_fired decides (spends 1, wins the CAS: RETRYING); then the
- * woken coroutine returns its AX_ETIMEDOUT, complete_run calls
+ * woken coroutine returns its AX_ETIMEDOUT, run_complete calls
  * finish_running(FAILED) for the same attempt, which decides again (spends a
  * second retry) and loses the CAS. Same for a watchdog-ended attempt whose
  * worker comes back (deadline_fired after expire_held), and for a cancel

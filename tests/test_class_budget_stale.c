@@ -4,7 +4,7 @@
  *
  * Attempt 0 times out: deadline_fired decides RETRYING (spends the one retry
  * the budget has) and retry_schedule -> sched_retry_locked clears end_why.
- * Then the woken coroutine returns AX_ETIMEDOUT: complete_run ->
+ * Then the woken coroutine returns AX_ETIMEDOUT: run_complete ->
  * finish_running(FAILED) -> finish_decide for attempt 0 again: the budget
  * is empty now, so it writes end_why = END_BUDGET (finish.c:91) -- and its
  * CAS loses (the job is RETRYING, attempt 1). Attempt 1 then SUCCEEDS, and

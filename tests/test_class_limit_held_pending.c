@@ -5,7 +5,7 @@
  * flight when it ended", this one included, and the drop records
  * drop_pending = inflight - 1. class_attempt_done reads the class's
  * in_flight, which counts the attempt while its slot is held: on the
- * worker's own paths (deadline_fired, complete_run) the sample comes
+ * worker's own paths (deadline_fired, run_complete) the sample comes
  * before job_slot_free. On the watchdog's path (a held worker, watchdog.c
  * expire_held) the slot is freed at the deadline and the sample is taken
  * later on the callback pool (FIN_SLOT_FREED): in_flight no longer counts

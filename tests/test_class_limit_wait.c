@@ -16,7 +16,7 @@
  *        maximum of start + timeout).
  * stale: a worker's cached clock (w->now_ns) is stale when dispatch runs
  *        after an on_done in the ready loop (worker.c: run_resume refreshes
- *        it before complete_run, not after); run_start stamps the next
+ *        it before run_complete, not after); run_start stamps the next
  *        attempt's start_ns with it. An attempt picked after a drop's
  *        in_flight read then looks begun before the drop and counts one
  *        back: drop_pending reaches 0 while an attempt beside the drop is

@@ -378,7 +378,10 @@ static void fp_fn(void *arg)
     set_fpucw((unsigned short)((get_fpucw() & ~FPUCW_RC_MASK) | FPUCW_RC_DOWN));
     for (int i = 0; i < 50; i++) {
         f->third_co = div3(1.0);
-        ax_coro_switch(&f->co, &f->main);
+        if (i % 3) /* both kinds of switch save and restore the FP controls */
+            ax_coro_switch(&f->co, &f->main);
+        else
+            ax_coro_switch_peer(&f->co, &f->main);
         CHECK_EQ(get_mxcsr() & MXCSR_RC_MASK, MXCSR_RC_ZERO);
         CHECK_EQ(get_fpucw() & FPUCW_RC_MASK, FPUCW_RC_DOWN);
     }
@@ -397,7 +400,10 @@ static void test_fp_control(void)
     ax_coro_init_main(&f.main);
     ax_coro_init(&f.co, stack, STACK_SIZE, fp_fn, &f);
     for (int i = 0; i <= 50; i++) {
-        ax_coro_switch(&f.main, &f.co);
+        if (i % 2)
+            ax_coro_switch(&f.main, &f.co);
+        else
+            ax_coro_switch_peer(&f.main, &f.co);
         CHECK_EQ(get_mxcsr() & MXCSR_RC_MASK, MXCSR_RC_UP);
         CHECK_EQ(get_fpucw() & FPUCW_RC_MASK, cw0 & FPUCW_RC_MASK);
         if (i < 50 && !RUNNING_ON_VALGRIND) { /* valgrind rounds SSE to nearest */

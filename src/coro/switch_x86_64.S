@@ -22,13 +22,15 @@
  *   the program as not CET-enabled.)
  *
  * void ax_coro__jump_ret(struct ax_coro *from, struct ax_coro *to)
- *   The same switch, left by ret: for a switch between two coroutines
- *   parked at the same call site (ax_yield's direct hand-off, task to
- *   task). There the return-stack predictor's guess, the from side's call
- *   site, is right, and its stack stays balanced: pop + jmp leaves the
- *   from side's return address on it, so the resumed side's next ret (out
- *   of ax_yield) mispredicted on every hand-off. Measured (bench ax_switch,
- *   two tasks yielding, alternating pairs): 22.7 -> 11.3 ns a hand-off.
+ *   The same switch, left by ret: for a switch between coroutines that
+ *   usually park at the same call site (ax_yield's direct hand-off, task
+ *   to task). There the return-stack predictor's guess, the from side's
+ *   call site, is right, and its stack stays balanced: pop + jmp leaves
+ *   the from side's return address on it, so the resumed side's next ret
+ *   (out of ax_yield) mispredicted on every hand-off. Measured (bench
+ *   ax_switch, two tasks yielding, alternating pairs): 22.7 -> 11.3 ns a
+ *   hand-off. Resuming a coroutine parked at another site (or through the
+ *   C wrapper's call in a sanitizer build) mispredicts once, like the jmp.
  *
  * void ax_coro__trampoline(void)
  *   First "return" target of a new coroutine: rbx = coroutine, r12 =
