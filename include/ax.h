@@ -440,7 +440,12 @@ int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out);
  * parent's deadline). Fills *out (may be NULL) and returns 0 once the child
  * ended, AX_ETIMEDOUT / AX_ECANCELED as for every wait, AX_ENOTFOUND if id is
  * not an unjoined child of this attempt. Joining does not wait for the
- * child's own success: check out->state. */
+ * child's own success: check out->state. A joining parent keeps its slot
+ * (max_concurrency): when every slot is held by parents waiting for
+ * children, the children stay queued until the joins time out or the
+ * parents' deadlines pass. Bound the joins, or keep the parents that may
+ * join at once below the cap (a class of their own with a fixed limit
+ * below it does that). */
 int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out);
 
 /* ---- run-time control (thread-safe) ------------------------------------- */
