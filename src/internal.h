@@ -795,9 +795,9 @@ static inline bool bucket_nonempty(const struct bucket *b)
 void bucket_push_front_locked(struct ax_sched *s, struct job *j);
 void bucket_remove_locked(struct ax_sched *s, struct job *j);
 struct job *sched_pick_locked(struct ax_sched *s, uint64_t now, struct job **ended);
-/* Prefetch the lines of the next min(n, PICK_AHEAD) jobs of the bucket
+/* Prefetch every line of the next min(n, PICK_AHEAD) jobs of the bucket
  * whose turn it is, before a batch of picks; each pick then prefetches the
- * one PICK_AHEAD further on. perf of the drain with 2 workers (bench
+ * one PICK_AHEAD further on (sched.c, prefetch_slot). perf of the drain with 2 workers (bench
  * ax_fullpath split=1): half of worker_main's samples were dispatch's
  * atomic RMW on each job's state word, misses taken one after another
  * under s->lock (a locked instruction lets no later load start). One job
