@@ -27,9 +27,11 @@
  * Locks: one scheduler mutex `s->lock` guards buckets, quota round state,
  * counters, the job table's free list and the scheduler's timer wheel. It is
  * held only for O(1) list operations, never while user code runs. Each
- * worker's wheel has its own spin lock (wheel_lk), taken by the worker
- * around each of its operations and only try-locked by the watchdog. Lock
- * order: s->lock before a wheel lock; nobody takes s->lock holding one.
+ * worker's wheel has its own lock, taken by the worker around each of its
+ * operations (wheel_lock: no locked instruction where membarrier is
+ * registered) and only try-locked by the watchdog (wheel_trylock_foreign;
+ * worker.c, "The wheel's lock"). Lock order: s->lock before a wheel lock;
+ * nobody takes s->lock holding one.
  */
 #ifndef AX_INTERNAL_H
 #define AX_INTERNAL_H
@@ -373,23 +375,13 @@ static inline void wc_inc(_Atomic uint64_t *c)
                           memory_order_relaxed);
 }
 
-/* The per-worker wheel's lock. The worker takes it around each of its own
- * wheel operations (uncontended: one xchg and one store); the watchdog only
- * ever try-locks it, to expire the timers of a worker that is held. */
-static inline void wheel_lock(_Atomic int *l)
-{
-    while (atomic_exchange_explicit(l, 1, memory_order_acquire))
-        while (atomic_load_explicit(l, memory_order_relaxed))
-            ax_cpu_relax();
-}
-static inline bool wheel_trylock(_Atomic int *l)
-{
-    return !atomic_exchange_explicit(l, 1, memory_order_acquire);
-}
-static inline void wheel_unlock(_Atomic int *l)
-{
-    atomic_store_explicit(l, 0, memory_order_release);
-}
+/* The per-worker wheel's lock: wheel_lock / wheel_unlock (below struct
+ * worker) for the worker, around each of its own wheel operations;
+ * wheel_trylock_foreign for the watchdog, which only ever try-locks it, to
+ * expire the timers of a worker that is held (worker.c, "The wheel's
+ * lock"). True once membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) is
+ * registered: the worker's side then has no locked instruction. */
+extern bool ax_wheel_asym;
 
 /* Jobs a worker takes in one lock section, at most; and never more than
  * its share of what could start (worker.c dispatch). 16, not the 8 of the
@@ -416,7 +408,8 @@ struct worker {
      * from each return to the loop (a timer cascade, a trim step). */
     uint64_t resumes, poll_resumes, poll_end_ns;
     struct ax_wheel wheel;    /* this worker's run timers, wheel_lk */
-    _Atomic int wheel_lk;
+    _Atomic int wheel_lk;     /* the watchdog's hold (or both sides', not ax_wheel_asym) */
+    _Atomic int wheel_own;    /* the worker inside (ax_wheel_asym) */
     struct ax_wheel_node *fired; /* timers the watchdog expired for us, wheel_lk */
     _Atomic int fired_hint;
     int epfd, evfd;
@@ -955,6 +948,44 @@ void worker_destroy(struct worker *w);
 extern _Thread_local struct ax_task *ax_current_run AX_TLS_HOT;
 /* The worker this thread is, or NULL. */
 extern _Thread_local struct worker *ax_current_worker AX_TLS_HOT;
+
+/* The worker's side of its wheel's lock; only its own thread calls it. */
+static inline void wheel_lock(struct worker *w)
+{
+#ifndef NDEBUG
+    if (ax_current_worker != w && !w->joined)
+        abort(); /* another thread than its worker's: not the lock's protocol */
+#endif
+    if (AX_LIKELY(ax_wheel_asym)) {
+        for (;;) {
+            atomic_store_explicit(&w->wheel_own, 1, memory_order_relaxed);
+            /* For the compiler; for the CPU the watchdog's membarrier is the
+             * barrier between this store and the load below. */
+            atomic_signal_fence(memory_order_seq_cst);
+            if (AX_LIKELY(!atomic_load_explicit(&w->wheel_lk, memory_order_acquire)))
+                return;
+            atomic_store_explicit(&w->wheel_own, 0, memory_order_release);
+            while (atomic_load_explicit(&w->wheel_lk, memory_order_acquire))
+                ax_cpu_relax();
+        }
+    }
+    while (atomic_exchange_explicit(&w->wheel_lk, 1, memory_order_acquire))
+        while (atomic_load_explicit(&w->wheel_lk, memory_order_relaxed))
+            ax_cpu_relax();
+}
+static inline void wheel_unlock(struct worker *w)
+{
+    if (AX_LIKELY(ax_wheel_asym))
+        atomic_store_explicit(&w->wheel_own, 0, memory_order_release);
+    else
+        atomic_store_explicit(&w->wheel_lk, 0, memory_order_release);
+}
+/* The watchdog's side (worker.c): false when the worker is inside, or
+ * another foreign holder is. */
+bool wheel_trylock_foreign(struct worker *w);
+void wheel_unlock_foreign(struct worker *w);
+/* Decide ax_wheel_asym, once, before the first worker starts. */
+void wheel_lock_setup(void);
 /* The scheduler whose callback pool this thread serves, or NULL. */
 extern _Thread_local struct ax_sched *ax_current_cb_sched;
 
@@ -1151,9 +1182,9 @@ void run_warm_drop(struct worker *w, unsigned keep);
 /* The per-worker wheel, under its lock (wheel_lk). */
 static inline void worker_timer_add(struct worker *w, struct ax_wheel_node *n, uint64_t at_ns)
 {
-    wheel_lock(&w->wheel_lk);
+    wheel_lock(w);
     ax_wheel_add(&w->wheel, n, ns_to_tick_ceil(at_ns));
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock(w);
 }
 void worker_timer_del(struct worker *w, struct ax_wheel_node *n);
 

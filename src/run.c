@@ -45,18 +45,18 @@ _Thread_local struct ax_task *ax_current_run AX_TLS_HOT;
 
 void worker_timer_del(struct worker *w, struct ax_wheel_node *n)
 {
-    wheel_lock(&w->wheel_lk); /* the watchdog may be taking it out right now */
+    wheel_lock(w); /* the watchdog may be taking it out right now */
     ax_wheel_del(&w->wheel, n); /* a no-op if the watchdog took it meanwhile */
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock(w);
 }
 
 void worker_timer_arm(struct worker *w, struct run_timer *rt, uint64_t at_ns)
 {
-    wheel_lock(&w->wheel_lk);
+    wheel_lock(w);
     ax_wheel_del(&w->wheel, &rt->node);
     rt->kind = TIMER_EXT;
     ax_wheel_add(&w->wheel, &rt->node, ns_to_tick_ceil(at_ns));
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock(w);
 }
 
 void worker_timer_disarm(struct worker *w, struct run_timer *rt)
@@ -355,11 +355,11 @@ void run_complete(struct worker *w, struct ax_task *t)
 {
     struct ax_sched *s = w->s;
     struct job *j = t->job;
-    wheel_lock(&w->wheel_lk);
+    wheel_lock(w);
     ax_wheel_del(&w->wheel, &t->deadline_timer.node);
     ax_wheel_del(&w->wheel, &t->wait_timer.node);
     bool fired = w->fired != NULL;
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock(w);
     /* The watchdog may have taken this run's deadline onto w->fired: handle
      * those before the run struct can be reused. */
     if (AX_UNLIKELY(fired))
@@ -421,9 +421,9 @@ void run_expire_timers(struct worker *w)
 {
     uint64_t tick = ns_to_tick(w->now_ns);
     struct ax_wheel_node *list = NULL;
-    wheel_lock(&w->wheel_lk);
+    wheel_lock(w);
     if (!w->fired && ax_wheel_next(&w->wheel) > tick) {
-        wheel_unlock(&w->wheel_lk);
+        wheel_unlock(w);
         return;
     }
     /* The watchdog's first: they were due earlier. */
@@ -434,7 +434,7 @@ void run_expire_timers(struct worker *w)
     for (struct ax_wheel_node *p = list; p; p = p->next)
         n++;
     n += ax_wheel_advance(&w->wheel, tick, &list);
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock(w);
     /* Take the whole list apart first: handling one timer can re-arm a
      * later one (curl's timer callback runs inside run_wake), and
      * ax_wheel_add reuses the node's link, so the list must not be walked
@@ -462,9 +462,9 @@ void run_expire_timers(struct worker *w)
         w->expired[k++] = AX_CONTAINER_OF(list, struct run_timer, node);
     for (size_t i = 0; i < k; i++) {
         struct run_timer *rt = w->expired[i];
-        wheel_lock(&w->wheel_lk);
+        wheel_lock(w);
         bool rearmed = ax_wheel_node_armed(&rt->node);
-        wheel_unlock(&w->wheel_lk);
+        wheel_unlock(w);
         if (rearmed)
             continue; /* re-armed by an earlier handler: it fires later */
         rt->node.next = NULL;

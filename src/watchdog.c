@@ -111,7 +111,7 @@ static unsigned hand_back(struct ax_sched *s, struct worker *w)
      * from its own dispatch, which starts every entry before it takes more. */
     struct job *take[DISPATCH_BATCH], *gone = NULL;
     unsigned n = 0;
-    if (!wheel_trylock(&w->wheel_lk))
+    if (!wheel_trylock_foreign(w))
         return 0;
     /* The round as it stood before each of them was picked (see below);
      * read only while the list holds some: meanwhile the worker picks
@@ -132,7 +132,7 @@ static unsigned hand_back(struct ax_sched *s, struct worker *w)
     }
     if (!w->tostart_head)
         w->tostart_tail = NULL;
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock_foreign(w);
     if (!n)
         return 0;
     unsigned moved = 0;
@@ -212,10 +212,10 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now,
                         const struct ax_task *holder)
 {
     uint64_t tick = ns_to_tick(now);
-    if (!wheel_trylock(&w->wheel_lk))
+    if (!wheel_trylock_foreign(w))
         return;
     if (ax_wheel_next(&w->wheel) > tick) {
-        wheel_unlock(&w->wheel_lk);
+        wheel_unlock_foreign(w);
         return;
     }
     struct ax_wheel_node *list = NULL;
@@ -259,7 +259,7 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now,
     bool fired = w->fired != NULL;
     if (fired)
         atomic_store_explicit(&w->fired_hint, 1, memory_order_release);
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock_foreign(w);
     int one = 1;
     if (fired && atomic_compare_exchange_strong(&w->sleeping, &one, 0))
         worker_kick(w); /* it may have gone to sleep since we judged it held */

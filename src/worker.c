@@ -25,6 +25,8 @@
 #include "internal.h"
 
 #include <errno.h>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,102 @@
 #define SPIN_NS (AX_IDLE_POLL_DEFAULT_US * 1000ull) /* polling before epoll_wait */
 
 _Thread_local struct worker *ax_current_worker AX_TLS_HOT;
+
+/* ---- the wheel's lock -------------------------------------------------------
+ *
+ * Each worker's wheel (its runs' deadlines, sleeps, waits) and its
+ * to-start list are the worker's, but for the watchdog, which takes them
+ * over only while the worker is held (watchdog.c: hand_back, expire_held):
+ * a lock the worker takes three times a task and the watchdog almost
+ * never. As an exchange on both sides, those three locked instructions
+ * were ~22 ns of a ~170 ns drain (SCALING.md "The wheel's lock"). So the
+ * watchdog pays instead, where the kernel has membarrier's expedited
+ * private command (Linux 4.14):
+ *   worker:   own = 1; [compiler barrier]; if lk, back off (own = 0, wait
+ *             until !lk, again); ... own = 0
+ *   watchdog: exchange lk = 1 (fail if set); membarrier(); if own, undo
+ *             (lk = 0) and fail; ... lk = 0
+ * membarrier makes every running thread of the process pass a full memory
+ * barrier (an interrupt) before it returns, and one not running passed one
+ * when it was switched out. If the worker's load of lk came before that
+ * point, its store to own is visible after it, and the watchdog sees own
+ * set (or the worker already out, its stores visible); if after, the
+ * worker sees lk set and backs off. The classic Dekker pair with the
+ * barrier on one side only (as userspace RCU's membarrier flavour).
+ * Without membarrier (an old kernel, a seccomp filter refusing it, a
+ * forked child whose registration fails) and under ThreadSanitizer (which
+ * cannot see that barrier), both sides exchange lk, as before. */
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define WHEEL_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(WHEEL_TSAN)
+#define WHEEL_TSAN 1
+#endif
+
+bool ax_wheel_asym;
+static pthread_once_t wheel_once = PTHREAD_ONCE_INIT;
+
+static int membarrier_call(int cmd)
+{
+#if defined(__NR_membarrier)
+    return (int)syscall(__NR_membarrier, cmd, 0, 0);
+#else
+    (void)cmd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+static bool membarrier_register(void)
+{
+    int have = membarrier_call(MEMBARRIER_CMD_QUERY);
+    return have >= 0 && (have & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+           membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+/* A child of fork is not registered: again, or both sides exchange. Only
+ * the forking thread lives on in it, so no worker is inside a wheel. */
+static void wheel_atfork_child(void)
+{
+    if (ax_wheel_asym)
+        ax_wheel_asym = membarrier_register();
+}
+
+static void wheel_decide(void)
+{
+#if defined(WHEEL_TSAN)
+    ax_wheel_asym = false;
+#else
+    ax_wheel_asym = membarrier_register();
+    pthread_atfork(NULL, NULL, wheel_atfork_child);
+#endif
+}
+
+void wheel_lock_setup(void)
+{
+    pthread_once(&wheel_once, wheel_decide);
+}
+
+bool wheel_trylock_foreign(struct worker *w)
+{
+    if (atomic_exchange_explicit(&w->wheel_lk, 1, memory_order_acquire))
+        return false;
+    if (!ax_wheel_asym)
+        return true;
+    if (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 ||
+        atomic_load_explicit(&w->wheel_own, memory_order_acquire)) {
+        atomic_store_explicit(&w->wheel_lk, 0, memory_order_release);
+        return false; /* the worker is inside (or the barrier failed): later */
+    }
+    return true;
+}
+
+void wheel_unlock_foreign(struct worker *w)
+{
+    atomic_store_explicit(&w->wheel_lk, 0, memory_order_release);
+}
 
 /* ---- inbox --------------------------------------------------------------- */
 
@@ -320,7 +418,7 @@ static void dispatch(struct worker *w)
      * hand them to another worker if this one is held, even by an on_done
      * below); then start them one by one. */
     if (n) {
-        wheel_lock(&w->wheel_lk);
+        wheel_lock(w);
         w->batch_next = 0;
         for (unsigned i = 0; i < n; i++) {
             take[i]->next = NULL;
@@ -330,7 +428,7 @@ static void dispatch(struct worker *w)
                 w->tostart_head = take[i];
             w->tostart_tail = take[i];
         }
-        wheel_unlock(&w->wheel_lk);
+        wheel_unlock(w);
     }
     if (AX_UNLIKELY(ended != NULL)) {
         while (ended) {
@@ -349,7 +447,7 @@ static void dispatch(struct worker *w)
     if (n == 0)
         return;
     for (;;) {
-        wheel_lock(&w->wheel_lk);
+        wheel_lock(w);
         struct job *j = w->tostart_head;
         if (j) {
             w->batch_next++;
@@ -357,7 +455,7 @@ static void dispatch(struct worker *w)
             if (!w->tostart_head)
                 w->tostart_tail = NULL;
         }
-        wheel_unlock(&w->wheel_lk);
+        wheel_unlock(w);
         if (!j)
             break;
         struct ax_task *t = run_start(w, j);
@@ -390,9 +488,9 @@ static bool work_available(struct worker *w)
  * adaptive-limit stall. */
 static uint64_t next_wake_tick(struct worker *w)
 {
-    wheel_lock(&w->wheel_lk);
+    wheel_lock(w);
     uint64_t next = ax_wheel_next(&w->wheel);
-    wheel_unlock(&w->wheel_lk);
+    wheel_unlock(w);
     struct ax_sched *s = w->s;
     if (w->index == 0) {
         uint64_t jn = atomic_load_explicit(&s->jwheel_next, memory_order_seq_cst);
@@ -692,6 +790,7 @@ int worker_init(struct ax_sched *s, struct worker *w, unsigned index)
     w->s = s;
     w->index = index;
     w->epfd = w->evfd = -1;
+    wheel_lock_setup(); /* before any worker runs */
     pthread_mutex_init(&w->inbox_lock, NULL);
     ax_wheel_init(&w->wheel, ns_to_tick(now_ns()));
     struct ax_stack_config sc;
