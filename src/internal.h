@@ -47,6 +47,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <time.h>
 
 #define AX_LIKELY(x) __builtin_expect(!!(x), 1)

@@ -90,6 +90,7 @@ static int membarrier_call(int cmd)
 #endif
 }
 
+#if !defined(WHEEL_TSAN)
 static bool membarrier_register(void)
 {
     int have = membarrier_call(MEMBARRIER_CMD_QUERY);
@@ -97,13 +98,16 @@ static bool membarrier_register(void)
            membarrier_call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
 }
 
-/* A child of fork is not registered: again, or both sides exchange. Only
- * the forking thread lives on in it, so no worker is inside a wheel. */
+/* A child of fork: registered again (a kernel may not carry the
+ * registration over; 6.x does, and registering twice is harmless), or
+ * both sides exchange. Only the forking thread lives on in the child, so
+ * no worker is inside a wheel. */
 static void wheel_atfork_child(void)
 {
     if (ax_wheel_asym)
         ax_wheel_asym = membarrier_register();
 }
+#endif
 
 static void wheel_decide(void)
 {
@@ -126,10 +130,21 @@ bool wheel_trylock_foreign(struct worker *w)
         return false;
     if (!ax_wheel_asym)
         return true;
-    if (membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0 ||
-        atomic_load_explicit(&w->wheel_own, memory_order_acquire)) {
+    if (AX_UNLIKELY(membarrier_call(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)) {
+        /* Registered, yet refused (ENOMEM, or a seccomp filter installed
+         * since): the worker's side takes no exchange, so there is no safe
+         * way in. Said once; the next poll tries again. */
+        static atomic_flag said = ATOMIC_FLAG_INIT;
+        if (!atomic_flag_test_and_set(&said))
+            fprintf(stderr, "ax: membarrier failed (%s): the watchdog cannot take over a held "
+                            "worker's timers until it succeeds\n",
+                    strerror(errno));
         atomic_store_explicit(&w->wheel_lk, 0, memory_order_release);
-        return false; /* the worker is inside (or the barrier failed): later */
+        return false;
+    }
+    if (atomic_load_explicit(&w->wheel_own, memory_order_acquire)) {
+        atomic_store_explicit(&w->wheel_lk, 0, memory_order_release);
+        return false; /* the worker is inside: later */
     }
     return true;
 }
