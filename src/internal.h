@@ -46,6 +46,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <time.h>
@@ -97,13 +98,16 @@ static inline void ax_cpu_relax(void)
 #define AX_IDLE_POLL_MAX_US 1000000u
 
 struct job {
+    /* ---- Hot: what the common path touches (a submit, a dispatch, a run
+     * and its end with no retry, class, parent or trace id of its own).
+     * Kept together at the front so that a job's hot part spans 3 or 4
+     * cache lines, not the whole job's 4 or 5 (job_prefetch_hot). */
     struct job *next; /* a class's park list; the free list; hand-off lists */
     union {               /* s->lock */
         struct job *prev; /* parked: a class's park list (doubly linked) */
         uint32_t bpos;    /* queued, not parked: its position in its bucket's ring */
     };
-    struct ax_wheel_node tnode; /* scheduler wheel: delay, back-off, queued deadline (s->lock) */
-    _Atomic uint64_t sw;        /* the state word: state.h is its only writer */
+    _Atomic uint64_t sw; /* the state word: state.h is its only writer */
     uint64_t id;
     ax_fn fn;
     void *arg;
@@ -115,14 +119,10 @@ struct job {
     uint64_t enqueue_ns;  /* entered its bucket for the current attempt */
     uint64_t wait_ns;     /* last attempt: queue wait */
     uint64_t run_ns;      /* last attempt: run time */
-    ax_retry_policy retry;
-    struct ax_task *run;    /* current run; written by its worker before RUNNING */
-    struct ax_task *joiner; /* parent parked in ax_join; JOIN_DONE once ended (s->lock) */
-    uint32_t joiner_gen;    /* the joiner's park_gen */
-    uint32_t joiner_life;   /* the joiner's life_gen */
-    uint32_t run_life;      /* run->life_gen of the current run, for ax_cancel */
-    int32_t code;           /* the terminal code, for ax_join (set by the terminal path) */
-    struct job_ext *ext;    /* rare fields (job_ext below), NULL for most jobs */
+    struct ax_task *run;  /* current run; written by its worker before RUNNING */
+    struct job_ext *ext;  /* rare fields (job_ext below), NULL for most jobs */
+    uint32_t run_life;    /* run->life_gen of the current run, for ax_cancel */
+    int32_t code;         /* the terminal code, for ax_join (set by the terminal path) */
     uint16_t max_retry;
     uint8_t prio;
     uint8_t is_child; /* spawned by a task that may join it */
@@ -130,16 +130,10 @@ struct job {
     uint8_t end_why;  /* END_*: why dispatch ended it, or a retry was denied */
     uint8_t parked;   /* on its class's park list, not its bucket's (s->lock) */
     uint8_t probe;    /* a half-open breaker permit it holds: its spell's tag; 0 none */
-    /* How an attempt ended, for whoever finishes it later: the callback
-     * pool's finisher (the watchdog ended it) or a drain list. Its own field,
-     * not shared with `code`: a cancel may run the terminal path (and write
-     * `code`) while the finisher has yet to read this. */
-    uint32_t handoff;
-    char trace_id[AX_TRACE_ID_MAX];
     /* ext holds a ref (ax_spec.ref), set at submit before the job is
      * published and never changed after: the event producers read ext only
      * when this is set, so a child's error text allocating ext later
-     * (finish.c) races with none of them. In what was tail padding. */
+     * (finish.c) races with none of them. */
     uint8_t has_ref : 1;
     /* ext->release (ax_spec.on_release) is set: written at submit before
      * the job is published, cleared when it is freed, like has_ref (one
@@ -152,6 +146,10 @@ struct job {
      * under s->lock before any worker can take the job, so a sampled task
      * has all of them. */
     uint8_t ev_skip : 1;
+    /* trace_id below holds the submitter's trace id; else it is generated
+     * from the id (trace_format) and trace_id is not read. Written at
+     * every submit, like ev_skip. */
+    uint8_t has_trace : 1;
     /* Its class's drop count (low byte) when this attempt took its slot:
      * whether it began before the last dropped sample (class.c). */
     uint8_t cls_drops;
@@ -159,12 +157,47 @@ struct job {
     /* FLM_*: its sample is in while it holds its slot (overload/flight.h);
      * the slot's free undoes it. Written by the thread ending the attempt. */
     uint8_t fl_marks;
+    /* ---- Cold: only a delay, a back-off, a queued deadline, a class's
+     * park, a retry, a parent's join, a trace id of the submitter's, or an
+     * attempt handed over (the watchdog, a drain list) reads or writes
+     * these. The common path must not touch them: submit writes retry only
+     * with max_retry, joiner only for a child, trace_id only with has_trace;
+     * dispatch reads tnode only for a job with a deadline or a class. */
+    /* How an attempt ended, for whoever finishes it later: the callback
+     * pool's finisher (the watchdog ended it) or a drain list. Its own field,
+     * not shared with `code`: a cancel may run the terminal path (and write
+     * `code`) while the finisher has yet to read this. */
+    uint32_t handoff;
+    struct ax_wheel_node tnode; /* scheduler wheel: delay, back-off, queued deadline (s->lock) */
+    ax_retry_policy retry;      /* read only when max_retry > 0 */
+    struct ax_task *joiner;     /* parent parked in ax_join; JOIN_DONE once ended (s->lock) */
+    uint32_t joiner_gen;        /* the joiner's park_gen */
+    uint32_t joiner_life;       /* the joiner's life_gen */
+    char trace_id[AX_TRACE_ID_MAX];
 };
 #define FLM_CLS 1u
 #define FLM_ALIM 2u
 /* Fields ordered to stay at 248 bytes: memory per queued task is a target
  * (bench "memory per queued task", <= 256 bytes). */
 _Static_assert(sizeof(void *) != 8 || sizeof(struct job) == 248, "struct job grew");
+/* The hot part: the bytes before the first cold field. */
+#define JOB_HOT_BYTES offsetof(struct job, handoff)
+_Static_assert(sizeof(void *) != 8 || JOB_HOT_BYTES == 156, "struct job's hot part moved");
+
+/* Fetch, for writing, every line of a job's hot part: the next job a submit
+ * takes (job.c) and the next a dispatch picks (sched.c). 156 bytes at one
+ * of the table's 248-byte strides span 3 lines at 5 of its 8 offsets and 4
+ * at the other 3 (the whole job: 4 at 2, 5 at 6): 3.4 lines a job on
+ * average where all of it took 4.75. The last address covers
+ * the fourth line when there is one; else it repeats the third. */
+static inline void job_prefetch_hot(const struct job *j)
+{
+    const char *c = (const char *)j;
+    ax_prefetch_w(c);
+    ax_prefetch_w(c + 64);
+    ax_prefetch_w(c + 128);
+    ax_prefetch_w(c + JOB_HOT_BYTES - 1);
+}
 
 /* What few jobs have, kept off struct job: allocated at submit for a task
  * with a ref or an on_release, or at its end for a child that failed with

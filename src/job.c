@@ -278,14 +278,8 @@ int job_alloc_locked(struct ax_sched *s, struct job **out)
      * 914 -> 782; then with PREFETCHW here and sched_pick_locked's
      * prefetch of the next pick, 1 worker 491 -> 424, 2 workers
      * 542 -> 444, ax_spawn 374 -> 336 (the FIFO free list in between). */
-    if (j->next) {
-        const char *q = (const char *)j->next;
-        ax_prefetch_w(q);
-        ax_prefetch_w(q + 64);
-        ax_prefetch_w(q + 128);
-        ax_prefetch_w(q + 192);
-        ax_prefetch_w(q + sizeof *j - 1);
-    }
+    if (j->next)
+        job_prefetch_hot(j->next); /* the lines a submit writes (struct job) */
     s->nfree--;
     atomic_store_explicit(&s->nfree_hint, s->nfree, memory_order_relaxed);
     uint64_t slot = j->id & (AX_MAX_JOBS - 1);

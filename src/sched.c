@@ -566,30 +566,25 @@ static __attribute__((noinline)) struct job *pick_classes_locked(struct ax_sched
     return NULL;
 }
 
-/* Every line of a queued job, for writing: written by its submitter on
- * another core, or long ago (a backlog is in memory, not in any cache),
- * and the worker goes on to touch them all (the pick: class and state
- * word; the start: fn, arg, deadline, the run; the end: on_done, cb_arg,
- * the trace id, run_ns, the free list's link). A job is 248 bytes in a
- * table of them, so it spans five lines at six of eight offsets; this
- * prefetched three (the class's, the state word's, wait_ns's) until the
- * session of the clock measurements, and the others missed one after
- * another later on. All five, `bench/ab --pairs 11` against the three:
+/* Every line of a queued job's hot part, for writing: written by its
+ * submitter on another core, or long ago (a backlog is in memory, not in
+ * any cache), and the worker goes on to touch them all (the pick: class
+ * and state word; the start: fn, arg, deadline, the run; the end:
+ * on_done, cb_arg, run_ns, the free list's link). This prefetched three
+ * lines (the class's, the state word's, wait_ns's) until the session of
+ * the clock measurements, and the others missed one after another later
+ * on. All five of the whole job, `bench/ab --pairs 11` against the three:
  * drain 0.763 warm, 0.865 cold (ax_fullpath split=1), full path 1 worker
  * 0.920 and 0.871, 2 workers 0.859, spawn 0.985 (its children are made
- * on the worker that runs them). job_alloc_locked prefetches the same
- * lines for the submitter. */
+ * on the worker that runs them). Since the job's fields were split into a
+ * hot part and a cold one (struct job), only the hot part's 3-4 lines are
+ * touched and fetched (SCALING.md "A job's hot part"). job_alloc_locked
+ * prefetches the same lines for the submitter. */
 static inline void prefetch_slot(const struct ax_sched *s, uint32_t slot)
 {
     if (slot == RING_GONE)
         return;
-    const struct job *q = slot_job(s, slot);
-    const char *c = (const char *)q;
-    ax_prefetch_w(c);
-    ax_prefetch_w(c + 64);
-    ax_prefetch_w(c + 128);
-    ax_prefetch_w(c + 192);
-    ax_prefetch_w(c + sizeof *q - 1);
+    job_prefetch_hot(slot_job(s, slot));
 }
 
 void sched_prefetch_locked(const struct ax_sched *s, unsigned n)

@@ -266,13 +266,18 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
     j->cb_arg = sp->cb_arg;
     j->timeout_ns = sp->timeout_ms * 1000000u;
     j->deadline_ns = sp->deadline_ns;
-    j->retry = sp->retry ? *sp->retry : s->cfg.retry;
+    /* The cold fields only when used (struct job): a job whose max_retry
+     * is 0 never reads its retry policy, nor one that is not a child its
+     * joiner. */
+    if (sp->max_retry)
+        j->retry = sp->retry ? *sp->retry : s->cfg.retry;
     j->max_retry = (uint16_t)sp->max_retry;
     j->prio = (uint8_t)p;
     j->cls = cls ? (uint8_t)cls->id : 0;
     j->end_why = 0;
     j->is_child = parent != NULL;
-    j->joiner = NULL;
+    if (parent)
+        j->joiner = NULL;
     j->code = 0;
     j->wait_ns = j->run_ns = 0;
     j->run = NULL;
@@ -304,10 +309,9 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
     }
     /* An empty trace id means "generated from the id" (trace_format):
      * formatting it here would lengthen the lock section for nothing. */
-    if (sp->trace_id)
+    j->has_trace = sp->trace_id && sp->trace_id[0];
+    if (j->has_trace)
         memcpy(j->trace_id, sp->trace_id, strlen(sp->trace_id) + 1);
-    else
-        j->trace_id[0] = 0;
     j->ev_skip = ev_sample_skip(s);
     if (AX_UNLIKELY(ext)) { /* a free job: ext NULL, has_ref, has_release 0 (job_free_locked) */
         j->ext = ext;

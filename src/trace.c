@@ -24,7 +24,7 @@ static const char hex_pairs[256][2] = {
 
 void trace_format(const struct job *j, char out[AX_TRACE_ID_MAX])
 {
-    if (j->trace_id[0]) {
+    if (j->has_trace) {
         memcpy(out, j->trace_id, AX_TRACE_ID_MAX);
         return;
     }

@@ -24,6 +24,7 @@
 #define _GNU_SOURCE
 #include "internal.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
@@ -389,7 +390,14 @@ static void dispatch(struct worker *w)
             rr0 = (uint8_t)s->rr;
             taken0 = s->rr_taken;
             js_dispatch(&j->sw); /* QUEUED, under the lock */
-            jtimer_del_locked(s, j);         /* its queued-deadline timer */
+            /* Its queued deadline's timer, or its class's queue-time
+             * budget's: a QUEUED job's tnode is armed only for one of the
+             * two (sched.c), and the common job's cold line stays unread
+             * (struct job). */
+            if (AX_UNLIKELY(j->deadline_ns | j->cls))
+                jtimer_del_locked(s, j);
+            else
+                assert(!ax_wheel_node_armed(&j->tnode));
             s->running++;
             if (AX_UNLIKELY(s->cfg.adaptive_limit))
                 sched_adaptive_take(s, j);

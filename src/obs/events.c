@@ -193,7 +193,7 @@ static void fill(struct ax_sched *s, struct ev_rec *e, unsigned kind, const stru
         e->id = j->id;
         /* A generated trace id is made by the event thread (rec_to_event):
          * 90 instructions, ~1/3 of an emission, off the worker. */
-        if (j->trace_id[0])
+        if (j->has_trace)
             memcpy(e->trace_id, j->trace_id, AX_TRACE_ID_MAX);
         else
             e->trace_id[0] = 0;
