@@ -370,11 +370,26 @@ void run_complete(struct worker *w, struct ax_task *t)
     bool began = t->began;
     if (began) {
         unsigned state = t->code == 0 && !t->panicked ? JS_SUCCEEDED : JS_FAILED;
+        int code = t->panicked ? AX_EPANIC : t->code;
         if (t->panicked) {
             crash_report(w, t);
             wc_inc(&w->counts.panicked);
+        } else if (AX_UNLIKELY(w->now_ns >= t->deadline_ns)) {
+            /* It returned past its deadline without a switch in between
+             * (a switch fires the deadline: the worker's wheel, or a
+             * blocking call's AX_ETIMEDOUT), and the watchdog did not end
+             * it first: it judges a worker held only after HOLD_MS, and
+             * may be late (a report it was writing, its CPU taken). The
+             * attempt timed out all the same, whatever it returned: the
+             * outcome must not hang on who noticed (a hog of 6 ms under a
+             * 1 ms timeout ended SUCCEEDED every time, hogs of 250 ms
+             * under 18-44 ms timeouts sometimes did: new user's trial). */
+            state = JS_TIMED_OUT;
+            code = AX_ETIMEDOUT;
+            snprintf(t->err, sizeof t->err,
+                     "timed out after %llu ms (it ran on without yielding past its deadline)",
+                     (unsigned long long)((t->deadline_ns - t->start_ns) / 1000000u));
         }
-        int code = t->panicked ? AX_EPANIC : t->code;
         if (state == JS_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);
         /* Won: drops the worker's JH_RUN with the job's other holds. */
