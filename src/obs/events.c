@@ -447,6 +447,7 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
     }
     if (!fake.trace_id[0])
         memcpy(fake.trace_id, "-", 2);
+    fake.has_trace = 1; /* as given, or "-": never one made from the id (0) */
     ev_emit(s, NULL, &fake, kind, code, msg);
 }
 

@@ -218,6 +218,7 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
     snap.prio = j->prio;
     snap.cls = j->cls; /* classes are never removed: the event's "class" */
     trace_format(j, snap.trace_id);
+    snap.has_trace = 1; /* the copy: the snapshot's id is the hog's */
     if (j->has_ref) {
         /* Under s->lock, which job_free_locked takes to free ext: the hog
          * may return and its job be freed at any moment (the watchdog holds
