@@ -116,7 +116,8 @@ typedef struct ax_sched ax_sched; /* a scheduler: buckets, workers, timers */
 typedef struct ax_task ax_task;   /* one running attempt, handed to the task function */
 
 /* The task function. Return 0 for success; any other value fails the attempt
- * (and is reported as result.code). */
+ * (and is reported as result.code). Returned after the attempt's deadline,
+ * either way the attempt is TIMED_OUT (code AX_ETIMEDOUT). */
 typedef int (*ax_fn)(ax_task *t, void *arg);
 /* on_done / on_timeout. Must not block for long: on_done runs on the thread
  * that ended the task -- its worker, the caller of ax_cancel/ax_shutdown, or

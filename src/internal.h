@@ -352,6 +352,11 @@ struct ax_task {
     uint8_t panicked;
     void *unwind; /* run_exit's jmp_buf while it runs the cleanups, else NULL */
     uint8_t began;    /* its function was entered (js_begin won) */
+    uint8_t switched; /* parked or handed off since it was entered (run_park, run_switch_direct) */
+    /* start_ns may be early by up to ax_coarse_res_ns: an on_done ran
+     * inline since the worker last read the clock, and no tick since
+     * (worker.c, before run_start). */
+    uint8_t start_slack;
     uint8_t prio;
     int wake_rc;      /* what the parked call returns */
     int wait_fd;      /* RS_PARK_FD: its entry in w->fdw, -1 once detached */
@@ -739,6 +744,18 @@ static inline uint64_t now_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+/* CLOCK_MONOTONIC as of the kernel's last tick: never ahead of now_ns(),
+ * behind it by less than ax_coarse_res_ns (one tick: 4 ms on this
+ * project's VM), ~6 ns a read against now_ns()'s ~22 (vDSO, 10 M reads).
+ * ax_coarse_res_ns is 0 where the clock is missing or coarser than 50 ms
+ * (worker.c clock_setup): callers then read now_ns() instead. */
+extern uint64_t ax_coarse_res_ns;
+static inline uint64_t coarse_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 /* A caller's timeout in ms as nanoseconds, at most a year (ax_sleep's
@@ -1167,6 +1184,7 @@ static inline bool run_switch_direct(struct ax_task *t)
     if (w->direct_budget == 0 || !w->ready_head)
         return false;
     w->direct_budget--;
+    t->switched = 1;
     struct ax_task *next = ready_pop(w);
     ready_push(w, t);
     w->current = next;
@@ -1206,6 +1224,7 @@ static inline __attribute__((always_inline)) void run_resume(struct worker *w, s
     w->current = NULL;
     worker_publish(w, NULL);
     w->now_ns = now_ns();
+    w->clock_stale = false; /* fresh: no callback ran since */
     if (t->rs == RS_EXITED)
         run_complete(w, t);
 }

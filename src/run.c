@@ -307,6 +307,7 @@ int run_detached_block(struct ax_task *t)
 int run_park(struct ax_task *t)
 {
     t->park_gen = park_gen_next(t->park_gen);
+    t->switched = 1;
     ax_coro_switch(&t->coro, &t->w->main);
     while (AX_UNLIKELY(t->bt_req)) {
         /* Resumed only so that a lingering report can say where we are. */
@@ -374,21 +375,30 @@ void run_complete(struct worker *w, struct ax_task *t)
         if (t->panicked) {
             crash_report(w, t);
             wc_inc(&w->counts.panicked);
-        } else if (AX_UNLIKELY(w->now_ns >= t->deadline_ns)) {
-            /* It returned past its deadline without a switch in between
-             * (a switch fires the deadline: the worker's wheel, or a
-             * blocking call's AX_ETIMEDOUT), and the watchdog did not end
-             * it first: it judges a worker held only after HOLD_MS, and
-             * may be late (a report it was writing, its CPU taken). The
-             * attempt timed out all the same, whatever it returned: the
-             * outcome must not hang on who noticed (a hog of 6 ms under a
-             * 1 ms timeout ended SUCCEEDED every time, hogs of 250 ms
-             * under 18-44 ms timeouts sometimes did: new user's trial). */
+        } else if (AX_UNLIKELY(w->now_ns >=
+                               t->deadline_ns + (t->start_slack ? ax_coarse_res_ns : 0))) {
+            /* It returned past its deadline, and neither the worker's
+             * wheel (it did not switch after the deadline passed, or the
+             * worker resumed it without looking at its timers: a yield's
+             * hand-off) nor the watchdog ended it first: the watchdog
+             * judges a worker held only after HOLD_MS, and may be late (a
+             * report it was writing, its CPU taken). The attempt timed
+             * out all the same, whatever it returned: the outcome must
+             * not hang on who noticed (a hog of 6 ms under a 1 ms timeout
+             * ended SUCCEEDED every time, hogs of 250 ms under 18-44 ms
+             * timeouts sometimes did: new user's trial). A start that may
+             * be early (start_slack) is given that slack: a task after a
+             * slow on_done must not pay for it (review of 9cef82b). */
             state = JS_TIMED_OUT;
             code = AX_ETIMEDOUT;
-            snprintf(t->err, sizeof t->err,
-                     "timed out after %llu ms (it ran on without yielding past its deadline)",
-                     (unsigned long long)((t->deadline_ns - t->start_ns) / 1000000u));
+            unsigned long long ms = (t->deadline_ns - t->start_ns) / 1000000u;
+            if (t->switched) /* not a hog: it yielded or waited meanwhile */
+                snprintf(t->err, sizeof t->err, "timed out after %llu ms", ms);
+            else
+                snprintf(t->err, sizeof t->err,
+                         "timed out after %llu ms (it ran on without yielding past its "
+                         "deadline)",
+                         ms);
         }
         if (state == JS_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);
@@ -543,6 +553,8 @@ struct ax_task *run_start(struct worker *w, struct job *j)
     t->expect_sw = js_make(gen, attempt, JS_RUNNING, 0);
     t->rs = RS_NEW;
     t->panicked = t->began = t->bt_req = t->overflowed = t->detached_calls = t->warm = 0;
+    t->switched = 0;
+    t->start_slack = w->clock_stale;
     t->unwind = NULL;
     t->bt_n = 0;
     t->code = 0;

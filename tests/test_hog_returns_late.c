@@ -15,7 +15,16 @@
  *   C. 12 that spin 1 ms under a 10 s timeout, and 12 that fail with their
  *      own code under it: SUCCEEDED and FAILED as before, no on_timeout;
  *   D. a hog that spins past its deadline and returns an error code:
- *      TIMED_OUT too (the deadline decides, not the code).
+ *      TIMED_OUT too (the deadline decides, not the code);
+ *   E. a task started right after another's slow on_done (8 ms, inline on
+ *      the worker; under the watchdog's 10 ms, past which it would hand
+ *      the task to another dispatch) runs 0.3 ms of its 7 ms timeout:
+ *      SUCCEEDED, run_ns under its timeout (its start is read after that
+ *      on_done, not before: with the start from before it, the check above
+ *      ended it TIMED_OUT in 5 of 5 rounds; review of 9cef82b);
+ *   F. a task that yields at once, resumed only after another task spun
+ *      past its 2 ms deadline and yielded straight to it: TIMED_OUT, but
+ *      not named the hog ("ran on without yielding" is the spinner's).
  * Only states, codes, messages and counts are checked; the spins are
  * wall-clock, so a busy machine lengthens nothing that matters here.
  */
@@ -116,8 +125,100 @@ static void submit(ax_sched *s, int group, ax_fn fn, unsigned timeout_ms, unsign
     CHECK_EQ(ax_submit(s, &sp, NULL), AX_OK);
 }
 
+/* E and F, one scheduler each round: 1 worker, paused while both are
+ * submitted so that one dispatch takes them in order. */
+static atomic_int e_done, e_state;
+static atomic_ullong e_run_ns;
+static char e_err[AX_ERROR_MAX];
+
+static int e_first(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return 0;
+}
+
+static void e_slow_done(const ax_result *r, void *arg)
+{
+    (void)r;
+    (void)arg;
+    spin_ms(8);
+}
+
+static int e_short(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    uint64_t end = ax_now_ns() + 300000u;
+    while (ax_now_ns() < end)
+        ;
+    return 0;
+}
+
+static int f_yielder(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_yield(t);
+    return 0;
+}
+
+static int f_spinner(ax_task *t, void *arg)
+{
+    (void)arg;
+    spin_ms(SPIN_MS);
+    ax_yield(t); /* straight to the yielder, its timers not looked at */
+    return 0;
+}
+
+static void e_on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    atomic_store(&e_state, (int)r->state);
+    atomic_store(&e_run_ns, r->run_ns);
+    snprintf(e_err, sizeof e_err, "%s", r->error);
+    atomic_store(&e_done, 1);
+}
+
+static void pair_round(ax_fn first, ax_callback first_done, unsigned first_timeout_ms,
+                       ax_fn second, unsigned second_timeout_ms, int watched_first)
+{
+    atomic_store(&e_done, 0);
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 1;
+    ax_sched *s = test_sched_cfg(&c);
+    CHECK_EQ(ax_pause(s), AX_OK);
+    ax_spec a = {.fn = first,
+                 .timeout_ms = first_timeout_ms,
+                 .on_done = watched_first ? e_on_done : first_done};
+    ax_spec b = {.fn = second, .timeout_ms = second_timeout_ms,
+                 .on_done = watched_first ? NULL : e_on_done};
+    CHECK_EQ(ax_submit(s, &a, NULL), AX_OK);
+    CHECK_EQ(ax_submit(s, &b, NULL), AX_OK);
+    CHECK_EQ(ax_resume(s), AX_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&e_done), 30000 * TEST_SLOW));
+    CHECK_EQ(ax_shutdown(s, 5000), AX_OK);
+    ax_free(s);
+}
+
 int main(void)
 {
+    for (int round = 0; round < 5; round++) {
+        /* E: the short task after the slow on_done. */
+        pair_round(e_first, e_slow_done, 10000, e_short, 7, 0);
+        if (atomic_load(&e_state) != AX_STATE_SUCCEEDED)
+            fprintf(stderr, "E round %d: \"%s\"\n", round, e_err);
+        CHECK_EQ(atomic_load(&e_state), AX_STATE_SUCCEEDED);
+        CHECK(atomic_load(&e_run_ns) < 7000000ull);
+        /* F: the yielder, resumed late by the spinner's yield. */
+        pair_round(f_yielder, NULL, 2, f_spinner, 10000, 1);
+        CHECK_EQ(atomic_load(&e_state), AX_STATE_TIMED_OUT);
+        if (strstr(e_err, "without yielding"))
+            fprintf(stderr, "F round %d: \"%s\"\n", round, e_err);
+        CHECK(strstr(e_err, "timed out after 2 ms") != NULL);
+        CHECK(strstr(e_err, "without yielding") == NULL);
+    }
+
     const char *late = "(it ran on without yielding past its deadline)";
     g[G_HOG] = (struct group){.want_state = AX_STATE_TIMED_OUT, .want_code = AX_ETIMEDOUT,
                               .want_attempts = 1, .want_msg = late};
