@@ -9,7 +9,7 @@
  * user's trial saw the same with 250 ms hogs under 18-44 ms timeouts, the
  * watchdog late.) Checked, one worker:
  *   A. 12 such hogs: each TIMED_OUT, code AX_ETIMEDOUT, the hog's message,
- *      run_ns at least the spin, on_timeout once each, on_done once each;
+ *      run_ns at least the timeout, on_timeout once each, on_done once each;
  *   B. 6 with max_retry 1 (back-off 1 ms): each attempt timed out, so each
  *      ends TIMED_OUT after 2 attempts, with on_timeout twice;
  *   C. 12 that spin 1 ms under a 10 s timeout, and 12 that fail with their
@@ -99,7 +99,10 @@ static void on_done(const ax_result *r, void *arg)
     }
     if ((int)r->attempts != gr->want_attempts)
         atomic_fetch_add(&gr->bad_attempts, 1);
-    if (gr == &g[G_HOG] && r->run_ns < (uint64_t)SPIN_MS * 1000000u)
+    /* At least its timeout: the whole spin when the worker ended it on its
+     * return, the timeout when the watchdog did first (a busy machine can
+     * stretch a 6 ms spin past the watchdog's 10 ms: callback.c). */
+    if (gr == &g[G_HOG] && r->run_ns < 1000000u)
         atomic_fetch_add(&gr->bad_run, 1);
     atomic_fetch_add(&gr->done, 1);
 }
@@ -145,13 +148,16 @@ static void e_slow_done(const ax_result *r, void *arg)
     spin_ms(8);
 }
 
+static atomic_ullong e_ran_ns; /* the short task's own entry to return */
+
 static int e_short(ax_task *t, void *arg)
 {
     (void)t;
     (void)arg;
-    uint64_t end = ax_now_ns() + 300000u;
+    uint64_t start = ax_now_ns(), end = start + 300000u;
     while (ax_now_ns() < end)
         ;
+    atomic_store(&e_ran_ns, ax_now_ns() - start);
     return 0;
 }
 
@@ -206,10 +212,16 @@ int main(void)
     for (int round = 0; round < 5; round++) {
         /* E: the short task after the slow on_done. */
         pair_round(e_first, e_slow_done, 10000, e_short, 7, 0);
-        if (atomic_load(&e_state) != AX_STATE_SUCCEEDED)
-            fprintf(stderr, "E round %d: \"%s\"\n", round, e_err);
-        CHECK_EQ(atomic_load(&e_state), AX_STATE_SUCCEEDED);
-        CHECK(atomic_load(&e_run_ns) < 7000000ull);
+        /* TIMED_OUT only if it really ran long: preempted for over
+         * 2.5 ms (its start may be early by up to a 4 ms tick: worker.c)
+         * on a busy machine. The defect: 0.3 ms, TIMED_OUT. */
+        if (atomic_load(&e_state) != AX_STATE_SUCCEEDED) {
+            fprintf(stderr, "E round %d: \"%s\" after %llu us of its own\n", round, e_err,
+                    (unsigned long long)atomic_load(&e_ran_ns) / 1000u);
+            CHECK(atomic_load(&e_ran_ns) >= 2500000ull);
+        } else {
+            CHECK(atomic_load(&e_run_ns) < 7000000ull);
+        }
         /* F: the yielder, resumed late by the spinner's yield. */
         pair_round(f_yielder, NULL, 2, f_spinner, 10000, 1);
         CHECK_EQ(atomic_load(&e_state), AX_STATE_TIMED_OUT);
