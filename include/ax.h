@@ -117,7 +117,9 @@ typedef struct ax_task ax_task;   /* one running attempt, handed to the task fun
 
 /* The task function. Return 0 for success; any other value fails the attempt
  * (and is reported as result.code). Returned after the attempt's deadline,
- * either way the attempt is TIMED_OUT (code AX_ETIMEDOUT). */
+ * either way (or after ax_panic) the attempt is TIMED_OUT (code
+ * AX_ETIMEDOUT): exactly, or to within one kernel tick (1-4 ms) when
+ * another task's on_done or on_release ran just before it on its worker. */
 typedef int (*ax_fn)(ax_task *t, void *arg);
 /* on_done / on_timeout. Must not block for long: on_done runs on the thread
  * that ended the task -- its worker, the caller of ax_cancel/ax_shutdown, or

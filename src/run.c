@@ -373,10 +373,10 @@ void run_complete(struct worker *w, struct ax_task *t)
         unsigned state = t->code == 0 && !t->panicked ? JS_SUCCEEDED : JS_FAILED;
         int code = t->panicked ? AX_EPANIC : t->code;
         if (t->panicked) {
-            crash_report(w, t);
+            crash_report(w, t); /* reported past its deadline too */
             wc_inc(&w->counts.panicked);
-        } else if (AX_UNLIKELY(w->now_ns >=
-                               t->deadline_ns + (t->start_slack ? ax_coarse_res_ns : 0))) {
+        }
+        if (AX_UNLIKELY(w->now_ns >= t->deadline_ns + (t->start_slack ? ax_coarse_res_ns : 0))) {
             /* It returned past its deadline, and neither the worker's
              * wheel (it did not switch after the deadline passed, or the
              * worker resumed it without looking at its timers: a yield's
@@ -386,9 +386,12 @@ void run_complete(struct worker *w, struct ax_task *t)
              * out all the same, whatever it returned: the outcome must
              * not hang on who noticed (a hog of 6 ms under a 1 ms timeout
              * ended SUCCEEDED every time, hogs of 250 ms under 18-44 ms
-             * timeouts sometimes did: new user's trial). A start that may
-             * be early (start_slack) is given that slack: a task after a
-             * slow on_done must not pay for it (review of 9cef82b). */
+             * timeouts sometimes did: new user's trial); a panic too
+             * (reported above), as when the watchdog ended it first. A
+             * start that may be early (start_slack) is given that slack: a
+             * task after a slow on_done must not pay for it (review of
+             * 9cef82b); so after another task's inline on_done the check
+             * is exact to within one kernel tick (worker.c, SCALING.md). */
             state = JS_TIMED_OUT;
             code = AX_ETIMEDOUT;
             unsigned long long ms = (t->deadline_ns - t->start_ns) / 1000000u;

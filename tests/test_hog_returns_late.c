@@ -14,8 +14,10 @@
  *      ends TIMED_OUT after 2 attempts, with on_timeout twice;
  *   C. 12 that spin 1 ms under a 10 s timeout, and 12 that fail with their
  *      own code under it: SUCCEEDED and FAILED as before, no on_timeout;
- *   D. a hog that spins past its deadline and returns an error code:
- *      TIMED_OUT too (the deadline decides, not the code);
+ *   D. a hog that spins past its deadline and returns an error code, or
+ *      calls ax_panic: TIMED_OUT too (the deadline decides, not the code;
+ *      before, a panic past the deadline ended FAILED unless the watchdog
+ *      had ended it first: new user's trial of 3cd0a71);
  *   E. a task started right after another's slow on_done (8 ms, inline on
  *      the worker; under the watchdog's 10 ms, past which it would hand
  *      the task to another dispatch) runs 0.3 ms of its 7 ms timeout:
@@ -59,6 +61,14 @@ static int hog_err(ax_task *t, void *arg)
     return 42;
 }
 
+static int hog_panic(ax_task *t, void *arg)
+{
+    (void)arg;
+    spin_ms(SPIN_MS);
+    ax_panic(t, "gave up");
+    return 0; /* not reached */
+}
+
 static int quick_ok(ax_task *t, void *arg)
 {
     (void)t;
@@ -74,7 +84,7 @@ static int quick_err(ax_task *t, void *arg)
     return 42;
 }
 
-enum { G_HOG, G_RETRY, G_OK, G_ERR, G_HOG_ERR, G_N };
+enum { G_HOG, G_RETRY, G_OK, G_ERR, G_HOG_ERR, G_HOG_PANIC, G_N };
 
 struct group {
     atomic_int done, timeouts, bad_state, bad_code, bad_msg, bad_attempts, bad_run;
@@ -242,6 +252,10 @@ int main(void)
                               .want_attempts = 1, .want_msg = "task returned 42"};
     g[G_HOG_ERR] = (struct group){.want_state = AX_STATE_TIMED_OUT, .want_code = AX_ETIMEDOUT,
                                   .want_attempts = 1, .want_msg = late};
+    g[G_HOG_PANIC] = (struct group){.want_state = AX_STATE_TIMED_OUT,
+                                    .want_code = AX_ETIMEDOUT,
+                                    .want_attempts = 1,
+                                    .want_msg = late};
 
     ax_config c;
     ax_config_default(&c);
@@ -258,9 +272,10 @@ int main(void)
         submit(s, G_ERR, quick_err, 10000, 0, NULL);
     }
     submit(s, G_HOG_ERR, hog_err, 1, 0, NULL);
+    submit(s, G_HOG_PANIC, hog_panic, 1, 0, NULL);
 
-    const int want_done[G_N] = {NHOG, NRETRY, NCTRL, NCTRL, 1};
-    const int want_timeouts[G_N] = {NHOG, 2 * NRETRY, 0, 0, 1};
+    const int want_done[G_N] = {NHOG, NRETRY, NCTRL, NCTRL, 1, 1};
+    const int want_timeouts[G_N] = {NHOG, 2 * NRETRY, 0, 0, 1, 1};
     /* on_done first (each task's, exactly once), and what it saw; then the
      * on_timeouts, which the callback pool runs in its own time. */
     for (int k = 0; k < G_N; k++)
@@ -274,6 +289,7 @@ int main(void)
     }
     for (int k = 0; k < G_N; k++)
         CHECK(WAIT_UNTIL(atomic_load(&g[k].timeouts) >= want_timeouts[k], 30000 * TEST_SLOW));
+    CHECK_EQ(test_stats(s).panicked, 1); /* the panic is still reported and counted */
     CHECK_EQ(ax_shutdown(s, 5000), AX_OK);
     ax_free(s);
     for (int k = 0; k < G_N; k++) {
