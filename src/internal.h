@@ -508,7 +508,7 @@ struct worker {
     struct linger_entry *linger;
     unsigned nlinger, linger_cap;
     /* the watchdog's view of this worker (watchdog thread only) */
-    uint64_t wd_seq, wd_since_ns;  /* pub_seq last seen, and since when */
+    uint64_t wd_seq, wd_since_ns;  /* pub_seq last seen (UINT64_MAX: none), and since when */
     uint64_t wd_started;           /* counts.started at the watchdog's last pass */
     uint64_t linger_reported_seq;
     _Atomic uint64_t hog_reported; /* expect_sw the watchdog reported: the worker skips it */

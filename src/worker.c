@@ -801,9 +801,12 @@ void *worker_main(void *arg)
     void *altstack = crash_altstack_enter(); /* where a stack overflow is handled */
     ax_coro_init_main(&w->main);
     w->fpenv = ax_coro_fpenv_get();
-    atomic_store(&w->busy, 1);
-    if (atomic_load(&s->watchdog_idle))
-        watchdog_kick(s);
+    /* Busy, with a sighting of its own: until its first run the sequence
+     * would stay at 0 (CI: a watchdog that first looked then judged the new
+     * worker held at once and handed back its first batch; a task that
+     * yielded was resumed before the one behind it had started:
+     * test_watchdog_first_sight). */
+    worker_unidle(w);
     for (;;) {
         w->now_ns = now_ns();
         drain_inbox(w);
@@ -840,6 +843,7 @@ int worker_init(struct ax_sched *s, struct worker *w, unsigned index)
     w->s = s;
     w->index = index;
     w->epfd = w->evfd = -1;
+    w->wd_seq = UINT64_MAX; /* not seen yet: pub_seq is always even (watchdog.c) */
     wheel_lock_setup(); /* before any worker runs */
     pthread_once(&clock_once, clock_decide);
     pthread_mutex_init(&w->inbox_lock, NULL);
