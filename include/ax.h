@@ -285,7 +285,9 @@ typedef struct ax_spec {
                                  generated
                                  ("ax-" and the id in 16 hex digits) */
     ax_callback on_done;      /* exactly once per admitted task; may be NULL */
-    ax_callback on_timeout;   /* each timed-out attempt, on the callback pool; may be NULL */
+    ax_callback on_timeout;   /* each timed-out attempt, on the callback pool, and once
+                                 when deadline_ns passes before an attempt could run
+                                 (queued, or in a retry's back-off); may be NULL */
     void *cb_arg;
     /* A task class (ax_class_register; 0 = none). With a class, timeout_ms 0
      * and retry NULL take the class's (its timeout as it is at submit time);
