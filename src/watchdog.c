@@ -4,8 +4,12 @@
  * exists for the one thing a worker cannot do: notice that it is held. A
  * worker is held when it is busy (out of epoll_wait) and what is on its CPU
  * has not changed for HOLD_MS: the same run (a task that never yields), or
- * the worker's own stack (a slow on_done, a long curl callback). For a held
- * worker the watchdog:
+ * the worker's own stack (a slow on_done, a long curl callback). HOLD_MS
+ * counts from the watchdog's own first sight of that state: a worker
+ * publishes a new one when it starts and whenever it comes back from idle
+ * (worker_unidle), so neither its first moments nor a sleep the watchdog
+ * missed count (test_watchdog_first_sight). For a held worker the
+ * watchdog:
  *   1. hands the jobs on its to-start list back to their buckets (at the
  *      head: they were first), so that other workers start them, and wakes
  *      a sleeping worker when queued work could start (a slot the held
