@@ -107,9 +107,10 @@ static bool read_published(struct worker *w, struct ax_task **t, struct job **j,
     return false;
 }
 
-/* 1. The held worker's to-start jobs go back to the head of their buckets.
- * Returns how many went back (each with a sleeping worker woken for it). */
-static unsigned hand_back(struct ax_sched *s, struct worker *w)
+/* 1. The held worker's to-start jobs go back to the head of their buckets,
+ * unless it has published since (seq: the sequence judged held). Returns
+ * how many went back (each with a sleeping worker woken for it). */
+static unsigned hand_back(struct ax_sched *s, struct worker *w, uint64_t seq)
 {
     /* The list holds at most one dispatch batch: the worker fills it only
      * from its own dispatch, which starts every entry before it takes more. */
@@ -117,6 +118,12 @@ static unsigned hand_back(struct ax_sched *s, struct worker *w)
     unsigned n = 0;
     if (!wheel_trylock_foreign(w))
         return 0;
+    /* Not held any more: it switched, or picked a new batch, since we
+     * judged it (we may have been kept off our CPU in between). */
+    if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq) {
+        wheel_unlock_foreign(w);
+        return 0;
+    }
     /* The round as it stood before each of them was picked (see below);
      * read only while the list holds some: meanwhile the worker picks
      * nothing. */
@@ -315,7 +322,7 @@ static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
         }
         if (now - w->wd_since_ns < HOLD_MS * 1000000ull)
             continue;
-        unsigned moved = hand_back(s, w);
+        unsigned moved = hand_back(s, w, seq);
         expire_held(s, w, now, t); /* t: the run holding it, if one does */
         /* A task that ends normally frees its slot without a wake-up (its
          * worker dispatches next, finish.c); held after that (an on_done or

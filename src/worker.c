@@ -451,8 +451,14 @@ static void dispatch(struct worker *w)
         sched_wake_workers(s, 1);
     /* Onto the to-start list first, where the watchdog can see them (and
      * hand them to another worker if this one is held, even by an on_done
-     * below); then start them one by one. */
+     * below); then start them one by one. A new sighting first: the batch
+     * may be handed back only after HOLD_MS since it was picked, not since
+     * the worker's last switch (review: after a 15 ms on_done, a batch
+     * picked next was handed back at the first stall of a few ms before
+     * its first run, a new stack's mmap: the task behind a yielder had not
+     * started when the yielder was resumed). Once a batch, not a task. */
     if (n) {
+        worker_publish(w, NULL);
         wheel_lock(w);
         w->batch_next = 0;
         for (unsigned i = 0; i < n; i++) {
