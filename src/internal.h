@@ -491,8 +491,9 @@ struct worker {
     _Atomic int sleeping; /* parked in epoll_wait; a waker CASes 1 -> 0 and writes evfd */
     /* What is on this worker's CPU, for the watchdog: a seqlock, odd while
      * it changes. Bumped when a run is switched in and again when the worker
-     * is back on its own stack (pub_run NULL), so an unchanged even value
-     * over time means the worker is held by one run or one callback. */
+     * is back on its own stack (pub_run NULL), when it starts or comes back
+     * from idle, and when it picks a batch, so an unchanged even value over
+     * time means the worker is held by one run or one callback. */
     _Atomic uint64_t pub_seq;
     _Atomic(struct ax_task *) pub_run;
     _Atomic(struct job *) pub_job; /* the run's job: job-shaped memory, never freed */

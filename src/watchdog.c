@@ -8,8 +8,9 @@
  * counts from the watchdog's own first sight of that state: a worker
  * publishes a new one when it starts and whenever it comes back from idle
  * (worker_unidle), so neither its first moments nor a sleep the watchdog
- * missed count (test_watchdog_first_sight). For a held worker the
- * watchdog:
+ * missed count (test_watchdog_first_sight), and when it picks a batch, so
+ * a batch goes back only HOLD_MS after its pick (test_watchdog_batch_sight).
+ * For a held worker the watchdog:
  *   1. hands the jobs on its to-start list back to their buckets (at the
  *      head: they were first), so that other workers start them, and wakes
  *      a sleeping worker when queued work could start (a slot the held
