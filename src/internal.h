@@ -1376,6 +1376,13 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
                       struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq);
 int linger_init(void);
 
+/* obs/report.c: a line for stderr from a thread that must not block on it
+ * (the watchdog): queued, written in order by the "ax-report" thread, dropped
+ * and counted when 64 wait. report_drain waits up to timeout_ms for the
+ * queue to be written (ax_free). */
+void report_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void report_drain(unsigned timeout_ms);
+
 /* obs/events.c */
 int ev_init(struct ax_sched *s);
 void ev_stop(struct ax_sched *s);

@@ -487,6 +487,7 @@ void ax_free(ax_sched *s)
         return;
     }
     watchdog_stop(s);
+    report_drain(100); /* its lines (obs/report.c), before the caller may exit */
     /* An on_timeout, or an on_done / on_release the pool runs, that does not
      * return within the budget holds its thread, which may still use the
      * scheduler: leak it, as for a held worker, rather than hang. */

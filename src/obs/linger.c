@@ -120,8 +120,7 @@ static void report(struct ax_sched *s, struct worker *w_or_null, const struct jo
     } else {
         char trace[AX_TRACE_ID_MAX];
         trace_format(j, trace);
-        fprintf(stderr, "ax: LINGERING task %llu (%s): %s\n", (unsigned long long)j->id, trace,
-                text);
+        report_line("ax: LINGERING task %llu (%s): %s", (unsigned long long)j->id, trace, text);
     }
 }
 
