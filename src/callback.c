@@ -428,11 +428,12 @@ bool cb_pool_check(struct ax_sched *s, uint64_t now)
                 t->overrun_counted = true;
                 atomic_fetch_add(&p->overruns, 1);
                 unsigned what = atomic_load(&t->what);
-                report_line("ax: %s of task %llu has been running for more than %u ms; "
-                            "the callback pool goes on without it",
-                            what == CB_RUNS_ON_RELEASE ? "the on_release" : "an on_timeout",
-                            (unsigned long long)atomic_load(&t->task_id),
-                            s->cfg.callback_timeout_ms);
+                report_note(s, report_line("ax: %s of task %llu has been running for more "
+                                           "than %u ms; the callback pool goes on without it",
+                                           what == CB_RUNS_ON_RELEASE ? "the on_release"
+                                                                      : "an on_timeout",
+                                           (unsigned long long)atomic_load(&t->task_id),
+                                           s->cfg.callback_timeout_ms));
             }
         }
     }

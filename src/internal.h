@@ -728,6 +728,9 @@ struct ax_sched {
     _Atomic unsigned ev_sample; /* ax_events_filter may change it while workers emit */
     _Atomic bool ev_lossless; /* a full ring makes the producer wait */
     _Atomic uint64_t ev_dropped;
+    /* The last stderr line queued for this scheduler (obs/report.c), which
+     * ax_free lets the writer finish. Written by the watchdog only. */
+    _Atomic uint64_t report_ticket;
 };
 /* The three lines of the lock section (see `lock` above). */
 #define AX_SCHED_LINE(f) (offsetof(struct ax_sched, f) / AX_CACHELINE)
@@ -1378,10 +1381,18 @@ int linger_init(void);
 
 /* obs/report.c: a line for stderr from a thread that must not block on it
  * (the watchdog): queued, written in order by the "ax-report" thread, dropped
- * and counted when 64 wait. report_drain waits up to timeout_ms for the
- * queue to be written (ax_free). */
-void report_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void report_drain(unsigned timeout_ms);
+ * and counted when 64 wait. report_line returns the line's ticket (0:
+ * dropped), which the caller keeps in s->report_ticket (report_note);
+ * report_drain waits up to 100 ms for the lines up to a ticket to be
+ * written (ax_free; UINT64_MAX: all). report_init: ax_new, outside locks. */
+void report_init(void);
+uint64_t report_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void report_drain(uint64_t ticket);
+static inline void report_note(struct ax_sched *s, uint64_t ticket)
+{
+    if (ticket)
+        atomic_store_explicit(&s->report_ticket, ticket, memory_order_relaxed);
+}
 
 /* obs/events.c */
 int ev_init(struct ax_sched *s);

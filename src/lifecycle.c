@@ -36,6 +36,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
         return rc;
     linger_init();
     crash_init();
+    report_init(); /* before any line: its fork handler too (obs/report.c) */
     struct ax_sched *s = aligned_alloc(AX_CACHELINE, (sizeof *s + AX_CACHELINE - 1) /
                                                          AX_CACHELINE * AX_CACHELINE);
     if (!s)
@@ -453,6 +454,7 @@ void ax_free(ax_sched *s)
          * leaked with the scheduler. Not past the budget's last part: the
          * sink may be a pipe nobody reads. */
         ev_flush_until(s, until > now_ns() ? until : now_ns() + FREE_JOIN_MIN_NS);
+        report_drain(atomic_load(&s->report_ticket)); /* the overrun's line, often */
         return;
     }
     /* A signal's dump of s still writing (a dump file that blocks: a pipe
@@ -487,7 +489,9 @@ void ax_free(ax_sched *s)
         return;
     }
     watchdog_stop(s);
-    report_drain(100); /* its lines (obs/report.c), before the caller may exit */
+    /* Its stderr lines (obs/report.c) written, up to 100 ms, before the
+     * caller may exit: that leak path too (the next). */
+    report_drain(atomic_load(&s->report_ticket));
     /* An on_timeout, or an on_done / on_release the pool runs, that does not
      * return within the budget holds its thread, which may still use the
      * scheduler: leak it, as for a held worker, rather than hang. */

@@ -12,14 +12,18 @@
  * callback_timeout_ms 20, grace_ms 20.
  *   1. T1 times out while it sleeps; its on_timeout blocks until told:
  *      past 20 ms the watchdog counts an overrun and has a line to write;
- *   2. S parks (ax_sleep, 30 ms timeout), then H, 20 ms timeout, spins
- *      until S's on_done has run and H has been reported lingering (a
- *      second line; liveness bound 10 s): only the watchdog can end S
- *      while H holds the worker; it must, while H still spins;
- *   3. the child tells the parent, which starts reading the pipe; the
+ *   2. H (20 ms timeout) spins on the one worker and submits S, whose
+ *      deadline_ns is 30 ms away: S stays queued, and only the watchdog
+ *      can end it while H holds the worker; it must, while H still spins;
+ *   3. H spins on until it has been reported lingering (grace_ms past its
+ *      deadline: the second line), then submits S2 the same way: the
+ *      watchdog must end S2 too, after writing the LINGERING line;
+ *   4. the child tells the parent, which starts reading the pipe; the
  *      child waits for its lines to be written and frees the scheduler.
- * The parent checks the child's exit status and that both lines arrived,
- * in order. The old code: S ended only when H gave up, 10 s later. */
+ * Each wait of H is bounded at 10 s (liveness). The parent checks the
+ * child's exit status and that both lines arrived, in order. The old code:
+ * S ended only when H gave up, 10 s later; with only the LINGERING line
+ * written the old way, S2 did (review of 07802f5). */
 #include "util.h"
 
 #include "internal.h" /* report_drain: the lines written before the exit */
@@ -27,7 +31,9 @@
 #include <fcntl.h>
 #include <sys/wait.h>
 
-static atomic_int t1_release, t1_in_cb, s_done, s_state = -1, h_spinning, s_while_h, h_release;
+static ax_sched *S_;
+static atomic_int t1_release, t1_in_cb, h_spinning, lingered;
+static atomic_int s_done[2], s_state[2] = {-1, -1}, s_while_h[2];
 
 static int sleeper(ax_task *t, void *arg)
 {
@@ -46,10 +52,32 @@ static void t1_on_timeout(const ax_result *r, void *arg)
 
 static void s_on_done(const ax_result *r, void *arg)
 {
+    int k = (int)(intptr_t)arg;
+    atomic_store(&s_state[k], (int)r->state);
+    atomic_store(&s_while_h[k], atomic_load(&h_spinning));
+    atomic_store(&s_done[k], 1);
+}
+
+static int never(ax_task *t, void *arg)
+{
+    (void)t;
     (void)arg;
-    atomic_store(&s_state, (int)r->state);
-    atomic_store(&s_while_h, atomic_load(&h_spinning));
-    atomic_store(&s_done, 1);
+    return 0;
+}
+
+/* Queued behind H with a deadline 30 ms away: only the watchdog ends it. */
+static void submit_s(int k)
+{
+    ax_spec sp = {.fn = never, .timeout_ms = 1000, .deadline_ns = ax_now_ns() + 30000000u,
+                  .on_done = s_on_done, .cb_arg = (void *)(intptr_t)k};
+    CHECK_EQ(ax_submit(S_, &sp, NULL), AX_OK);
+}
+
+static void spin_until(atomic_int *flag)
+{
+    uint64_t end = ax_now_ns() + 10000000000ull * TEST_SLOW;
+    while (!atomic_load(flag) && ax_now_ns() < end)
+        ;
 }
 
 static int hog(ax_task *t, void *arg)
@@ -57,9 +85,11 @@ static int hog(ax_task *t, void *arg)
     (void)t;
     (void)arg;
     atomic_store(&h_spinning, 1);
-    uint64_t end = ax_now_ns() + 10000000000ull * TEST_SLOW;
-    while (!(atomic_load(&s_done) && atomic_load(&h_release)) && ax_now_ns() < end)
-        ;
+    submit_s(0);
+    spin_until(&s_done[0]);
+    spin_until(&lingered); /* set by the child's main thread */
+    submit_s(1);
+    spin_until(&s_done[1]);
     atomic_store(&h_spinning, 0);
     return 0;
 }
@@ -72,21 +102,23 @@ static int child(int status_fd)
     c.callback_timeout_ms = 20;
     c.grace_ms = 20;
     ax_sched *s = test_sched_cfg(&c);
+    S_ = s;
     ax_spec t1 = {.fn = sleeper, .timeout_ms = 10, .on_timeout = t1_on_timeout};
     CHECK_EQ(ax_submit(s, &t1, NULL), AX_OK);
     CHECK(WAIT_UNTIL(atomic_load(&t1_in_cb), 30000 * TEST_SLOW));
     CHECK(WAIT_UNTIL(test_stats(s).callback_overruns == 1, 30000 * TEST_SLOW));
 
-    ax_spec sp = {.fn = sleeper, .timeout_ms = 30, .on_done = s_on_done};
-    CHECK_EQ(ax_submit(s, &sp, NULL), AX_OK);
-    usleep(5000); /* S parks first (a liveness matter only: H checks nothing about it) */
     ax_spec hp = {.fn = hog, .timeout_ms = 20};
     CHECK_EQ(ax_submit(s, &hp, NULL), AX_OK);
-    CHECK(WAIT_UNTIL(atomic_load(&s_done), 60000 * TEST_SLOW));
-    int ok = atomic_load(&s_state) == AX_STATE_TIMED_OUT && atomic_load(&s_while_h);
-    /* H lingers too (20 ms past its deadline, still spinning): a line. */
-    CHECK(WAIT_UNTIL(test_stats(s).lingering == 1 || !atomic_load(&h_spinning), 30000));
-    atomic_store(&h_release, 1);
+    CHECK(WAIT_UNTIL(atomic_load(&s_done[0]), 60000 * TEST_SLOW));
+    /* H lingers (grace_ms past its deadline, still spinning): a line. */
+    CHECK(WAIT_UNTIL(test_stats(s).lingering == 1 || !atomic_load(&h_spinning), 60000));
+    atomic_store(&lingered, 1);
+    CHECK(WAIT_UNTIL(atomic_load(&s_done[1]), 60000 * TEST_SLOW));
+    int ok = 1;
+    for (int k = 0; k < 2; k++)
+        ok &= atomic_load(&s_state[k]) == AX_STATE_TIMED_OUT && atomic_load(&s_while_h[k]);
+    ok &= test_stats(s).lingering == 1;
 
     atomic_store(&t1_release, 1);
     char one = ok ? 'y' : 'n';

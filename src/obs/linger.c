@@ -120,7 +120,8 @@ static void report(struct ax_sched *s, struct worker *w_or_null, const struct jo
     } else {
         char trace[AX_TRACE_ID_MAX];
         trace_format(j, trace);
-        report_line("ax: LINGERING task %llu (%s): %s", (unsigned long long)j->id, trace, text);
+        report_note(s, report_line("ax: LINGERING task %llu (%s): %s", (unsigned long long)j->id,
+                                   trace, text));
     }
 }
 

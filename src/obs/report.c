@@ -8,12 +8,22 @@
  * more, no batch was handed back, and the pool's threads waited on its lock
  * (test_report_blocked_stderr). Here a line is formatted by its caller and
  * queued; one process-wide thread, "ax-report", started at the first line,
- * writes the queue to fd 2 in order. A full queue drops the line and counts
- * it; the count is written before the next line that gets through. The
- * thread blocks SIGPIPE (a closed stderr is EPIPE here, not the process's
- * death). ax_free gives the queue a bounded time to drain (report_drain),
- * so the lines of a scheduler that is freed right after are not lost to
- * the process's exit when stderr is being read. */
+ * writes the queue to fd 2 in order, with every signal blocked (SIGPIPE: a
+ * closed stderr is EPIPE here, not the process's death).
+ *
+ * What a queue costs against a synchronous write, and how it is paid:
+ *  - a full queue (REPORT_SLOTS lines waiting) drops the line; the count
+ *    goes with the next line queued and is written just before it;
+ *  - a thread that could not be started is tried again a second later;
+ *    meanwhile lines are dropped and counted the same way;
+ *  - lines still queued at exit() would die with the process: an atexit
+ *    handler, and ax_free for its own scheduler's lines (report_drain,
+ *    up to the last line that scheduler queued), give the thread a
+ *    bounded time (REPORT_DRAIN_MS) to write them, so a scheduler whose
+ *    stderr is blocked costs its own ax_free 100 ms, no one else's;
+ *  - fork: the child has no writer thread; a handler registered before
+ *    any line (report_init, from ax_new, outside every lock), which holds
+ *    the queue's lock across the fork, lets the child start afresh. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -26,29 +36,71 @@
 
 #define REPORT_SLOTS 64
 #define REPORT_LEN 768 /* a LINGERING line: AX_EVENT_MESSAGE_MAX of text after its prefix */
+#define REPORT_DRAIN_MS 100
+#define REPORT_RETRY_NS 1000000000ull
 
 static pthread_mutex_t rep_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t rep_more = PTHREAD_COND_INITIALIZER;
-static pthread_cond_t rep_drained = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t rep_drained; /* CLOCK_MONOTONIC: report_init */
 static char rep_ring[REPORT_SLOTS][REPORT_LEN];
 static unsigned rep_len[REPORT_SLOTS];
-static unsigned rep_head, rep_tail; /* free-running: tail - head lines queued */
-static bool rep_writing;            /* a line taken off the queue, not yet written */
-static bool rep_started, rep_failed;
-static unsigned long rep_dropped; /* since the last line written */
-static bool rep_atfork_set;
+static unsigned long rep_drops_before[REPORT_SLOTS]; /* dropped just before this line */
+/* Free-running line numbers: queued lines are rep_head..rep_tail-1; every
+ * line numbered below rep_done has been written (or given up on). */
+static uint64_t rep_head, rep_tail, rep_done;
+static bool rep_started;
+static uint64_t rep_failed_ns;    /* when a start last failed (0: never) */
+static unsigned long rep_dropped; /* since the last line queued */
+static pthread_once_t rep_once = PTHREAD_ONCE_INIT;
 
-/* A child of fork has no "ax-report" thread (and the lock may have been
- * held by a thread it does not have): start afresh, the parent's queued
- * lines are the parent's. */
-static void rep_atfork_child(void)
+static void rep_cond_init(void)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&rep_drained, &ca);
+    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&rep_more, NULL);
+}
+
+/* Around fork: the forking thread holds the lock, so the child's copy of
+ * the queue is whole; the child has no writer, and the parent's lines are
+ * the parent's. */
+static void rep_prepare(void)
+{
+    pthread_mutex_lock(&rep_lock);
+}
+
+static void rep_parent(void)
+{
+    pthread_mutex_unlock(&rep_lock);
+}
+
+static void rep_child(void)
 {
     pthread_mutex_init(&rep_lock, NULL);
-    pthread_cond_init(&rep_more, NULL);
-    pthread_cond_init(&rep_drained, NULL);
-    rep_head = rep_tail = 0;
-    rep_writing = rep_started = rep_failed = false;
+    rep_cond_init();
+    rep_head = rep_tail = rep_done = 0;
+    rep_started = false;
+    rep_failed_ns = 0;
     rep_dropped = 0;
+}
+
+static void rep_at_exit(void)
+{
+    report_drain(UINT64_MAX);
+}
+
+static void rep_setup(void)
+{
+    rep_cond_init();
+    (void)pthread_atfork(rep_prepare, rep_parent, rep_child);
+    (void)atexit(rep_at_exit);
+}
+
+void report_init(void)
+{
+    pthread_once(&rep_once, rep_setup);
 }
 
 static void write_all(const char *p, size_t n)
@@ -56,7 +108,7 @@ static void write_all(const char *p, size_t n)
     while (n > 0) {
         ssize_t w = write(STDERR_FILENO, p, n);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return; /* EPIPE, EBADF...: nowhere to write to */
+        if (w <= 0) return; /* EPIPE, EBADF, EAGAIN...: nowhere to write to */
         p += w;
         n -= (size_t)w;
     }
@@ -71,13 +123,11 @@ static void *report_main(void *arg)
     for (;;) {
         while (rep_head == rep_tail)
             pthread_cond_wait(&rep_more, &rep_lock);
-        unsigned i = rep_head % REPORT_SLOTS;
+        unsigned i = (unsigned)(rep_head % REPORT_SLOTS);
         size_t n = rep_len[i];
         memcpy(line, rep_ring[i], n);
+        unsigned long dropped = rep_drops_before[i];
         rep_head++;
-        unsigned long dropped = rep_dropped;
-        rep_dropped = 0;
-        rep_writing = true;
         pthread_mutex_unlock(&rep_lock);
         if (dropped) {
             int k = snprintf(note, sizeof note,
@@ -86,63 +136,77 @@ static void *report_main(void *arg)
         }
         write_all(line, n);
         pthread_mutex_lock(&rep_lock);
-        rep_writing = false;
+        rep_done = rep_head;
         pthread_cond_broadcast(&rep_drained);
     }
     return NULL;
 }
 
-void report_line(const char *fmt, ...)
+/* Under rep_lock: the writer running, or tried again a second after a
+ * failed start. */
+static void ensure_writer_locked(void)
+{
+    if (rep_started) return;
+    uint64_t now = now_ns();
+    if (rep_failed_ns && now - rep_failed_ns < REPORT_RETRY_NS) return;
+    pthread_t th;
+    pthread_attr_t a;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_attr_init(&a);
+    pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* inherited: none lands there */
+    if (pthread_create(&th, &a, report_main, NULL) == 0)
+        rep_started = true;
+    else
+        rep_failed_ns = now ? now : 1; /* lines are dropped and counted meanwhile */
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&a);
+}
+
+uint64_t report_line(const char *fmt, ...)
 {
     char buf[REPORT_LEN];
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(buf, sizeof buf - 1, fmt, ap);
     va_end(ap);
-    if (n < 0) return;
+    if (n < 0) return 0;
     size_t len = (size_t)n < sizeof buf - 2 ? (size_t)n : sizeof buf - 2;
     if (len == 0 || buf[len - 1] != '\n') buf[len++] = '\n'; /* a cut line still ends its line */
+    report_init();                                           /* ax_new did, as a rule */
+    uint64_t ticket = 0;
     pthread_mutex_lock(&rep_lock);
-    if (!rep_started && !rep_failed) {
-        pthread_t th;
-        pthread_attr_t a;
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_attr_init(&a);
-        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-        if (!rep_atfork_set) rep_atfork_set = pthread_atfork(NULL, NULL, rep_atfork_child) == 0;
-        pthread_sigmask(SIG_BLOCK, &all, &old); /* inherited: none lands there */
-        if (pthread_create(&th, &a, report_main, NULL) == 0)
-            rep_started = true;
-        else
-            rep_failed = true; /* no thread: lines are dropped and counted */
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&a);
-    }
+    ensure_writer_locked();
     if (!rep_started || rep_tail - rep_head == REPORT_SLOTS) {
         rep_dropped++;
     } else {
-        unsigned i = rep_tail % REPORT_SLOTS;
+        unsigned i = (unsigned)(rep_tail % REPORT_SLOTS);
         memcpy(rep_ring[i], buf, len);
         rep_len[i] = (unsigned)len;
-        rep_tail++;
+        rep_drops_before[i] = rep_dropped;
+        rep_dropped = 0;
+        ticket = ++rep_tail; /* written once rep_done >= ticket */
         pthread_cond_signal(&rep_more);
     }
     pthread_mutex_unlock(&rep_lock);
+    return ticket;
 }
 
-void report_drain(unsigned timeout_ms)
+void report_drain(uint64_t ticket)
 {
+    if (ticket == 0) return;
+    report_init();
     struct timespec until;
-    clock_gettime(CLOCK_REALTIME, &until); /* the condvar's default clock */
-    until.tv_sec += timeout_ms / 1000;
-    until.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    until.tv_nsec += (long)REPORT_DRAIN_MS * 1000000L;
     if (until.tv_nsec >= 1000000000L) {
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
     pthread_mutex_lock(&rep_lock);
-    while (rep_started && (rep_head != rep_tail || rep_writing))
+    if (ticket > rep_tail) ticket = rep_tail; /* UINT64_MAX: all queued so far */
+    while (rep_started && rep_done < ticket)
         if (pthread_cond_timedwait(&rep_drained, &rep_lock, &until) == ETIMEDOUT) break;
     pthread_mutex_unlock(&rep_lock);
 }
