@@ -729,7 +729,8 @@ struct ax_sched {
     _Atomic bool ev_lossless; /* a full ring makes the producer wait */
     _Atomic uint64_t ev_dropped;
     /* The last stderr line queued for this scheduler (obs/report.c), which
-     * ax_free lets the writer finish. Written by the watchdog only. */
+     * ax_free lets the writer finish. Raised by the watchdog and by the
+     * workers (linger_check): report_note. */
     _Atomic uint64_t report_ticket;
 };
 /* The three lines of the lock section (see `lock` above). */
@@ -1384,14 +1385,17 @@ int linger_init(void);
  * and counted when 64 wait. report_line returns the line's ticket (0:
  * dropped), which the caller keeps in s->report_ticket (report_note);
  * report_drain waits up to 100 ms for the lines up to a ticket to be
- * written (ax_free; UINT64_MAX: all). report_init: ax_new, outside locks. */
+ * written (ax_free; UINT64_MAX: all), and says whether they were. report_init: ax_new, outside locks. */
 void report_init(void);
 uint64_t report_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void report_drain(uint64_t ticket);
+bool report_drain(uint64_t ticket); /* true: written */
 static inline void report_note(struct ax_sched *s, uint64_t ticket)
 {
-    if (ticket)
-        atomic_store_explicit(&s->report_ticket, ticket, memory_order_relaxed);
+    uint64_t t = atomic_load_explicit(&s->report_ticket, memory_order_relaxed);
+    while (ticket > t && !atomic_compare_exchange_weak_explicit(&s->report_ticket, &t, ticket,
+                                                                memory_order_relaxed,
+                                                                memory_order_relaxed))
+        ;
 }
 
 /* obs/events.c */

@@ -467,6 +467,7 @@ void ax_free(ax_sched *s)
                 "when shutdown_timeout_ms (%u ms) ran out; leaking the scheduler instead of "
                 "waiting\n",
                 s->cfg.shutdown_timeout_ms);
+        report_drain(atomic_load(&s->report_ticket));
         return;
     }
     /* An on_done or on_release still running on a thread of the user's (one
@@ -486,11 +487,12 @@ void ax_free(ax_sched *s)
                 "freeing what they use\n",
                 cbs, s->cfg.shutdown_timeout_ms);
         ev_flush_until(s, now_ns() + FREE_JOIN_MIN_NS);
+        report_drain(atomic_load(&s->report_ticket));
         return;
     }
     watchdog_stop(s);
     /* Its stderr lines (obs/report.c) written, up to 100 ms, before the
-     * caller may exit: that leak path too (the next). */
+     * caller may exit: the leak paths before too. */
     report_drain(atomic_load(&s->report_ticket));
     /* An on_timeout, or an on_done / on_release the pool runs, that does not
      * return within the budget holds its thread, which may still use the

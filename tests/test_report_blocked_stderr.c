@@ -123,7 +123,9 @@ static int child(int status_fd)
     atomic_store(&t1_release, 1);
     char one = ok ? 'y' : 'n';
     CHECK_EQ(write(status_fd, &one, 1), 1);
-    report_drain(60000); /* the parent reads now */
+    /* The parent reads now: wait until both lines are written (the
+     * drain's own bound is 100 ms; liveness: 60 s). */
+    CHECK(WAIT_UNTIL(report_drain(UINT64_MAX), 60000 * TEST_SLOW));
     CHECK_EQ(ax_shutdown(s, 5000), AX_OK);
     ax_free(s);
     return ok ? 0 : 1;

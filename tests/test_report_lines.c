@@ -125,7 +125,7 @@ int main(void)
         CHECK(pid >= 0);
         if (pid == 0) {
             uint64_t t = report_line("child line");
-            report_drain(t);
+            WAIT_UNTIL(report_drain(t), 30000 * TEST_SLOW);
             _exit(t ? 0 : 1);
         }
         int status = 0;

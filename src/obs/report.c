@@ -21,9 +21,14 @@
  *    up to the last line that scheduler queued), give the thread a
  *    bounded time (REPORT_DRAIN_MS) to write them, so a scheduler whose
  *    stderr is blocked costs its own ax_free 100 ms, no one else's;
- *  - fork: the child has no writer thread; a handler registered before
- *    any line (report_init, from ax_new, outside every lock), which holds
- *    the queue's lock across the fork, lets the child start afresh. */
+ *  - fork: the child has no writer thread; a child handler registered
+ *    before any line (report_init, from ax_new, outside every lock) starts
+ *    it afresh: new lock, empty queue. No prepare handler takes the lock:
+ *    a host's signal handler that forks (or exits: the atexit drain takes
+ *    the lock with a bound) on a thread inside report_line would wait for
+ *    itself (review of 29f43f3);
+ *  - libax.so is linked -z nodelete (CMakeLists.txt): the detached writer
+ *    must not outlive its code at dlclose. */
 #define _GNU_SOURCE
 #include "internal.h"
 
@@ -63,19 +68,9 @@ static void rep_cond_init(void)
     pthread_cond_init(&rep_more, NULL);
 }
 
-/* Around fork: the forking thread holds the lock, so the child's copy of
- * the queue is whole; the child has no writer, and the parent's lines are
- * the parent's. */
-static void rep_prepare(void)
-{
-    pthread_mutex_lock(&rep_lock);
-}
-
-static void rep_parent(void)
-{
-    pthread_mutex_unlock(&rep_lock);
-}
-
+/* The child of a fork: no writer, and the lock, the condvars and the queue
+ * as some other thread may have left them mid-change: all anew (the
+ * parent's lines are the parent's). */
 static void rep_child(void)
 {
     pthread_mutex_init(&rep_lock, NULL);
@@ -94,7 +89,7 @@ static void rep_at_exit(void)
 static void rep_setup(void)
 {
     rep_cond_init();
-    (void)pthread_atfork(rep_prepare, rep_parent, rep_child);
+    (void)pthread_atfork(NULL, NULL, rep_child);
     (void)atexit(rep_at_exit);
 }
 
@@ -193,9 +188,9 @@ uint64_t report_line(const char *fmt, ...)
     return ticket;
 }
 
-void report_drain(uint64_t ticket)
+bool report_drain(uint64_t ticket)
 {
-    if (ticket == 0) return;
+    if (ticket == 0) return true;
     report_init();
     struct timespec until;
     clock_gettime(CLOCK_MONOTONIC, &until);
@@ -204,9 +199,18 @@ void report_drain(uint64_t ticket)
         until.tv_sec++;
         until.tv_nsec -= 1000000000L;
     }
-    pthread_mutex_lock(&rep_lock);
+    /* Bounded: exit() from a signal handler on a thread inside
+     * report_line would otherwise wait for itself. (A try-lock loop, not
+     * pthread_mutex_clocklock: the sanitizers' runtimes see this one.) */
+    uint64_t give_up = now_ns() + (uint64_t)REPORT_DRAIN_MS * 1000000u;
+    while (pthread_mutex_trylock(&rep_lock) != 0) {
+        if (now_ns() >= give_up) return false;
+        usleep(200);
+    }
     if (ticket > rep_tail) ticket = rep_tail; /* UINT64_MAX: all queued so far */
     while (rep_started && rep_done < ticket)
         if (pthread_cond_timedwait(&rep_drained, &rep_lock, &until) == ETIMEDOUT) break;
+    bool done = !rep_started || rep_done >= ticket;
     pthread_mutex_unlock(&rep_lock);
+    return done;
 }
