@@ -9,7 +9,9 @@
 #include <string.h>
 
 /* Hot (every result with a generated trace id): one table lookup per byte;
- * snprintf cost ~100 ns here. */
+ * snprintf cost ~100 ns here. Eight digits at a time in a register (each
+ * nibble spread to a byte, then '0' and the a-f offset added) was tried:
+ * 61 instructions against these 44 (callgrind, bench ax_fullpath). */
 static const char hex_pairs[256][2] = {
 #define X2(n) {"0123456789abcdef"[(n) >> 4], "0123456789abcdef"[(n)&15]}
 #define X16(h)                                                                                 \
