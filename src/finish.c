@@ -32,7 +32,7 @@
 
 const char *deadline_text(const struct job *j, char *buf, size_t len)
 {
-    if (j->end_why != END_DEADLINE_RETRY)
+    if (j->end_why != END_DEADLINE_RETRY && j->end_why != END_DEADLINE_RETRY_TIMED)
         return "deadline passed before it could run";
     /* The ended word keeps the attempt field of the retry (0-based, as
      * RETRYING and QUEUED both hold it): the failed one before it is that
@@ -40,7 +40,8 @@ const char *deadline_text(const struct job *j, char *buf, size_t len)
      * the retry itself once it was QUEUED (it said "attempt 2 failed" when
      * attempt 1 had). */
     unsigned failed = js_attempt(atomic_load_explicit(&j->sw, memory_order_acquire));
-    snprintf(buf, len, "deadline passed while its retry waited (attempt %u failed)", failed);
+    snprintf(buf, len, "deadline passed while its retry waited (attempt %u %s)", failed,
+             j->end_why == END_DEADLINE_RETRY_TIMED ? "timed out" : "failed");
     return buf;
 }
 
@@ -224,8 +225,8 @@ void finish_terminal(struct ax_sched *s, struct worker *w, struct job *j, unsign
 
 /* Schedule the back-off of an attempt the CAS made RETRYING. */
 static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
-                           int code, const char *err, uint64_t now, uint64_t run_ns,
-                           uint64_t give);
+                           bool timed_out, int code, const char *err, uint64_t now,
+                           uint64_t run_ns, uint64_t give);
 
 FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                             unsigned state, unsigned to, int code, const char *err, int slot,
@@ -273,7 +274,8 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
     if (to != JS_RETRYING)
         terminal_path(s, w, j, attempt, to, code, err, give);
     else
-        retry_schedule(s, w, j, attempt, code, err, w ? w->now_ns : now_ns(), run_ns, give);
+        retry_schedule(s, w, j, attempt, state == JS_TIMED_OUT, code, err,
+                       w ? w->now_ns : now_ns(), run_ns, give);
 }
 
 void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
@@ -284,8 +286,8 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
 }
 
 static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
-                           int code, const char *err, uint64_t now, uint64_t run_ns,
-                           uint64_t give)
+                           bool timed_out, int code, const char *err, uint64_t now,
+                           uint64_t run_ns, uint64_t give)
 {
     uint64_t delay_ms = 0;
     ax_retry_delay_ms(&j->retry, attempt, ax_rand64(), &delay_ms);
@@ -304,7 +306,8 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
         if (js_end_queued(&j->sw, job_gen(j), JS_CANCELLED, &old))
             armed = -1;
     } else {
-        armed = sched_retry_locked(s, j, attempt + 1, now + delay_ms * 1000000u, run_ns);
+        armed = sched_retry_locked(s, j, attempt + 1, timed_out, now + delay_ms * 1000000u,
+                                   run_ns);
     }
     pthread_mutex_unlock(&s->lock);
     if (armed < 0) {

@@ -216,8 +216,19 @@ struct job_ext {
  * class_end_text). */
 /* END_DEADLINE: its deadline passed before it ever ran; END_DEADLINE_RETRY:
  * an attempt ran and failed, and the deadline passed in the back-off or
- * while the retry waited in its bucket (finish.c: deadline_text). */
-enum { END_DEADLINE = 0, END_DEADLINE_RETRY, END_EXPIRED, END_OPEN, END_BUDGET, END_THROTTLED };
+ * while the retry waited in its bucket (finish.c: deadline_text);
+ * END_DEADLINE_RETRY_TIMED: the same after an attempt that timed out.
+ * While a retry waits, end_why says how the attempt before it ended (0 or
+ * END_DEADLINE_RETRY_TIMED: sched_retry_locked) for the expiry to keep. */
+enum {
+    END_DEADLINE = 0,
+    END_DEADLINE_RETRY,
+    END_DEADLINE_RETRY_TIMED,
+    END_EXPIRED,
+    END_OPEN,
+    END_BUDGET,
+    END_THROTTLED
+};
 
 #define JOIN_DONE ((struct ax_task *)1) /* j->joiner: the child's result is published */
 
@@ -972,10 +983,11 @@ void sched_enqueue_new_locked(struct ax_sched *s, struct job *j, uint64_t now, u
 /* A waiting job whose word just left `word` (QUEUED/DELAYED/RETRYING) for a
  * terminal state: out of its bucket and the wheel, counters adjusted. */
 void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word);
-/* Arm the back-off of a job the CAS made RETRYING (attempt = the next one);
- * 0 if it was cancelled meanwhile. Capped at the job's deadline. */
-int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, uint64_t at_ns,
-                       uint64_t run_ns);
+/* Arm the back-off of a job the CAS made RETRYING (attempt = the next one;
+ * timed_out: the one that ended timed out); 0 if it was cancelled
+ * meanwhile. Capped at the job's deadline. */
+int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, bool timed_out,
+                       uint64_t at_ns, uint64_t run_ns);
 /* The coroutine of a RETRYING + JF_WAIT job returned: queue the retry. */
 void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t gen, uint64_t now);
 /* Expire the scheduler's wheel: due delays and back-offs re-enter their

@@ -345,8 +345,8 @@ void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word)
     }
 }
 
-int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, uint64_t at_ns,
-                       uint64_t run_ns)
+int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, bool timed_out,
+                       uint64_t at_ns, uint64_t run_ns)
 {
     uint64_t old;
     /* Still RETRYING for this attempt: ax_cancel and shutdown may have ended
@@ -356,7 +356,9 @@ int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, uint
         return 0;
     /* Ours while RETRYING under the lock: ax_cancel and expiry take it too. */
     j->run_ns = run_ns;
-    j->end_why = 0; /* a retry denied by a losing decision is not this one's */
+    /* A retry denied by a losing decision is not this one's; how this
+     * attempt ended is, for the text if the deadline ends the wait. */
+    j->end_why = timed_out ? END_DEADLINE_RETRY_TIMED : 0;
     s->delayed++;
     s->st.retried++;
     if (j->deadline_ns && at_ns > j->deadline_ns)
@@ -407,9 +409,11 @@ unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ende
                 continue;
             sched_leave_locked(s, j, old);
             j->handoff = js_report_attempt(old);
-            j->end_why = st == JS_RETRYING || (st == JS_QUEUED && js_attempt(old) > 0)
-                             ? END_DEADLINE_RETRY
-                             : END_DEADLINE;
+            if (st == JS_RETRYING || (st == JS_QUEUED && js_attempt(old) > 0))
+                j->end_why = j->end_why == END_DEADLINE_RETRY_TIMED ? END_DEADLINE_RETRY_TIMED
+                                                                    : END_DEADLINE_RETRY;
+            else
+                j->end_why = END_DEADLINE;
             if (st == JS_QUEUED)
                 j->wait_ns = now > j->enqueue_ns ? now - j->enqueue_ns : 0;
             j->next = *ended;

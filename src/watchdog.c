@@ -362,7 +362,7 @@ static void expire_jobs(struct ax_sched *s, uint64_t now)
         /* Its deadline (TIMED_OUT), or its class ended it FAILED (a parked
          * job's queue-time budget): the state the CAS set, finished as
          * dispatch would (callback.c: finish_handed). */
-        unsigned st = j->end_why <= END_DEADLINE_RETRY ? JS_TIMED_OUT : JS_FAILED;
+        unsigned st = j->end_why <= END_DEADLINE_RETRY_TIMED ? JS_TIMED_OUT : JS_FAILED;
         cb_pool_finish(s, j, j->handoff, st, st, FIN_NO_SLOT);
     }
 }

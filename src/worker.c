@@ -475,7 +475,7 @@ static void dispatch(struct worker *w)
         while (ended) {
             struct job *j = ended;
             ended = j->next;
-            if (AX_LIKELY(j->end_why <= END_DEADLINE_RETRY)) {
+            if (AX_LIKELY(j->end_why <= END_DEADLINE_RETRY_TIMED)) {
                 char buf[96];
                 finish_attempt(s, w, j, j->handoff, JS_TIMED_OUT, JS_TIMED_OUT, AX_ETIMEDOUT,
                                deadline_text(j, buf, sizeof buf), FIN_NO_SLOT, 0, 0);

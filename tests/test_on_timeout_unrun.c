@@ -6,9 +6,12 @@
  *   A. queued past its deadline (paused): TIMED_OUT, "deadline passed
  *      before it could run", on_timeout once, the function never called;
  *   B. an attempt that failed, its deadline passing in the back-off:
- *      TIMED_OUT, "... while its retry waited ...", on_timeout once;
+ *      TIMED_OUT, "... while its retry waited (attempt 1 failed)",
+ *      on_timeout once;
  *   C. an attempt that timed out, then the deadline passing in the
- *      back-off: on_timeout twice (the attempt, then the deadline);
+ *      back-off: on_timeout twice (the attempt, then the deadline), and
+ *      the message says "(attempt 1 timed out)" (it said "failed": the job
+ *      kept no record of how the attempt before its retry ended);
  *   D. a task that succeeds within its deadline: no on_timeout. */
 #include "util.h"
 
@@ -92,12 +95,12 @@ int main(void)
 
     CHECK_EQ(atomic_load(&calls[B]), 1);
     CHECK_EQ(atomic_load(&state[B]), AX_STATE_TIMED_OUT);
-    CHECK(strstr(err[B], "while its retry waited") != NULL);
+    CHECK(strstr(err[B], "while its retry waited (attempt 1 failed)") != NULL);
     CHECK_EQ(atomic_load(&timeouts[B]), 1);
 
     CHECK_EQ(atomic_load(&calls[C]), 1);
     CHECK_EQ(atomic_load(&state[C]), AX_STATE_TIMED_OUT);
-    CHECK(strstr(err[C], "while its retry waited") != NULL);
+    CHECK(strstr(err[C], "while its retry waited (attempt 1 timed out)") != NULL);
     CHECK_EQ(atomic_load(&timeouts[C]), 2);
 
     CHECK_EQ(atomic_load(&calls[D]), 1);
