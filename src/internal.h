@@ -524,6 +524,7 @@ struct worker {
     uint64_t wd_started;           /* counts.started at the watchdog's last pass */
     uint64_t linger_reported_seq;
     _Atomic uint64_t hog_reported; /* expect_sw the watchdog reported: the worker skips it */
+    struct linger_pending *lg_pend; /* a hog's report in progress (obs/linger.c) */
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
     _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken, 3 not on the task's stack */
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
@@ -1390,6 +1391,12 @@ void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked 
  * once if its attempt ended grace_ms ago and it is still there. */
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
                       struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq);
+/* watchdog: take w's report in progress (w->lg_pend) a step further, never
+ * waiting; true while it is still in progress (poll again in POLL_MS).
+ * linger_pending_flush: the watchdog's exit, every one reported. */
+struct linger_pending;
+bool linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now);
+void linger_pending_flush(struct ax_sched *s);
 int linger_init(void);
 
 /* obs/report.c: a line for stderr from a thread that must not block on it

@@ -295,6 +295,8 @@ static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
     bool busy = false;
     for (unsigned i = 0; i < s->nworkers; i++) {
         struct worker *w = &s->workers[i];
+        if (w->lg_pend && linger_pending_step(s, w, now))
+            busy = true; /* polls on until it is reported */
         uint64_t started = atomic_load_explicit(&w->counts.started, memory_order_relaxed);
         if (started != w->wd_started) {
             w->wd_started = started;
@@ -423,6 +425,7 @@ static void *watchdog_main(void *arg)
         atomic_store(&s->watchdog_idle, false);
     }
     pthread_mutex_unlock(&s->lock);
+    linger_pending_flush(s);
     return NULL;
 }
 

@@ -24,7 +24,19 @@
  *    lingers, and passes signals that are not its own to the handler the
  *    host had.
  * Either way only return addresses are recorded there; obs/symbols.c names
- * them afterwards, on the thread that reports (the worker, the watchdog).
+ * them afterwards: the worker itself for a parked task, a thread of its own
+ * ("ax-symbols", one a report) for a hog.
+ *
+ * The watchdog never waits for a hog's report: it is the only thread that
+ * ends a held worker's attempts and hands its queued work back, and the
+ * first naming reads the modules' symbol tables (58 ms for a small test
+ * program here, more for a service's binary), during which it did neither
+ * (test_linger_report_async). A report is a `struct linger_pending` on its
+ * worker, taken a step further at each of the watchdog's polls (POLL_MS):
+ * the signal sent, the addresses taken (or BT_WAIT_MS without them), named
+ * on the naming thread, then reported. The naming thread owns no part of
+ * the scheduler: it writes into the report, which the last of the two
+ * threads to let go of it frees.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -39,6 +51,23 @@
 #define LINGER_SIGNAL SIGURG
 
 static struct sigaction old_action;
+
+/* A hog's report in progress (the watchdog's; w->lg_pend). */
+struct linger_pending {
+    _Atomic int refs;  /* the watchdog's, and the naming thread's while it runs */
+    _Atomic int named; /* the naming thread wrote text: it may be reported */
+    bool naming;       /* past the capture: text is the naming thread's until named */
+    uint64_t seq;      /* the worker's sequence of the hog's run */
+    uint64_t since_ns; /* the capture's start */
+    struct job snap;   /* what the report says of the job (see linger_hog_check) */
+    struct job_ext snap_ext;
+    struct ev_attempt a;
+    struct bt_cut cut;
+    int bt_n;
+    void *bt[AX_BT_MAX];
+    char head[128]; /* "still running 1.2 s after its timeout on worker 3 without yielding:" */
+    char text[AX_EVENT_MESSAGE_MAX]; /* head and the named frames */
+};
 
 /* Ours if this thread is a worker asked for a backtrace; anything else goes
  * to the handler the host had (SIGURG is rarely used, but it is not ours
@@ -196,7 +225,8 @@ void linger_check(struct worker *w)
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
                       struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq)
 {
-    if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || seq == w->linger_reported_seq)
+    if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || seq == w->linger_reported_seq ||
+        w->lg_pend) /* one report at a time a worker: the next poll after it */
         return;
     /* Its attempt must have ended: a run still inside its own attempt is
      * timed out by its deadline first (watchdog.c), never reported. The
@@ -248,36 +278,147 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
      * difference. */
     if (atomic_fetch_add_explicit(&w->pub_seq, 0, memory_order_acq_rel) != seq)
         return;
-    char text[AX_EVENT_MESSAGE_MAX];
-    snprintf(text, sizeof text,
+    struct linger_pending *p = malloc(sizeof *p);
+    if (!p)
+        return; /* the next poll tries again */
+    memset(p, 0, sizeof *p);
+    atomic_init(&p->refs, 1);
+    atomic_init(&p->named, 0);
+    p->seq = seq;
+    p->since_ns = now;
+    p->snap = snap;
+    if (snap.ext) {
+        p->snap_ext = snap_ext;
+        p->snap.ext = &p->snap_ext;
+    }
+    p->a = a;
+    p->cut = (struct bt_cut){(const void *)on_signal, 1, 2, task_fn};
+    snprintf(p->head, sizeof p->head,
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
-    pthread_once(&once_signal, install_signal);
-    atomic_store(&w->bt_run, t);
-    /* Only a thread still running that timed-out task is signalled; again
-     * if the signal found it off the task's stack (state 3). */
-    bool sent = false;
-    for (int i = 0; i < BT_WAIT_MS && atomic_load(&w->bt_state) != 2; i++) {
-        if (!sent || atomic_load(&w->bt_state) == 3) {
-            if (atomic_load_explicit(&w->pub_seq, memory_order_acquire) != seq)
-                break; /* it moved on: no backtrace of it to take */
-            atomic_store(&w->bt_state, 1);
-            pthread_kill(w->thread, LINGER_SIGNAL);
-            sent = true;
-        }
-        struct timespec ts = {0, 1000000};
-        nanosleep(&ts, NULL);
-    }
-    /* Named here, on the watchdog thread: the handler only took addresses. */
-    if (atomic_load(&w->bt_state) == 2) {
-        struct bt_cut cut = {(const void *)on_signal, 1, 2, task_fn};
-        bt_format(text, sizeof text, w->bt, w->bt_n, &cut);
-    } else {
-        snprintf(text + strlen(text), sizeof text - strlen(text), " (no backtrace: the task "
-                 "moved on, or its worker did not answer within %d ms)", BT_WAIT_MS);
-    }
-    atomic_store(&w->bt_state, 0);
+    /* Reported from now on: neither this check nor the worker's own
+     * (linger_track) takes it up again. */
     w->linger_reported_seq = seq;
     atomic_store_explicit(&w->hog_reported, expect, memory_order_relaxed);
-    report(s, NULL, &snap, &a, text);
+    pthread_once(&once_signal, install_signal);
+    atomic_store(&w->bt_run, t);
+    /* Only a thread still running that timed-out task is signalled. */
+    atomic_store(&w->bt_state, 1);
+    pthread_kill(w->thread, LINGER_SIGNAL);
+    w->lg_pend = p;
+}
+
+static void pending_unref(struct linger_pending *p)
+{
+    if (atomic_fetch_sub_explicit(&p->refs, 1, memory_order_acq_rel) == 1)
+        free(p);
+}
+
+static void pending_report(struct ax_sched *s, struct worker *w, struct linger_pending *p,
+                           const char *text)
+{
+    report(s, NULL, &p->snap, &p->a, text);
+    w->lg_pend = NULL;
+    pending_unref(p);
+}
+
+static void *naming_main(void *arg)
+{
+    struct linger_pending *p = arg;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the host's signals are not ours to take */
+    pthread_setname_np(pthread_self(), "ax-symbols");
+    bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);
+    atomic_store_explicit(&p->named, 1, memory_order_release);
+    pending_unref(p);
+    return NULL;
+}
+
+/* The addresses are taken: name them on a thread of their own, or here if
+ * none can start (as before: the watchdog waits, the report is not lost). */
+static void start_naming(struct ax_sched *s, struct worker *w, struct linger_pending *p)
+{
+    memcpy(p->text, p->head, sizeof p->head);
+    p->naming = true;
+    atomic_store_explicit(&p->refs, 2, memory_order_relaxed);
+    pthread_attr_t attr;
+    pthread_t th;
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        rc = pthread_create(&th, &attr, naming_main, p);
+        pthread_attr_destroy(&attr);
+    }
+    if (rc != 0) {
+        atomic_store_explicit(&p->refs, 1, memory_order_relaxed);
+        bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);
+        pending_report(s, w, p, p->text);
+    }
+}
+
+bool linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now)
+{
+    struct linger_pending *p = w->lg_pend;
+    if (p->naming) {
+        if (!atomic_load_explicit(&p->named, memory_order_acquire))
+            return true;
+        pending_report(s, w, p, p->text);
+        return false;
+    }
+    int st = atomic_load(&w->bt_state);
+    if (st == 2) { /* the handler took them: ours to copy, then free for the next */
+        p->bt_n = w->bt_n;
+        memcpy(p->bt, w->bt, sizeof p->bt);
+        atomic_store(&w->bt_state, 0);
+        start_naming(s, w, p);
+        return w->lg_pend != NULL;
+    }
+    bool moved = atomic_load_explicit(&w->pub_seq, memory_order_acquire) != p->seq;
+    if (!moved && st == 3) { /* the signal found it off the task's stack: again */
+        atomic_store(&w->bt_state, 1);
+        pthread_kill(w->thread, LINGER_SIGNAL);
+        return true;
+    }
+    if (!moved && now - p->since_ns < BT_WAIT_MS * 1000000ull)
+        return true;
+    atomic_store(&w->bt_state, 0);
+    char text[AX_EVENT_MESSAGE_MAX];
+    snprintf(text, sizeof text,
+             "%s (no backtrace: the task moved on, or its worker did not answer within %d ms)",
+             p->head, BT_WAIT_MS);
+    pending_report(s, w, p, text);
+    return false;
+}
+
+void linger_pending_flush(struct ax_sched *s)
+{
+    for (unsigned i = 0; i < s->nworkers; i++) {
+        struct worker *w = &s->workers[i];
+        struct linger_pending *p = w->lg_pend;
+        if (!p)
+            continue;
+        if (!p->naming) {
+            atomic_store(&w->bt_state, 0);
+            char text[AX_EVENT_MESSAGE_MAX];
+            snprintf(text, sizeof text, "%s (no backtrace: the scheduler stopped first)", p->head);
+            pending_report(s, w, p, text);
+            continue;
+        }
+        /* The naming thread: a second at most (the first naming of a large
+         * program), then the report goes without its frames. */
+        for (int k = 0; k < 1000 && !atomic_load_explicit(&p->named, memory_order_acquire); k++) {
+            struct timespec ts = {0, 1000000};
+            nanosleep(&ts, NULL);
+        }
+        if (atomic_load_explicit(&p->named, memory_order_acquire)) {
+            pending_report(s, w, p, p->text);
+        } else {
+            char text[AX_EVENT_MESSAGE_MAX];
+            snprintf(text, sizeof text,
+                     "%s (backtrace not named: still being named when the scheduler stopped)",
+                     p->head);
+            pending_report(s, w, p, text);
+        }
+    }
 }
