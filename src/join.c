@@ -92,8 +92,17 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
         t->rs = RS_PARK_JOIN;
         rc = run_park(t);
         t->join_child = NULL;
+        /* Which one: a caller that gave the join a bound may join again,
+         * one whose attempt ended must return (a new user could not tell
+         * them apart: the code is AX_ETIMEDOUT for both, as for every wait). */
+        if (rc == AX_ETIMEDOUT && !run_detached_rc(t))
+            return ax_fail(rc,
+                           "ax_join: its bound of %lld ms passed before task %llu ended (still "
+                           "an unjoined child: ax_join may wait for it again)",
+                           (long long)timeout_ms, (unsigned long long)child_id);
         if (rc == AX_ETIMEDOUT)
-            return ax_fail(rc, "ax_join: timed out (its own bound or the task's deadline)");
+            return ax_fail(rc, "ax_join: the task's deadline passed while it waited for task %llu",
+                           (unsigned long long)child_id);
         if (rc)
             return ax_fail(rc, "ax_join: the task was cancelled");
         if ((rc = run_detached_rc(t)))

@@ -2,7 +2,8 @@
  *
  *  1. A parent spawns 50 children, joins each, and sums the results they
  *     leave in their args; every join reports SUCCEEDED for that child's id.
- *  2. A join whose timeout ends first returns AX_ETIMEDOUT near the timeout;
+ *  2. A join whose timeout ends first returns AX_ETIMEDOUT near the timeout,
+ *     its message saying so (not the task's deadline: both were one text);
  *     the child is still an unjoined child (a second join gets its result),
  *     and a child its parent gave up on completes later with its on_done.
  *     A join with timeout < 0 is bounded by the parent's deadline, and so
@@ -135,6 +136,7 @@ static struct child_arg slow2 = {.in = 4, .sleep_ms = 300};
 static struct child_arg slow3 = {.in = 5, .sleep_ms = 1000, .sleep_rc = AX_ETIMEDOUT};
 static atomic_int rejoin_rc = 1, rejoin_state = -1, rejoin_out = -1, gaveup_rc = 1;
 static atomic_int timeout_rc = 1, deadline_rc = 1;
+static char timeout_detail[AX_ERROR_MAX], deadline_detail[AX_ERROR_MAX];
 static _Atomic uint64_t timeout_ms_taken, deadline_ms_taken;
 
 static int rejoin_parent(ax_task *t, void *arg)
@@ -143,7 +145,9 @@ static int rejoin_parent(ax_task *t, void *arg)
     uint64_t id;
     CHECK_EQ(spawn(t, &slow1, &id), 0);
     uint64_t t0 = mono_ms();
-    atomic_store(&timeout_rc, ax_join(t, id, 50, NULL));
+    int rc = ax_join(t, id, 50, NULL);
+    snprintf(timeout_detail, sizeof timeout_detail, "%s", ax_error_detail());
+    atomic_store(&timeout_rc, rc);
     atomic_store(&timeout_ms_taken, mono_ms() - t0);
     CHECK_EQ(ax_cancelled(t), 0); /* the join timed out, not the parent */
     ax_result r;
@@ -168,7 +172,9 @@ static int deadline_parent(ax_task *t, void *arg)
     uint64_t id;
     CHECK_EQ(spawn(t, &slow3, &id), 0);
     uint64_t t0 = mono_ms();
-    atomic_store(&deadline_rc, ax_join(t, id, -1, NULL)); /* parent timeout: 150 ms */
+    int rc = ax_join(t, id, -1, NULL); /* parent timeout: 150 ms */
+    snprintf(deadline_detail, sizeof deadline_detail, "%s", ax_error_detail());
+    atomic_store(&deadline_rc, rc);
     atomic_store(&deadline_ms_taken, mono_ms() - t0);
     return 0;
 }
@@ -182,6 +188,8 @@ static void test_timeouts(ax_sched *s)
 
     CHECK(WAIT_UNTIL(atomic_load(&p1.done_calls) == 1, 3000));
     CHECK_EQ(atomic_load(&timeout_rc), AX_ETIMEDOUT);
+    /* Which of the two timed out, in the message (the code is the same). */
+    CHECK(strstr(timeout_detail, "ax_join: its bound of 50 ms passed before task ") != NULL);
     CHECK(atomic_load(&timeout_ms_taken) + 5 >= 50);
     CHECK_LE(atomic_load(&timeout_ms_taken), 350); /* the child sleeps 400 ms */
     CHECK_EQ(atomic_load(&rejoin_rc), 0);
@@ -203,6 +211,7 @@ static void test_timeouts(ax_sched *s)
     CHECK_EQ(atomic_load(&p3.state), AX_STATE_TIMED_OUT);
     CHECK(WAIT_UNTIL(atomic_load(&deadline_ms_taken) != 0, 1000));
     CHECK_EQ(atomic_load(&deadline_rc), AX_ETIMEDOUT);
+    CHECK(strstr(deadline_detail, "ax_join: the task's deadline passed while it waited") != NULL);
     CHECK(atomic_load(&deadline_ms_taken) + 10 >= 150);
     CHECK_LE(atomic_load(&deadline_ms_taken), 900); /* the child sleeps 1 s */
     /* The child inherited that deadline: it timed out too, long before
