@@ -392,6 +392,10 @@ struct ax_task {
                                     top of run_entry's loop for another job (run.c) */
     int bt_n;
     void *bt[AX_BT_MAX];
+    /* The expect_sw of the attempt reported lingering (obs/linger.c): by
+     * the watchdog (a hog) or this run's worker (parked). Each attempt is
+     * reported once, however often it yields and is held again. */
+    _Atomic uint64_t lg_reported_sw;
 };
 
 /* ---- workers (worker.c, run.c, reactor.c) ------------------------------- */
@@ -522,9 +526,9 @@ struct worker {
     /* the watchdog's view of this worker (watchdog thread only) */
     uint64_t wd_seq, wd_since_ns;  /* pub_seq last seen (UINT64_MAX: none), and since when */
     uint64_t wd_started;           /* counts.started at the watchdog's last pass */
-    uint64_t linger_reported_seq;
-    _Atomic uint64_t hog_reported; /* expect_sw the watchdog reported: the worker skips it */
-    struct linger_pending *lg_pend; /* a hog's report in progress (obs/linger.c) */
+    /* hogs' reports in progress (obs/linger.c): the one whose backtrace is
+     * being taken (it uses bt below), and those being named */
+    struct linger_pending *lg_pend, *lg_naming;
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
     _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken, 3 not on the task's stack */
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
@@ -638,6 +642,7 @@ struct ax_sched {
     pthread_t watchdog;
     pthread_cond_t watchdog_cond; /* with s->lock */
     bool watchdog_stop, watchdog_started;
+    uint64_t watchdog_until; /* watchdog_stop's bound for the exit's reports (s->lock) */
     _Atomic bool watchdog_idle; /* sleeping with no worker to watch: workers kick it */
     /* s->lock, written by dispatching workers (the tail also by whoever
      * frees a job or grows the table, rarely; see `lock` above). */
@@ -1293,7 +1298,7 @@ bool finish_running_keep(struct ax_sched *s, struct worker *w, struct job *j, ui
 void finish_terminal(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                      unsigned state, int code, const char *err, uint64_t give);
 /* The error text of a job its deadline ended outside an attempt (end_why
- * END_DEADLINE or END_DEADLINE_RETRY), into buf. */
+ * END_DEADLINE, END_DEADLINE_RETRY or END_DEADLINE_RETRY_TIMED), into buf. */
 const char *deadline_text(const struct job *j, char *buf, size_t len);
 void result_fill(const struct job *j, unsigned attempt, unsigned state, int code, const char *err,
                  ax_result *r);
@@ -1313,7 +1318,8 @@ void trace_format_id(uint64_t id, char out[AX_TRACE_ID_MAX]);
 
 /* watchdog.c */
 int watchdog_start(struct ax_sched *s);
-void watchdog_stop(struct ax_sched *s);
+/* until: how long its exit may wait for lingering reports being named. */
+void watchdog_stop(struct ax_sched *s, uint64_t until);
 void watchdog_kick(struct ax_sched *s);
 
 /* callback.c */
@@ -1391,12 +1397,13 @@ void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked 
  * once if its attempt ended grace_ms ago and it is still there. */
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
                       struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq);
-/* watchdog: take w's report in progress (w->lg_pend) a step further, never
- * waiting; true while it is still in progress (poll again in POLL_MS).
- * linger_pending_flush: the watchdog's exit, every one reported. */
+/* watchdog: take w's reports in progress (w->lg_pend, w->lg_naming) a step
+ * further, never waiting; true while some are (poll again in POLL_MS).
+ * linger_pending_flush: the watchdog's exit, every one reported, the
+ * namings waited for until `until` (CLOCK_MONOTONIC ns) at most. */
 struct linger_pending;
 bool linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now);
-void linger_pending_flush(struct ax_sched *s);
+void linger_pending_flush(struct ax_sched *s, uint64_t until);
 int linger_init(void);
 
 /* obs/report.c: a line for stderr from a thread that must not block on it

@@ -129,7 +129,7 @@ int ax_new(const ax_config *cfg, ax_sched **out)
         atomic_store(&s->closing, true);
         stop_threads(s, started);
         if (s->watchdog_started)
-            watchdog_stop(s);
+            watchdog_stop(s, 0);
         cb_pool_stop(s);
         ev_stop(s);
         metrics_destroy(s);
@@ -490,7 +490,7 @@ void ax_free(ax_sched *s)
         report_drain(atomic_load(&s->report_ticket));
         return;
     }
-    watchdog_stop(s);
+    watchdog_stop(s, free_step_until(until));
     /* Its stderr lines (obs/report.c) written, up to 100 ms, before the
      * caller may exit: the leak paths before too. */
     report_drain(atomic_load(&s->report_ticket));

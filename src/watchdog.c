@@ -295,7 +295,7 @@ static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
     bool busy = false;
     for (unsigned i = 0; i < s->nworkers; i++) {
         struct worker *w = &s->workers[i];
-        if (w->lg_pend && linger_pending_step(s, w, now))
+        if ((w->lg_pend || w->lg_naming) && linger_pending_step(s, w, now))
             busy = true; /* polls on until it is reported */
         uint64_t started = atomic_load_explicit(&w->counts.started, memory_order_relaxed);
         if (started != w->wd_started) {
@@ -424,8 +424,9 @@ static void *watchdog_main(void *arg)
         }
         atomic_store(&s->watchdog_idle, false);
     }
+    uint64_t flush_until = s->watchdog_until;
     pthread_mutex_unlock(&s->lock);
-    linger_pending_flush(s);
+    linger_pending_flush(s, flush_until);
     return NULL;
 }
 
@@ -437,10 +438,11 @@ int watchdog_start(struct ax_sched *s)
     return AX_OK;
 }
 
-void watchdog_stop(struct ax_sched *s)
+void watchdog_stop(struct ax_sched *s, uint64_t until)
 {
     pthread_mutex_lock(&s->lock);
     s->watchdog_stop = true;
+    s->watchdog_until = until;
     pthread_cond_signal(&s->watchdog_cond);
     pthread_mutex_unlock(&s->lock);
     pthread_join(s->watchdog, NULL);

@@ -74,11 +74,9 @@ static void h2_done(const ax_result *r, void *arg)
 static void on_event(const ax_event *e, void *arg)
 {
     (void)arg;
-    if (e->kind != AX_EV_LINGERING)
-        return;
+    if (e->kind != AX_EV_LINGERING) return;
     if (e->id == atomic_load(&h1_id)) {
-        if (strstr(e->message, " hog_one_spin+0x"))
-            atomic_store(&h1_named, 1);
+        if (strstr(e->message, " hog_one_spin+0x")) atomic_store(&h1_named, 1);
         atomic_store(&h1_reported, 1);
     }
     atomic_fetch_add(&lingering_n, 1);

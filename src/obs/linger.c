@@ -52,11 +52,12 @@
 
 static struct sigaction old_action;
 
-/* A hog's report in progress (the watchdog's; w->lg_pend). */
+/* A hog's report in progress (the watchdog's): w->lg_pend while its
+ * addresses are being taken, then on w->lg_naming while they are named. */
 struct linger_pending {
+    struct linger_pending *next; /* w->lg_naming */
     _Atomic int refs;  /* the watchdog's, and the naming thread's while it runs */
     _Atomic int named; /* the naming thread wrote text: it may be reported */
-    bool naming;       /* past the capture: text is the naming thread's until named */
     uint64_t seq;      /* the worker's sequence of the hog's run */
     uint64_t since_ns; /* the capture's start */
     struct job snap;   /* what the report says of the job (see linger_hog_check) */
@@ -168,7 +169,7 @@ static const char *park_name(int parked)
 
 void linger_track(struct worker *w, struct ax_task *t)
 {
-    if (t->expect_sw == atomic_load_explicit(&w->hog_reported, memory_order_relaxed))
+    if (t->expect_sw == atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed))
         return; /* the watchdog already reported it while it held the worker */
     if (w->nlinger == w->linger_cap) {
         unsigned cap = w->linger_cap ? w->linger_cap * 2 : 16;
@@ -187,8 +188,11 @@ void linger_check(struct worker *w)
     for (unsigned i = 0; i < w->nlinger;) {
         struct linger_entry *e = &w->linger[i];
         struct ax_task *t = e->run;
-        if (t->life_gen != e->life_gen || t->job == NULL) {
-            w->linger[i] = w->linger[--w->nlinger]; /* it ended */
+        if (t->life_gen != e->life_gen || t->job == NULL ||
+            t->expect_sw == atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed)) {
+            /* It ended, or the watchdog reported it since (a hog that
+             * parked after it had held its worker past grace_ms). */
+            w->linger[i] = w->linger[--w->nlinger];
             continue;
         }
         if (w->now_ns < e->since_ns + grace || t->rs == RS_ACTIVE) {
@@ -217,6 +221,7 @@ void linger_check(struct worker *w)
         struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn};
         bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
         struct ev_attempt a = attempt_of(t, e->since_ns);
+        atomic_store_explicit(&t->lg_reported_sw, t->expect_sw, memory_order_relaxed);
         report(w->s, w, t->job, &a, text);
         w->linger[i] = w->linger[--w->nlinger];
     }
@@ -225,8 +230,10 @@ void linger_check(struct worker *w)
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
                       struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq)
 {
-    if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || seq == w->linger_reported_seq ||
-        w->lg_pend) /* one report at a time a worker: the next poll after it */
+    /* Once an attempt (however often it yields and holds its worker again);
+     * one backtrace taken at a time a worker (the next poll after it). */
+    if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || w->lg_pend ||
+        atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed) == expect)
         return;
     /* Its attempt must have ended: a run still inside its own attempt is
      * timed out by its deadline first (watchdog.c), never reported. The
@@ -297,9 +304,10 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
     /* Reported from now on: neither this check nor the worker's own
-     * (linger_track) takes it up again. */
-    w->linger_reported_seq = seq;
-    atomic_store_explicit(&w->hog_reported, expect, memory_order_relaxed);
+     * (linger_track, linger_check) takes it up again. After the checks
+     * above: a run that moved on is not marked (its next attempt would
+     * not match anyway: expect names the attempt). */
+    atomic_store_explicit(&t->lg_reported_sw, expect, memory_order_relaxed);
     pthread_once(&once_signal, install_signal);
     atomic_store(&w->bt_run, t);
     /* Only a thread still running that timed-out task is signalled. */
@@ -314,20 +322,15 @@ static void pending_unref(struct linger_pending *p)
         free(p);
 }
 
-static void pending_report(struct ax_sched *s, struct worker *w, struct linger_pending *p,
-                           const char *text)
+static void pending_report(struct ax_sched *s, struct linger_pending *p, const char *text)
 {
     report(s, NULL, &p->snap, &p->a, text);
-    w->lg_pend = NULL;
     pending_unref(p);
 }
 
 static void *naming_main(void *arg)
 {
     struct linger_pending *p = arg;
-    sigset_t all;
-    sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, NULL); /* the host's signals are not ours to take */
     pthread_setname_np(pthread_self(), "ax-symbols");
     bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);
     atomic_store_explicit(&p->named, 1, memory_order_release);
@@ -335,90 +338,115 @@ static void *naming_main(void *arg)
     return NULL;
 }
 
-/* The addresses are taken: name them on a thread of their own, or here if
- * none can start (as before: the watchdog waits, the report is not lost). */
+/* The addresses are taken (w->bt is free again): name them on a thread of
+ * their own, which starts with every signal blocked (the host's are not
+ * ours to take), or here if none can start (the watchdog waits, as it
+ * did for every report before: the report is not lost). */
 static void start_naming(struct ax_sched *s, struct worker *w, struct linger_pending *p)
 {
     memcpy(p->text, p->head, sizeof p->head);
-    p->naming = true;
     atomic_store_explicit(&p->refs, 2, memory_order_relaxed);
     pthread_attr_t attr;
     pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
     int rc = pthread_attr_init(&attr);
     if (rc == 0) {
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
         rc = pthread_create(&th, &attr, naming_main, p);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
         pthread_attr_destroy(&attr);
     }
     if (rc != 0) {
         atomic_store_explicit(&p->refs, 1, memory_order_relaxed);
         bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);
-        pending_report(s, w, p, p->text);
+        pending_report(s, p, p->text);
+        return;
     }
+    p->next = w->lg_naming;
+    w->lg_naming = p;
 }
 
-bool linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now)
+/* The capture (w->lg_pend): the handler took the addresses (state 2), or
+ * found the thread off the task's stack (3: asked again), or nothing came
+ * within BT_WAIT_MS or the task moved on (reported without a backtrace). */
+static void capture_step(struct ax_sched *s, struct worker *w, uint64_t now)
 {
     struct linger_pending *p = w->lg_pend;
-    if (p->naming) {
-        if (!atomic_load_explicit(&p->named, memory_order_acquire))
-            return true;
-        pending_report(s, w, p, p->text);
-        return false;
-    }
     int st = atomic_load(&w->bt_state);
-    if (st == 2) { /* the handler took them: ours to copy, then free for the next */
+    if (st == 2) { /* ours to copy, then free for the next capture */
         p->bt_n = w->bt_n;
         memcpy(p->bt, w->bt, sizeof p->bt);
         atomic_store(&w->bt_state, 0);
+        w->lg_pend = NULL;
         start_naming(s, w, p);
-        return w->lg_pend != NULL;
+        return;
     }
     bool moved = atomic_load_explicit(&w->pub_seq, memory_order_acquire) != p->seq;
-    if (!moved && st == 3) { /* the signal found it off the task's stack: again */
-        atomic_store(&w->bt_state, 1);
-        pthread_kill(w->thread, LINGER_SIGNAL);
-        return true;
+    if (!moved && now - p->since_ns < BT_WAIT_MS * 1000000ull) {
+        if (st == 3) { /* again, within the same bound (review: it asked for ever) */
+            atomic_store(&w->bt_state, 1);
+            pthread_kill(w->thread, LINGER_SIGNAL);
+        }
+        return;
     }
-    if (!moved && now - p->since_ns < BT_WAIT_MS * 1000000ull)
-        return true;
     atomic_store(&w->bt_state, 0);
+    w->lg_pend = NULL;
     char text[AX_EVENT_MESSAGE_MAX];
     snprintf(text, sizeof text,
              "%s (no backtrace: the task moved on, or its worker did not answer within %d ms)",
              p->head, BT_WAIT_MS);
-    pending_report(s, w, p, text);
-    return false;
+    pending_report(s, p, text);
 }
 
-void linger_pending_flush(struct ax_sched *s)
+bool linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now)
+{
+    if (w->lg_pend)
+        capture_step(s, w, now);
+    for (struct linger_pending **pp = &w->lg_naming; *pp;) {
+        struct linger_pending *p = *pp;
+        if (!atomic_load_explicit(&p->named, memory_order_acquire)) {
+            pp = &p->next;
+            continue;
+        }
+        *pp = p->next;
+        pending_report(s, p, p->text);
+    }
+    return w->lg_pend || w->lg_naming;
+}
+
+void linger_pending_flush(struct ax_sched *s, uint64_t until)
 {
     for (unsigned i = 0; i < s->nworkers; i++) {
         struct worker *w = &s->workers[i];
-        struct linger_pending *p = w->lg_pend;
-        if (!p)
-            continue;
-        if (!p->naming) {
+        if (w->lg_pend) {
+            struct linger_pending *p = w->lg_pend;
             atomic_store(&w->bt_state, 0);
+            w->lg_pend = NULL;
             char text[AX_EVENT_MESSAGE_MAX];
             snprintf(text, sizeof text, "%s (no backtrace: the scheduler stopped first)", p->head);
-            pending_report(s, w, p, text);
-            continue;
+            pending_report(s, p, text);
         }
-        /* The naming thread: a second at most (the first naming of a large
-         * program), then the report goes without its frames. */
-        for (int k = 0; k < 1000 && !atomic_load_explicit(&p->named, memory_order_acquire); k++) {
-            struct timespec ts = {0, 1000000};
-            nanosleep(&ts, NULL);
-        }
-        if (atomic_load_explicit(&p->named, memory_order_acquire)) {
-            pending_report(s, w, p, p->text);
-        } else {
-            char text[AX_EVENT_MESSAGE_MAX];
-            snprintf(text, sizeof text,
-                     "%s (backtrace not named: still being named when the scheduler stopped)",
-                     p->head);
-            pending_report(s, w, p, text);
+        while (w->lg_naming) {
+            struct linger_pending *p = w->lg_naming;
+            w->lg_naming = p->next;
+            /* Until ax_free's budget (one deadline for all): then the
+             * report goes without its frames, and the naming thread frees
+             * it when it is done. */
+            while (!atomic_load_explicit(&p->named, memory_order_acquire) && now_ns() < until) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+            }
+            if (atomic_load_explicit(&p->named, memory_order_acquire)) {
+                pending_report(s, p, p->text);
+            } else {
+                char text[AX_EVENT_MESSAGE_MAX];
+                snprintf(text, sizeof text,
+                         "%s (backtrace not named: still being named when the scheduler stopped)",
+                         p->head);
+                pending_report(s, p, text);
+            }
         }
     }
 }
