@@ -209,9 +209,13 @@ for sig in TERM INT; do
 signal.signal(signal.SIGINT, signal.SIG_DFL)
 os.setsid()
 os.execv(sys.argv[1], sys.argv[1:])' "$BIN" --cluster 2 --config "$TMP/long.conf" \
-        --out "$TMP/sig.$sig" >"$TMP/so" 2>"$TMP/se" &
+        --out "$TMP/sig.$sig" >"$TMP/so.$sig" 2>"$TMP/se.$sig" &
     demo=$!
-    for _ in $(seq 150); do grep -q 'submitted' "$TMP/se" 2>/dev/null && break; sleep 0.1; done
+    # A file of its own each run: with one, the second run's wait could find
+    # the first run's 'submitted' before its own redirect emptied the file,
+    # and signal a process group its setsid had not made yet ("kill: No such
+    # process": 2 runs in ~50 under load).
+    for _ in $(seq 150); do grep -q 'submitted' "$TMP/se.$sig" 2>/dev/null && break; sleep 0.1; done
     if [ "$sig" = INT ]; then kill -INT -- "-$demo"; else kill -TERM "$demo"; fi
     wait "$demo" 2>/dev/null || true
     sleep 2
