@@ -532,6 +532,7 @@ struct worker {
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
     _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken, 3 not on the task's stack */
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
+    _Atomic uint64_t bt_seq;          /* and its pub_seq then (the same stretch of it) */
     int bt_n;
     void *bt[AX_BT_MAX];
     /* What this worker's thread moves once per task it ends, with no
@@ -1377,6 +1378,11 @@ struct bt_cut {
     const void *task_fn; /* the last frame shown: the task's function */
 };
 void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut);
+/* The same, unless another thread names for max_ms more (false, out
+ * untouched): a worker does not wait long behind a naming thread
+ * (obs/linger.c linger_check). */
+bool bt_format_within(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut,
+                      unsigned max_ms);
 bool bt_symbolised(void);
 
 /* obs/dump.c */
@@ -1398,11 +1404,12 @@ void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked 
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
                       struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq);
 /* watchdog: take w's reports in progress (w->lg_pend, w->lg_naming) a step
- * further, never waiting; true while some are (poll again in POLL_MS).
+ * further, never waiting: 2 while a backtrace is being taken (poll again in
+ * POLL_MS), 1 while some are only being named (a slower poll will do), 0.
  * linger_pending_flush: the watchdog's exit, every one reported, the
  * namings waited for until `until` (CLOCK_MONOTONIC ns) at most. */
 struct linger_pending;
-bool linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now);
+int linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now);
 void linger_pending_flush(struct ax_sched *s, uint64_t until);
 int linger_init(void);
 

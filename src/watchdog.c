@@ -77,6 +77,7 @@
 #define LINGER_MS 100    /* polling on after the last busy sighting (see the top) */
 #define LINGER_POLL_MS 5 /* ... this often: a worker busy unkicked is seen this late */
 #define LINGER_DENSE_MS 10 /* ... only when two sightings of starts were this close */
+#define NAMING_POLL_MS 20  /* lingering reports being named (obs/linger.c): this often */
 
 void watchdog_kick(struct ax_sched *s)
 {
@@ -290,13 +291,16 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now,
 /* Returns whether any worker is busy (so the next sleep must be short);
  * *active: some worker started a task since the last pass, busy now or not
  * (the linger goes on; a wake-up for a timer, a resumed task, does not). */
-static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active)
+static bool watch_workers(struct ax_sched *s, uint64_t now, bool *active, bool *naming)
 {
     bool busy = false;
     for (unsigned i = 0; i < s->nworkers; i++) {
         struct worker *w = &s->workers[i];
-        if ((w->lg_pend || w->lg_naming) && linger_pending_step(s, w, now))
-            busy = true; /* polls on until it is reported */
+        if (w->lg_pend || w->lg_naming) {
+            int left = linger_pending_step(s, w, now);
+            busy = busy || left == 2; /* a backtrace being taken: every POLL_MS */
+            *naming = *naming || left == 1;
+        }
         uint64_t started = atomic_load_explicit(&w->counts.started, memory_order_relaxed);
         if (started != w->wd_started) {
             w->wd_started = started;
@@ -381,8 +385,8 @@ static void *watchdog_main(void *arg)
     while (!s->watchdog_stop) {
         uint64_t now = now_ns();
         pthread_mutex_unlock(&s->lock);
-        bool active = false;
-        bool busy = watch_workers(s, now, &active);
+        bool active = false, naming = false;
+        bool busy = watch_workers(s, now, &active, &naming);
         expire_jobs(s, now);
         busy = cb_pool_check(s, now) || busy;
 
@@ -401,6 +405,8 @@ static void *watchdog_main(void *arg)
         else if (sightings == 2 && ms - start_ms < LINGER_MS &&
                  start_ms - prev_start_ms <= LINGER_DENSE_MS)
             wake = ms + LINGER_POLL_MS;
+        else if (naming)
+            wake = ms + NAMING_POLL_MS; /* a lingering report waits for its names */
         if (wake == UINT64_MAX) {
             /* Not polling during this sleep: announce it, then look once
              * more at the workers (a worker sets busy, then reads

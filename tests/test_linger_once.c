@@ -19,6 +19,13 @@
  *      poll came before the handler had answered; made certain here by a
  *      pthread_kill that returns once the handler has (the report came
  *      only after the hog stopped, 10 s). Not under TSan (swapcontext).
+ *   D. the watchdog's signal for H1's backtrace delayed (a pthread_kill
+ *      held here, as a watchdog preempted after its checks) until H1 has
+ *      returned and H2 runs on the same worker (and run struct): H1's
+ *      report has no frame of H2's. Before: the handler matched the run
+ *      struct only, and named H2's frames in H1's report (review of
+ *      ddb972a). Not under TSan (the same pthread_kill); needs libdw for
+ *      the names.
  * States and counts only; the waits bound liveness. */
 #include "util.h"
 
@@ -199,12 +206,19 @@ static atomic_int c_stop, c_in, c_signals;
 static ucontext_t c_back, c_alt;
 static ax_sched *_Atomic c_sched;
 
+static atomic_int d_armed, d_held, d_go;
+
 /* libax is linked in statically: its calls bind to this one. In part C the
- * watchdog's signal returns once the worker's handler has answered. */
+ * watchdog's signal returns once the worker's handler has answered; in
+ * part D its first one waits for the test before it is sent. */
 int pthread_kill(pthread_t th, int sig)
 {
     static int (*real)(pthread_t, int);
     if (!real) real = (int (*)(pthread_t, int))dlsym(RTLD_NEXT, "pthread_kill");
+    if (sig == SIGURG && atomic_exchange(&d_armed, 0)) {
+        atomic_store(&d_held, 1);
+        WAIT_UNTIL(atomic_load(&d_go), 60000);
+    }
     int rc = real(th, sig);
     ax_sched *s = atomic_load(&c_sched);
     if (rc == 0 && s && sig == SIGURG) {
@@ -255,6 +269,61 @@ static void part_c(void)
     ax_free(s);
     CHECK_EQ(atomic_load(&reports[0]), 1);
 }
+
+/* ---- D ---- */
+static atomic_int d_stop1, d_stop2, d_in2;
+
+static __attribute__((noinline)) void spin_d1(void)
+{
+    while (!atomic_load(&d_stop1))
+        __asm__ __volatile__("" ::: "memory");
+}
+
+static __attribute__((noinline)) void spin_d2(void)
+{
+    while (!atomic_load(&d_stop2))
+        __asm__ __volatile__("" ::: "memory");
+}
+
+static int d1(ax_task *t, void *a)
+{
+    (void)t;
+    (void)a;
+    spin_d1();
+    return 0;
+}
+
+static int d2(ax_task *t, void *a)
+{
+    (void)t;
+    (void)a;
+    atomic_store(&d_in2, 1);
+    spin_d2();
+    return 0;
+}
+
+static void part_d(void)
+{
+    reset();
+    ax_sched *s = make();
+    want_fn[0] = " spin_d2+0x"; /* named[0]: H2's frame in H1's report */
+    atomic_store(&d_armed, 1);
+    atomic_store(&ids[0], submit(s, d1, NULL));
+    CHECK(WAIT_UNTIL(atomic_load(&d_held), 30000 * TEST_SLOW)); /* about to signal */
+    atomic_store(&d_stop1, 1);
+    ax_spec sp = {.fn = d2, .timeout_ms = 60000};
+    CHECK_EQ(ax_submit(s, &sp, NULL), AX_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&d_in2), 30000 * TEST_SLOW));
+    atomic_store(&d_go, 1); /* the signal lands on H2 */
+    CHECK(WAIT_UNTIL(atomic_load(&reports[0]) == 1, 30000 * TEST_SLOW));
+    atomic_store(&d_stop2, 1);
+    CHECK_EQ(ax_shutdown(s, 10000), AX_OK);
+    ax_free(s);
+    fprintf(stderr, "D: H1 %d report(s), with H2's frames %d\n", atomic_load(&reports[0]),
+            atomic_load(&named[0]));
+    CHECK_EQ(atomic_load(&reports[0]), 1);
+    CHECK_EQ(atomic_load(&named[0]), 0);
+}
 #endif
 
 int main(void)
@@ -267,6 +336,7 @@ int main(void)
     part_a();
 #ifndef TEST_TSAN
     part_c();
+    if (bt_symbolised()) part_d();
 #endif
     return 0;
 }

@@ -24,8 +24,10 @@
  *    lingers, and passes signals that are not its own to the handler the
  *    host had.
  * Either way only return addresses are recorded there; obs/symbols.c names
- * them afterwards: the worker itself for a parked task, a thread of its own
- * ("ax-symbols", one a report) for a hog.
+ * them afterwards: the worker itself for a parked task (only when no other
+ * thread is naming: else at a later pass of its loop), a thread of its own
+ * for a hog ("ax-symbols", one at a time in the process: every naming takes
+ * symbols.c's one lock, and one that never ends holds one thread).
  *
  * The watchdog never waits for a hog's report: it is the only thread that
  * ends a held worker's attempts and hands its queued work back, and the
@@ -36,7 +38,8 @@
  * the signal sent, the addresses taken (or BT_WAIT_MS without them), named
  * on the naming thread, then reported. The naming thread owns no part of
  * the scheduler: it writes into the report, which the last of the two
- * threads to let go of it frees.
+ * threads to let go of it frees. Reports only being named are looked at
+ * every NAMING_POLL_MS (watchdog.c), not every POLL_MS.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -58,6 +61,7 @@ struct linger_pending {
     struct linger_pending *next; /* w->lg_naming */
     _Atomic int refs;  /* the watchdog's, and the naming thread's while it runs */
     _Atomic int named; /* the naming thread wrote text: it may be reported */
+    bool started;      /* on w->lg_naming: its naming thread runs (or ran) */
     uint64_t seq;      /* the worker's sequence of the hog's run */
     uint64_t since_ns; /* the capture's start */
     struct job snap;   /* what the report says of the job (see linger_hog_check) */
@@ -77,8 +81,14 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
     struct worker *w = ax_current_worker;
     int want = 1;
+    /* The run asked about, and the same stretch of it (bt_seq: the
+     * sequence the watchdog saw it hold the worker with, exact here on the
+     * worker's own thread): a run struct is reused, and a late signal
+     * could otherwise take the next task's frames for the last one's
+     * report (review of ddb972a). */
     if (w && atomic_load(&w->bt_state) == 1 && ax_current_run &&
-        ax_current_run == atomic_load(&w->bt_run)) {
+        ax_current_run == atomic_load(&w->bt_run) &&
+        atomic_load(&w->bt_seq) == atomic_load_explicit(&w->pub_seq, memory_order_relaxed)) {
         /* The frames must be the task's: this handler runs on the stack it
          * interrupted, which must be the task's stack -- not the worker's,
          * in the instants around a switch where ax_current_run is already
@@ -219,7 +229,19 @@ void linger_check(struct worker *w)
             ax_current_run = NULL;
         }
         struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn};
-        bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
+        if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, BT_WAIT_MS)) {
+            /* A naming thread held the symbol tables that long (a hog's
+             * report; libdw stuck on a debuginfo file): the report goes
+             * now with the raw addresses (addr2line), not a worker stopped
+             * behind it (review: a naming that never ended stopped the
+             * worker's queued work too, and ax_free leaked it). */
+            size_t len = strlen(text);
+            len += (size_t)snprintf(text + len, sizeof text - len,
+                                    " (frames not named: the symbol tables were busy %d ms)",
+                                    BT_WAIT_MS);
+            for (int k = 0; k < t->bt_n && len < sizeof text - 1; k++)
+                len += (size_t)snprintf(text + len, sizeof text - len, "\n#%d %p", k, t->bt[k]);
+        }
         struct ev_attempt a = attempt_of(t, e->since_ns);
         atomic_store_explicit(&t->lg_reported_sw, t->expect_sw, memory_order_relaxed);
         report(w->s, w, t->job, &a, text);
@@ -310,6 +332,7 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
     atomic_store_explicit(&t->lg_reported_sw, expect, memory_order_relaxed);
     pthread_once(&once_signal, install_signal);
     atomic_store(&w->bt_run, t);
+    atomic_store(&w->bt_seq, seq);
     /* Only a thread still running that timed-out task is signalled. */
     atomic_store(&w->bt_state, 1);
     pthread_kill(w->thread, LINGER_SIGNAL);
@@ -328,6 +351,11 @@ static void pending_report(struct ax_sched *s, struct linger_pending *p, const c
     pending_unref(p);
 }
 
+/* Naming threads running, in the process: one at most. Every naming takes
+ * symbols.c's one lock anyway, and a naming that never ends (libdw stuck on
+ * a debuginfo file) then holds one thread, not one per later report. */
+static atomic_int namers;
+
 static void *naming_main(void *arg)
 {
     struct linger_pending *p = arg;
@@ -335,16 +363,21 @@ static void *naming_main(void *arg)
     bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);
     atomic_store_explicit(&p->named, 1, memory_order_release);
     pending_unref(p);
+    atomic_fetch_sub(&namers, 1);
     return NULL;
 }
 
-/* The addresses are taken (w->bt is free again): name them on a thread of
- * their own, which starts with every signal blocked (the host's are not
- * ours to take), or here if none can start (the watchdog waits, as it
- * did for every report before: the report is not lost). */
-static void start_naming(struct ax_sched *s, struct worker *w, struct linger_pending *p)
+/* Start p's naming thread if none runs; false if one does (p waits on
+ * w->lg_naming for a later poll) or none can start, in which case p is
+ * named here, on the watchdog, as every report was before (*inline_done):
+ * the report is not lost. The thread starts with every signal blocked
+ * (the host's are not ours to take). */
+static bool try_start_naming(struct linger_pending *p, bool *inline_done)
 {
-    memcpy(p->text, p->head, sizeof p->head);
+    *inline_done = false;
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&namers, &idle, 1))
+        return false;
     atomic_store_explicit(&p->refs, 2, memory_order_relaxed);
     pthread_attr_t attr;
     pthread_t th;
@@ -360,7 +393,23 @@ static void start_naming(struct ax_sched *s, struct worker *w, struct linger_pen
     }
     if (rc != 0) {
         atomic_store_explicit(&p->refs, 1, memory_order_relaxed);
+        atomic_fetch_sub(&namers, 1);
         bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);
+        *inline_done = true;
+        return false;
+    }
+    p->started = true;
+    return true;
+}
+
+/* The addresses are taken (w->bt is free again): p goes on w->lg_naming,
+ * its naming started now or at a later poll. */
+static void start_naming(struct ax_sched *s, struct worker *w, struct linger_pending *p)
+{
+    memcpy(p->text, p->head, sizeof p->head);
+    bool inline_done;
+    try_start_naming(p, &inline_done);
+    if (inline_done) {
         pending_report(s, p, p->text);
         return;
     }
@@ -386,6 +435,7 @@ static void capture_step(struct ax_sched *s, struct worker *w, uint64_t now)
     bool moved = atomic_load_explicit(&w->pub_seq, memory_order_acquire) != p->seq;
     if (!moved && now - p->since_ns < BT_WAIT_MS * 1000000ull) {
         if (st == 3) { /* again, within the same bound (review: it asked for ever) */
+            atomic_store(&w->bt_seq, p->seq);
             atomic_store(&w->bt_state, 1);
             pthread_kill(w->thread, LINGER_SIGNAL);
         }
@@ -400,20 +450,25 @@ static void capture_step(struct ax_sched *s, struct worker *w, uint64_t now)
     pending_report(s, p, text);
 }
 
-bool linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now)
+int linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now)
 {
     if (w->lg_pend)
         capture_step(s, w, now);
     for (struct linger_pending **pp = &w->lg_naming; *pp;) {
         struct linger_pending *p = *pp;
-        if (!atomic_load_explicit(&p->named, memory_order_acquire)) {
+        bool inline_done = false;
+        if (!p->started && !try_start_naming(p, &inline_done) && !inline_done) {
+            pp = &p->next; /* another naming runs: a later poll */
+            continue;
+        }
+        if (!inline_done && !atomic_load_explicit(&p->named, memory_order_acquire)) {
             pp = &p->next;
             continue;
         }
         *pp = p->next;
         pending_report(s, p, p->text);
     }
-    return w->lg_pend || w->lg_naming;
+    return w->lg_pend ? 2 : w->lg_naming ? 1 : 0;
 }
 
 void linger_pending_flush(struct ax_sched *s, uint64_t until)
@@ -433,12 +488,22 @@ void linger_pending_flush(struct ax_sched *s, uint64_t until)
             w->lg_naming = p->next;
             /* Until ax_free's budget (one deadline for all): then the
              * report goes without its frames, and the naming thread frees
-             * it when it is done. */
-            while (!atomic_load_explicit(&p->named, memory_order_acquire) && now_ns() < until) {
+             * it when it is done. One not started waits for its turn. */
+            bool inline_done = false;
+            while (!p->started && !inline_done && now_ns() < until &&
+                   !try_start_naming(p, &inline_done)) {
+                if (inline_done)
+                    break;
                 struct timespec ts = {0, 1000000};
                 nanosleep(&ts, NULL);
             }
-            if (atomic_load_explicit(&p->named, memory_order_acquire)) {
+            while (p->started && !atomic_load_explicit(&p->named, memory_order_acquire) &&
+                   now_ns() < until) {
+                struct timespec ts = {0, 1000000};
+                nanosleep(&ts, NULL);
+            }
+            if (inline_done ||
+                (p->started && atomic_load_explicit(&p->named, memory_order_acquire))) {
                 pending_report(s, p, p->text);
             } else {
                 char text[AX_EVENT_MESSAGE_MAX];

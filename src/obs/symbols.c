@@ -160,13 +160,10 @@ static int first_frame(void *const *bt, int n, const struct bt_cut *cut, bool *r
     return cut->fallback;
 }
 
-void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut)
+static void format_locked(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut)
 {
     size_t len = strlen(out);
     bool reopened = false;
-#ifdef AX_HAVE_LIBDW
-    pthread_mutex_lock(&dw_lock);
-#endif
     for (int i = first_frame(bt, n, cut, &reopened), k = 0; i < n && len + 1 < cap; i++, k++) {
         int w = snprintf(out + len, cap - len, "\n#%d ", k);
         if (w < 0 || (size_t)w >= cap - len)
@@ -180,9 +177,38 @@ void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cu
         if (cut->task_fn && fn_start == (uintptr_t)cut->task_fn)
             break; /* the task's own function: below it is ax's coroutine entry */
     }
+}
+
+void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut)
+{
+#ifdef AX_HAVE_LIBDW
+    pthread_mutex_lock(&dw_lock);
+#endif
+    format_locked(out, cap, bt, n, cut);
 #ifdef AX_HAVE_LIBDW
     pthread_mutex_unlock(&dw_lock);
 #endif
+}
+
+bool bt_format_within(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut,
+                      unsigned max_ms)
+{
+#ifdef AX_HAVE_LIBDW
+    /* Tried, not timed-locked: TSan's runtime does not see a timed lock. */
+    for (unsigned k = 0; pthread_mutex_trylock(&dw_lock) != 0; k++) {
+        if (k >= max_ms)
+            return false;
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+#else
+    (void)max_ms;
+#endif
+    format_locked(out, cap, bt, n, cut);
+#ifdef AX_HAVE_LIBDW
+    pthread_mutex_unlock(&dw_lock);
+#endif
+    return true;
 }
 
 bool bt_symbolised(void)
