@@ -103,8 +103,16 @@ static int wait_result(ax_task *t, const char *fn, int rc)
 {
     if (!rc)
         return run_detached_rc(t); /* sets the detail itself */
-    if (rc == AX_ETIMEDOUT)
-        return ax_fail(rc, "%s: timed out (its own bound or the task's deadline)", fn);
+    if (rc == AX_ETIMEDOUT) {
+        /* Which one (as ax_join): the caller may wait again after its own
+         * bound, not after the attempt's end. The code is the same. */
+        int ended = run_detached_rc(t);
+        if (!ended)
+            return ax_fail(rc, "%s: its own bound passed (the task's attempt goes on)", fn);
+        if (ended == AX_ECANCELED)
+            return ax_fail(rc, "%s: timed out, and the task was cancelled meanwhile", fn);
+        return ax_fail(rc, "%s: the task's deadline passed while it waited", fn);
+    }
     if (rc == AX_ECANCELED)
         return ax_fail(rc, "%s: the task was cancelled", fn);
     return rc;

@@ -73,6 +73,7 @@ struct reader {
     atomic_int byte;
     atomic_int after; /* ax_cancelled after the wait */
     _Atomic uint64_t call_ns, return_ns, deadline_ns;
+    char detail[AX_ERROR_MAX]; /* ax_error_detail() after the wait, read once rc is set */
 };
 
 static int reader_fn(ax_task *t, void *arg)
@@ -82,6 +83,7 @@ static int reader_fn(ax_task *t, void *arg)
     atomic_store(&r->call_ns, ax_now_ns());
     atomic_store(&r->entered, 1);
     int rc = ax_wait_fd(t, r->fd, r->events, r->timeout_ms);
+    snprintf(r->detail, sizeof r->detail, "%s", ax_error_detail());
     atomic_store(&r->return_ns, ax_now_ns());
     atomic_store(&r->rc, rc);
     if (rc == 0 && (r->events & AX_READ)) {
@@ -162,6 +164,8 @@ static void test_timeouts(ax_sched *s)
     submit(s, reader_fn, &r1, 5000, &o1, NULL);
     CHECK(WAIT_UNTIL(atomic_load(&o1.calls) == 1, 2000));
     CHECK_EQ(atomic_load(&r1.rc), AX_ETIMEDOUT);
+    /* Its own bound, said so (both said "its own bound or the task's deadline"). */
+    CHECK(strstr(r1.detail, "ax_wait_fd: its own bound passed") != NULL);
     uint64_t el = (atomic_load(&r1.return_ns) - atomic_load(&r1.call_ns)) / 1000000u;
     CHECK(el >= 49);
     CHECK_LE(el, 1000);
@@ -177,6 +181,7 @@ static void test_timeouts(ax_sched *s)
     CHECK_EQ(atomic_load(&o2.state), AX_STATE_TIMED_OUT);
     CHECK(WAIT_UNTIL(atomic_load(&r2.rc) != 1, 1000));
     CHECK_EQ(atomic_load(&r2.rc), AX_ETIMEDOUT);
+    CHECK(strstr(r2.detail, "ax_wait_fd: the task's deadline passed") != NULL);
     CHECK(atomic_load(&r2.return_ns) >= atomic_load(&r2.deadline_ns));
     CHECK_LE((atomic_load(&r2.return_ns) - atomic_load(&r2.deadline_ns)) / 1000000u, 1000);
     CHECK(WAIT_UNTIL(atomic_load(&r2.after) != 1, 1000));
