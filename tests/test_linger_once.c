@@ -26,6 +26,12 @@
  *      struct only, and named H2's frames in H1's report (review of
  *      ddb972a). Not under TSan (the same pthread_kill); needs libdw for
  *      the names.
+ *   E. an orphan that calls ax_sleep on (ignoring AX_ETIMEDOUT) beside a
+ *      task that spins 150 ms between yields, on the one worker: its
+ *      pauses end while the spinner holds the worker, so each pass of the
+ *      worker finds it woken, never parked: reported all the same (without
+ *      a backtrace), once. Before: never (a new-user trial's orphans,
+ *      calling on for 300 ms).
  * States and counts only; the waits bound liveness. */
 #include "util.h"
 
@@ -326,6 +332,55 @@ static void part_d(void)
 }
 #endif
 
+/* ---- E ---- */
+static atomic_int e_stop, e_in;
+
+static int e_orphan(ax_task *t, void *a)
+{
+    (void)a;
+    atomic_store(&e_in, 1);
+    while (!atomic_load(&e_stop))
+        (void)ax_sleep(t, 5); /* AX_ETIMEDOUT once its attempt ended: ignored */
+    return 0;
+}
+
+static int e_spinner(ax_task *t, void *a)
+{
+    (void)a;
+    while (!atomic_load(&e_stop)) {
+        uint64_t end = ax_now_ns() + 150000000u;
+        while (ax_now_ns() < end && !atomic_load(&e_stop))
+            ;
+        (void)ax_yield(t);
+    }
+    return 0;
+}
+
+static void part_e(void)
+{
+    reset();
+    ax_sched *s = make();
+    atomic_store(&ids[0], submit(s, e_orphan, NULL));
+    CHECK(WAIT_UNTIL(atomic_load(&e_in), 30000 * TEST_SLOW));
+    ax_spec sp = {.fn = e_spinner, .timeout_ms = 600000};
+    uint64_t spinner = 0;
+    CHECK_EQ(ax_submit(s, &sp, &spinner), AX_OK);
+    atomic_store(&ids[1], spinner);
+    CHECK(WAIT_UNTIL(atomic_load(&reports[0]) == 1, 30000 * TEST_SLOW));
+    usleep(200000); /* a second report would come by now */
+    atomic_store(&e_stop, 1);
+    CHECK_EQ(ax_shutdown(s, 10000), AX_OK);
+    ax_stats st;
+    CHECK_EQ(ax_stats_get(s, &st), AX_OK);
+    ax_free(s);
+    fprintf(stderr, "E: orphan %d report(s), spinner %d, lingering %llu\n",
+            atomic_load(&reports[0]), atomic_load(&reports[1]), (unsigned long long)st.lingering);
+    CHECK_EQ(atomic_load(&reports[0]), 1);
+    CHECK_EQ(atomic_load(&reports[1]), 0);
+    CHECK_EQ(atomic_load(&others), 0);
+    CHECK_EQ(st.lingering, 1);
+}
+
 int main(void)
 {
     real_report = (int (*)(void *, pid_t))dlsym(RTLD_NEXT, "dwfl_linux_proc_report");
@@ -334,6 +389,7 @@ int main(void)
         part_b();
     }
     part_a();
+    part_e();
 #ifndef TEST_TSAN
     part_c();
     if (bt_symbolised()) part_d();

@@ -205,9 +205,20 @@ void linger_check(struct worker *w)
             w->linger[i] = w->linger[--w->nlinger];
             continue;
         }
-        if (w->now_ns < e->since_ns + grace || t->rs == RS_ACTIVE) {
-            /* Not yet, or woken (by its deadline) but not resumed since:
-             * a worker held by another task kept it from returning. */
+        if (w->now_ns < e->since_ns + grace) {
+            i++;
+            continue;
+        }
+        /* Woken but not resumed since, at this pass: a worker held by
+         * another task kept it from running. Not its fault until it has
+         * run since its attempt ended and called on (detached_calls), and
+         * its backtrace is taken only where it is parked. But a worker a
+         * hog holds all but the moments it yields finds it woken at every
+         * pass (a new-user trial: orphans calling on for 300 ms, never
+         * reported): BT_WAIT_MS more, and it goes without one. */
+        bool woken = t->rs == RS_ACTIVE;
+        if (woken && (t->detached_calls == 0 ||
+                      w->now_ns < e->since_ns + grace + BT_WAIT_MS * 1000000ull)) {
             i++;
             continue;
         }
@@ -221,7 +232,7 @@ void linger_check(struct worker *w)
         else
             snprintf(text, sizeof text, "still running %.1f s after its timeout, parked in %s:",
                      (double)(w->now_ns - e->since_ns) / 1e9, park_name(t->rs));
-        if (t->bt_n == 0 && t->began && t->rs != RS_EXITED) {
+        if (t->bt_n == 0 && t->began && t->rs != RS_EXITED && !woken) {
             /* Resume it just to record where it is; run_park switches back. */
             t->bt_req = 1;
             ax_current_run = t;
@@ -229,7 +240,11 @@ void linger_check(struct worker *w)
             ax_current_run = NULL;
         }
         struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn};
-        if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, BT_WAIT_MS)) {
+        if (woken && t->bt_n == 0) {
+            size_t len = strlen(text);
+            snprintf(text + len, sizeof text - len,
+                     " (no backtrace: its worker was held by other tasks whenever it was parked)");
+        } else if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, BT_WAIT_MS)) {
             /* A naming thread held the symbol tables that long (a hog's
              * report; libdw stuck on a debuginfo file): the report goes
              * now with the raw addresses (addr2line), not a worker stopped
