@@ -1395,8 +1395,12 @@ bool dump_unregister(struct ax_sched *s, uint64_t until);
 struct linger_entry {
     struct ax_task *run;
     uint32_t life_gen;
+    /* its detached_calls when first found woken past due (linger_check),
+     * LINGER_UNSEEN before: reported woken only if it has called on since */
+    uint16_t woken_calls;
     uint64_t since_ns; /* its deadline */
 };
+#define LINGER_UNSEEN 0xffffu
 void linger_track(struct worker *w, struct ax_task *t);
 void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked */
 /* watchdog: the run on a held worker's CPU (one seqlock read): report it

@@ -25,6 +25,7 @@ static void on_event(const ax_event *e, void *arg)
     (void)arg;
     if (e->kind != AX_EV_LINGERING)
         return;
+    atomic_fetch_add(&lingering_events, 1); /* first: read after want_events */
     if (e->id == atomic_load(&want_id) && atomic_load(&want_events) == 0) {
         snprintf(message, sizeof message, "%s", e->message);
         atomic_fetch_add(&want_events, 1);
@@ -34,7 +35,6 @@ static void on_event(const ax_event *e, void *arg)
         fprintf(stderr, "LINGERING of task %llu, not the one watched: %s\n",
                 (unsigned long long)e->id, e->message);
     }
-    atomic_fetch_add(&lingering_events, 1);
 }
 
 /* Ignores its deadline: spins on the CPU, never yields. Static: its name

@@ -189,7 +189,7 @@ void linger_track(struct worker *w, struct ax_task *t)
         w->linger = e;
         w->linger_cap = cap;
     }
-    w->linger[w->nlinger++] = (struct linger_entry){t, t->life_gen, t->deadline_ns};
+    w->linger[w->nlinger++] = (struct linger_entry){t, t->life_gen, LINGER_UNSEEN, t->deadline_ns};
 }
 
 void linger_check(struct worker *w)
@@ -210,17 +210,33 @@ void linger_check(struct worker *w)
             continue;
         }
         /* Woken but not resumed since, at this pass: a worker held by
-         * another task kept it from running. Not its fault until it has
-         * run since its attempt ended and called on (detached_calls), and
-         * its backtrace is taken only where it is parked. But a worker a
-         * hog holds all but the moments it yields finds it woken at every
-         * pass (a new-user trial: orphans calling on for 300 ms, never
-         * reported): BT_WAIT_MS more, and it goes without one. */
+         * another task kept it from running, and its backtrace is taken
+         * only where it is parked. But a worker a hog holds all but the
+         * moments it yields finds it woken at every pass (a new-user trial:
+         * orphans calling on for 300 ms, never reported). So, BT_WAIT_MS
+         * past due and once it has run since its attempt ended: its calls
+         * since (detached_calls) are noted, and it is reported, without a
+         * backtrace, at a later pass only if it has called on twice more.
+         * Not for the calls alone: a task that checks its codes may make a
+         * cleanup call or two and return when resumed (review of 5264f22:
+         * such a task was blamed). */
         bool woken = t->rs == RS_ACTIVE;
-        if (woken && (t->detached_calls == 0 ||
-                      w->now_ns < e->since_ns + grace + BT_WAIT_MS * 1000000ull)) {
-            i++;
-            continue;
+        if (woken) {
+            unsigned calls = t->detached_calls;
+            if (w->now_ns < e->since_ns + grace + BT_WAIT_MS * 1000000ull || calls == 0) {
+                i++;
+                continue;
+            }
+            if (e->woken_calls == LINGER_UNSEEN) {
+                e->woken_calls = (uint16_t)calls;
+                i++;
+                continue;
+            }
+            /* The count stops at UINT8_MAX: by then it has called on. */
+            if (calls < e->woken_calls + 2u && calls < UINT8_MAX) {
+                i++;
+                continue;
+            }
         }
         char text[AX_EVENT_MESSAGE_MAX];
         if (t->detached_calls > 1)
