@@ -1373,7 +1373,9 @@ void crash_report(struct worker *w, struct ax_task *t);
  * bt_symbolised: built with libdw (file:line and static functions). */
 struct bt_cut {
     const void *through; /* the capture point: drop frames up to its own */
-    int then;            /* and this many more (a signal's return trampoline) */
+    int then;            /* and this many more (a signal's return trampoline: the
+                          * first frame shown is then the pc the signal
+                          * interrupted, not a return address) */
     int fallback;        /* frames to drop when `through` cannot be named */
     const void *task_fn; /* the last frame shown: the task's function */
 };

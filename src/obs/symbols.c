@@ -43,10 +43,12 @@ static const char *base_name(const char *path)
 }
 
 /* One frame's text (no newline). *fn_start gets the address of the function
- * the frame is in, 0 when unknown. pc is the return address, so the call
- * instruction (whose line we want) is at pc - 1; the innermost frame of a
- * signal's backtrace is an exact pc, where pc - 1 still lies in the same
- * function except at its first byte. */
+ * the frame is in, 0 when unknown. pc is a return address, so the call
+ * instruction (whose line we want) is at pc - 1 -- unless `exact`: the
+ * frame a signal interrupted, where pc is the instruction itself. Named by
+ * pc - 1, a thread stopped at a function's first byte (a spin loop that
+ * starts its function, a stack overflow faulting on its first push) was
+ * put in the function before it (test_bt_exact_pc). */
 #ifdef AX_HAVE_LIBDW
 static pthread_mutex_t dw_lock = PTHREAD_MUTEX_INITIALIZER;
 static Dwfl *dw;
@@ -91,9 +93,10 @@ static const char *cu_line(Dwfl_Module *m, Dwarf_Addr at, int *line)
     return NULL;
 }
 
-static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, bool *reopened)
+static int frame_text(char *out, size_t cap, uintptr_t pc, bool exact, uintptr_t *fn_start,
+                      bool *reopened)
 {
-    Dwarf_Addr at = pc - 1;
+    Dwarf_Addr at = exact ? pc : pc - 1;
     Dwfl_Module *m = dw || dw_open() ? dwfl_addrmodule(dw, at) : NULL;
     if (!m && dw && !*reopened) {
         *reopened = true; /* a module loaded since the Dwfl was built? */
@@ -117,9 +120,9 @@ static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, 
     int n;
     if (name) {
         *fn_start = (uintptr_t)(at - off);
-        n = snprintf(out, cap, "%s+%#lx", name, (unsigned long)(off + 1));
+        n = snprintf(out, cap, "%s+0x%lx", name, (unsigned long)(pc - (at - off)));
     } else {
-        n = snprintf(out, cap, "%s+%#lx", mod && *mod ? base_name(mod) : "?",
+        n = snprintf(out, cap, "%s+0x%lx", mod && *mod ? base_name(mod) : "?",
                      (unsigned long)(pc - base));
     }
     if (n >= 0 && (size_t)n < cap && file && line > 0)
@@ -127,19 +130,20 @@ static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, 
     return n;
 }
 #else
-static int frame_text(char *out, size_t cap, uintptr_t pc, uintptr_t *fn_start, bool *reopened)
+static int frame_text(char *out, size_t cap, uintptr_t pc, bool exact, uintptr_t *fn_start,
+                      bool *reopened)
 {
     (void)reopened;
     Dl_info info;
     *fn_start = 0;
-    if (!dladdr((void *)(pc - 1), &info) || !info.dli_fname)
+    if (!dladdr((void *)(exact ? pc : pc - 1), &info) || !info.dli_fname)
         return snprintf(out, cap, "%#lx", (unsigned long)pc);
     if (info.dli_sname) {
         *fn_start = (uintptr_t)info.dli_saddr;
-        return snprintf(out, cap, "%s+%#lx", info.dli_sname,
+        return snprintf(out, cap, "%s+0x%lx", info.dli_sname,
                         (unsigned long)(pc - (uintptr_t)info.dli_saddr));
     }
-    return snprintf(out, cap, "%s+%#lx", base_name(info.dli_fname),
+    return snprintf(out, cap, "%s+0x%lx", base_name(info.dli_fname),
                     (unsigned long)(pc - (uintptr_t)info.dli_fbase));
 }
 #endif
@@ -153,7 +157,7 @@ static int first_frame(void *const *bt, int n, const struct bt_cut *cut, bool *r
     char scratch[256];
     for (int i = 0; cut->through && i < n && i < 6; i++) {
         uintptr_t fn_start;
-        frame_text(scratch, sizeof scratch, (uintptr_t)bt[i], &fn_start, reopened);
+        frame_text(scratch, sizeof scratch, (uintptr_t)bt[i], false, &fn_start, reopened);
         if (fn_start && fn_start == (uintptr_t)cut->through)
             return i + 1 + cut->then;
     }
@@ -164,13 +168,17 @@ static void format_locked(char *out, size_t cap, void *const *bt, int n, const s
 {
     size_t len = strlen(out);
     bool reopened = false;
-    for (int i = first_frame(bt, n, cut, &reopened), k = 0; i < n && len + 1 < cap; i++, k++) {
+    int first = first_frame(bt, n, cut, &reopened);
+    for (int i = first, k = 0; i < n && len + 1 < cap; i++, k++) {
         int w = snprintf(out + len, cap - len, "\n#%d ", k);
         if (w < 0 || (size_t)w >= cap - len)
             break;
         len += (size_t)w;
         uintptr_t fn_start;
-        w = frame_text(out + len, cap - len, (uintptr_t)bt[i], &fn_start, &reopened);
+        /* Past a signal's trampoline (then > 0), the first frame shown is
+         * the one the signal interrupted. */
+        bool exact = cut->then > 0 && i == first;
+        w = frame_text(out + len, cap - len, (uintptr_t)bt[i], exact, &fn_start, &reopened);
         if (w < 0)
             break;
         len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
