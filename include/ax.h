@@ -167,7 +167,8 @@ typedef struct ax_config {
     unsigned max_retry_cap;    /* largest spec.max_retry accepted (default 16) */
     ax_retry_policy retry;     /* default back-off (exponential 1 s .. 30 s, jitter 1 s) */
     bool retry_enabled[AX_PRIO_COUNT]; /* per-priority retry switch (all true) */
-    uint32_t grace_ms;         /* a timed-out task still running after this is "lingering" (3000) */
+    uint32_t grace_ms;         /* a timed-out task still running after this is "lingering" (3000;
+                                * 0: reported at the watchdog's first look past its timeout) */
     unsigned callback_threads; /* threads running on_timeout (default 1) */
     uint32_t callback_timeout_ms; /* an on_timeout running longer is counted as overrun and
                                      the pool adds a thread so others are not held up (1000) */
@@ -432,7 +433,8 @@ int ax_defer(ax_task *t, void (*fn)(void *), void *arg);
  * panic keeps the first message: "first; then a defer panicked: second",
  * and the cleanups registered before it still run. */
 int ax_panic(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Set the message reported in result.error when the attempt fails. */
+/* Set the message reported in result.error when the attempt fails; fmt
+ * NULL clears it ("task returned N" is reported then). */
 int ax_task_set_error(ax_task *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Fan-out / fan-in: submit a child that this attempt may join. Same checks and
