@@ -1405,6 +1405,10 @@ struct linger_entry {
 #define LINGER_UNSEEN 0xffffu
 void linger_track(struct worker *w, struct ax_task *t);
 void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked */
+/* run_complete: t, a hog, returned grace_ms or more past its deadline;
+ * report it unless it was while it ran on (a watchdog kept off its CPU
+ * missed it: test_linger_returned). */
+void linger_returned(struct worker *w, struct ax_task *t);
 /* watchdog: the run on a held worker's CPU (one seqlock read): report it
  * once if its attempt ended grace_ms ago and it is still there. */
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,

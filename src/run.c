@@ -402,6 +402,15 @@ void run_complete(struct worker *w, struct ax_task *t)
                          "timed out after %llu ms (it ran on without yielding past its "
                          "deadline)",
                          ms);
+            /* A hog (it never switched: it ran the whole time) that
+             * returned grace_ms past its deadline and was not reported
+             * while it ran on: now, while the job is held -- before the
+             * end's event if nobody ended the attempt (the worker learns
+             * both at once). Not a run that switched: when it was resumed
+             * is not known here, and one that honours its timeout but was
+             * resumed late must not be blamed (test_linger_once F). */
+            if (!t->switched && w->now_ns >= t->deadline_ns + (uint64_t)s->cfg.grace_ms * 1000000u)
+                linger_returned(w, t);
         }
         if (state == JS_FAILED && t->err[0] == 0)
             snprintf(t->err, sizeof t->err, "task returned %d", t->code);

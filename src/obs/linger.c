@@ -165,6 +165,17 @@ static void report(struct ax_sched *s, struct worker *w_or_null, const struct jo
     }
 }
 
+/* Takes the report of t's attempt `expect` (its expect_sw): true for the
+ * one caller that does -- the watchdog (a hog), the worker (a parked
+ * orphan, or any run at its return) -- false once it is taken. */
+static bool claim(struct ax_task *t, uint64_t expect)
+{
+    uint64_t old = atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed);
+    return old != expect &&
+           atomic_compare_exchange_strong_explicit(&t->lg_reported_sw, &old, expect,
+                                                   memory_order_relaxed, memory_order_relaxed);
+}
+
 static const char *park_name(int parked)
 {
     switch (parked) {
@@ -274,10 +285,23 @@ void linger_check(struct worker *w)
                 len += (size_t)snprintf(text + len, sizeof text - len, "\n#%d %p", k, t->bt[k]);
         }
         struct ev_attempt a = attempt_of(t, e->since_ns);
-        atomic_store_explicit(&t->lg_reported_sw, t->expect_sw, memory_order_relaxed);
-        report(w->s, w, t->job, &a, text);
+        if (claim(t, t->expect_sw))
+            report(w->s, w, t->job, &a, text);
         w->linger[i] = w->linger[--w->nlinger];
     }
+}
+
+void linger_returned(struct worker *w, struct ax_task *t)
+{
+    if (!claim(t, t->expect_sw))
+        return; /* reported while it ran on */
+    char text[AX_EVENT_MESSAGE_MAX];
+    snprintf(text, sizeof text,
+             "ran on %.1f s after its timeout on worker %u without yielding, and returned "
+             "before it was seen (no backtrace: one is taken only while it runs)",
+             (double)(w->now_ns - t->deadline_ns) / 1e9, w->index);
+    struct ev_attempt a = attempt_of(t, t->deadline_ns);
+    report(w->s, w, t->job, &a, text);
 }
 
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
@@ -357,10 +381,14 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
     /* Reported from now on: neither this check nor the worker's own
-     * (linger_track, linger_check) takes it up again. After the checks
-     * above: a run that moved on is not marked (its next attempt would
-     * not match anyway: expect names the attempt). */
-    atomic_store_explicit(&t->lg_reported_sw, expect, memory_order_relaxed);
+     * (linger_check, linger_returned) takes it up again; if the worker took
+     * it first (the hog parked or returned since the checks above), this
+     * one is dropped. After the checks: a run that moved on is not marked
+     * (its next attempt would not match anyway: expect names the attempt). */
+    if (!claim(t, expect)) {
+        free(p);
+        return;
+    }
     pthread_once(&once_signal, install_signal);
     atomic_store(&w->bt_run, t);
     atomic_store(&w->bt_seq, seq);
