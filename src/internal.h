@@ -333,8 +333,13 @@ struct fd_wait {
     dev_t dev;       /* the registered file's, when haunted */
     ino_t ino;
 };
-/* Register t as fd's AX_READ and/or AX_WRITE waiter (ax_wait_fd). */
-int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events);
+/* task.c: ax_wait_fd for the public call `who` (io.c: ax_read, ax_write,
+ * ax_accept, ax_connect), whose name begins its messages. */
+int task_wait_fd(ax_task *t, const char *who, int fd, unsigned events, int64_t timeout_ms);
+/* Register t as fd's AX_READ and/or AX_WRITE waiter (ax_wait_fd); `who`,
+ * the public call made, begins any error's message. */
+int reactor_fd_wait(struct worker *w, struct ax_task *t, const char *who, int fd,
+                    unsigned events);
 /* t's wait ended without its fd (a timer, a cancel): leave the table. */
 void reactor_fd_unwait(struct worker *w, struct ax_task *t);
 struct epoll_event;

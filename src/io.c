@@ -101,7 +101,7 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return sys_fail("read", fd);
-        if ((rc = ax_wait_fd(t, fd, AX_READ, remaining(timeout_ms, start))))
+        if ((rc = task_wait_fd(t, "ax_read", fd, AX_READ, remaining(timeout_ms, start))))
             return rc;
     }
 }
@@ -133,7 +133,7 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return sys_fail("write", fd);
-        if ((rc = ax_wait_fd(t, fd, AX_WRITE, remaining(timeout_ms, start))))
+        if ((rc = task_wait_fd(t, "ax_write", fd, AX_WRITE, remaining(timeout_ms, start))))
             return rc;
     }
     return (ssize_t)done;
@@ -155,7 +155,7 @@ int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, in
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
             return sys_fail("accept", lfd);
-        if ((rc = ax_wait_fd(t, lfd, AX_READ, remaining(timeout_ms, start))))
+        if ((rc = task_wait_fd(t, "ax_accept", lfd, AX_READ, remaining(timeout_ms, start))))
             return rc;
     }
 }
@@ -174,7 +174,7 @@ int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrle
         return AX_OK;
     if (errno != EINPROGRESS && errno != EINTR)
         return sys_fail("connect", fd);
-    if ((rc = ax_wait_fd(t, fd, AX_WRITE, timeout_ms)))
+    if ((rc = task_wait_fd(t, "ax_connect", fd, AX_WRITE, timeout_ms)))
         return rc;
     int err = 0;
     socklen_t el = sizeof err;

@@ -57,7 +57,7 @@
 #include <unistd.h>
 
 static void fd_detach_all(struct worker *w, struct fd_wait *e);
-static int fd_room(struct worker *w, int fd);
+static int fd_room(struct worker *w, const char *who, int fd);
 
 int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_src *src, bool mod)
 {
@@ -68,7 +68,7 @@ int reactor_src_add(struct worker *w, int fd, uint32_t events, struct reactor_sr
         return 0;
     /* The number is ax_http's: ax_wait_fd must neither take its entry over
      * nor delete it. Without room to say so, no entry. */
-    if (fd_room(w, fd) != AX_OK) {
+    if (fd_room(w, "ax_http", fd) != AX_OK) {
         epoll_ctl(w->epfd, EPOLL_CTL_DEL, fd, NULL);
         return -ENOMEM;
     }
@@ -162,7 +162,7 @@ static bool fd_rearm(struct worker *w, int fd, const struct fd_wait *e, struct a
     return fd_ctl(w, EPOLL_CTL_MOD, fd, &next) == 0;
 }
 
-static int fd_room(struct worker *w, int fd)
+static int fd_room(struct worker *w, const char *who, int fd)
 {
     if ((size_t)fd < w->fdw_cap)
         return AX_OK;
@@ -171,7 +171,7 @@ static int fd_room(struct worker *w, int fd)
         cap *= 2;
     struct fd_wait *n = realloc(w->fdw, cap * sizeof *n);
     if (!n)
-        return ax_fail(AX_ENOMEM, "ax_wait_fd: out of memory for fd %d's entry", fd);
+        return ax_fail(AX_ENOMEM, "%s: out of memory for fd %d's entry", who, fd);
     memset(n + w->fdw_cap, 0, (cap - w->fdw_cap) * sizeof *n);
     w->fdw = n;
     w->fdw_cap = cap;
@@ -184,23 +184,24 @@ static void fd_join(struct worker *w, struct ax_task *t, int fd)
     w->nfd_waits++;
 }
 
-int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events)
+int reactor_fd_wait(struct worker *w, struct ax_task *t, const char *who, int fd,
+                    unsigned events)
 {
     if (fd == w->evfd)
-        return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d is the worker's own wake-up eventfd", fd);
+        return ax_fail(AX_EINVAL, "%s: fd %d is the worker's own wake-up eventfd", who, fd);
     /* The table is indexed by number: before it grows to one, make sure an
      * fd of that number is open (a bogus 4 000 000 grew it by 192 MB, 2^30
      * failed a 96 GiB realloc: new-user trial). One fcntl, only when the
      * table would grow. */
     if ((size_t)fd >= w->fdw_cap && fcntl(fd, F_GETFD) < 0 && errno == EBADF)
-        return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d is not open", fd);
-    int rc = fd_room(w, fd);
+        return ax_fail(AX_EINVAL, "%s: fd %d is not open", who, fd);
+    int rc = fd_room(w, who, fd);
     if (rc)
         return rc;
     struct fd_wait *e = &w->fdw[fd];
     if (e->src)
-        return ax_fail(AX_EBUSY, "ax_wait_fd: fd %d is in use by this worker's own I/O "
-                                 "(an ax_http transfer)", fd);
+        return ax_fail(AX_EBUSY, "%s: fd %d is in use by this worker's own I/O (an ax_http transfer)",
+                       who, fd);
     bool rd = events & AX_READ, wr = events & AX_WRITE;
     if (e->events && !fd_same(fd, e))
         fd_detach_all(w, e); /* registered for a file no longer behind fd */
@@ -224,7 +225,7 @@ int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events
     int err = fd_ctl(w, EPOLL_CTL_ADD, fd, &fresh);
     if (err == EEXIST) {
         if (e->events)
-            return ax_fail(AX_EBUSY, "ax_wait_fd: another task on this worker waits to %s fd %d",
+            return ax_fail(AX_EBUSY, "%s: another task on this worker waits to %s fd %d", who,
                            rd && e->rd ? "read" : "write", fd);
         /* Neither a waiter's nor ax_http's nor the eventfd's: our own entry
          * for this file, left when it was closed here while waited on and
@@ -232,9 +233,9 @@ int reactor_fd_wait(struct worker *w, struct ax_task *t, int fd, unsigned events
         err = fd_ctl(w, EPOLL_CTL_MOD, fd, &fresh) == 0 ? 0 : errno;
     }
     if (err == EBADF || err == EPERM)
-        return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d cannot be waited on: %s", fd, strerror(err));
+        return ax_fail(AX_EINVAL, "%s: fd %d cannot be waited on: %s", who, fd, strerror(err));
     if (err)
-        return ax_fail(AX_ESYS, "ax_wait_fd: epoll_ctl: %s", strerror(err));
+        return ax_fail(AX_ESYS, "%s: epoll_ctl: %s", who, strerror(err));
     if (e->events)
         fd_detach_all(w, e); /* theirs was for a file no longer behind fd */
     /* On a haunted number the registered file is known by its identity

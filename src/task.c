@@ -133,24 +133,29 @@ int ax_sleep(ax_task *t, uint64_t ms)
     return wait_result(t, "ax_sleep", run_park(t));
 }
 
-int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
+int task_wait_fd(ax_task *t, const char *who, int fd, unsigned events, int64_t timeout_ms)
 {
-    int rc = check_current(t, "ax_wait_fd");
+    int rc = check_current(t, who);
     if (rc)
         return rc;
     if (fd < 0)
-        return ax_fail(AX_EINVAL, "ax_wait_fd: fd %d is negative", fd);
+        return ax_fail(AX_EINVAL, "%s: fd %d is negative", who, fd);
     if (events == 0 || (events & ~(AX_READ | AX_WRITE)))
-        return ax_fail(AX_EINVAL, "ax_wait_fd: events must be AX_READ and/or AX_WRITE");
+        return ax_fail(AX_EINVAL, "%s: events must be AX_READ and/or AX_WRITE", who);
     if ((rc = run_blocking_entry(t)))
         return rc;
     struct worker *w = t->w;
-    if ((rc = reactor_fd_wait(w, t, fd, events)))
+    if ((rc = reactor_fd_wait(w, t, who, fd, events)))
         return rc;
     if (timeout_ms >= 0)
         worker_timer_add(w, &t->wait_timer.node, now_ns() + ms_to_ns_capped(timeout_ms));
     t->rs = RS_PARK_FD;
-    return wait_result(t, "ax_wait_fd", run_park(t));
+    return wait_result(t, who, run_park(t));
+}
+
+int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms)
+{
+    return task_wait_fd(t, "ax_wait_fd", fd, events, timeout_ms);
 }
 
 int ax_defer(ax_task *t, void (*fn)(void *), void *arg)

@@ -34,6 +34,8 @@ static int server(ax_task *t, void *arg)
     }
     /* Nobody else connects: accept times out. */
     CHECK_EQ(ax_accept(t, listen_fd, NULL, NULL, 50), AX_ETIMEDOUT);
+    /* The message names the call made, not the wait inside it. */
+    CHECK_STR(ax_error_detail(), "ax_accept: its own bound passed (the task's attempt goes on)");
     atomic_store(&server_done, 1);
     return 0;
 }
@@ -65,6 +67,7 @@ static int client(ax_task *t, void *arg)
     CHECK_STR(back, msg);
     /* The server echoes only what it gets: a further read times out. */
     CHECK_EQ(ax_read(t, fd, back, sizeof back, 50), AX_ETIMEDOUT);
+    CHECK_STR(ax_error_detail(), "ax_read: its own bound passed (the task's attempt goes on)");
     close(fd);
     atomic_fetch_add(&clients_ok, 1);
     return 0;
@@ -98,6 +101,7 @@ static int reads_past_deadline(ax_task *t, void *arg)
     char b[4];
     uint64_t t0 = ax_now_ns();
     CHECK_EQ(ax_read(t, sv[0], b, sizeof b, -1), AX_ETIMEDOUT); /* only the deadline bounds it */
+    CHECK_STR(ax_error_detail(), "ax_read: the task's deadline passed while it waited");
     CHECK(ax_now_ns() >= ax_task_deadline_ns(t));
     CHECK(ax_now_ns() - t0 < 2000000000ull);
     close(sv[0]);
