@@ -107,7 +107,9 @@ static int wait_result(ax_task *t, const char *fn, int rc)
         /* Which one (as ax_join): the caller may wait again after its own
          * bound, not after the attempt's end. The code is the same. */
         int ended = run_detached_rc(t);
-        if (!ended)
+        /* Past the deadline: the deadline's, its attempt about to end
+         * (its tick may come after the bound's: join.c). */
+        if (!ended && now_ns() < t->deadline_ns)
             return ax_fail(rc, "%s: its own bound passed (the task's attempt goes on)", fn);
         if (ended == AX_ECANCELED)
             return ax_fail(rc, "%s: timed out, and the task was cancelled meanwhile", fn);

@@ -211,6 +211,8 @@ static void test_timeouts(ax_sched *s)
     CHECK_EQ(atomic_load(&p3.state), AX_STATE_TIMED_OUT);
     CHECK(WAIT_UNTIL(atomic_load(&deadline_ms_taken) != 0, 1000));
     CHECK_EQ(atomic_load(&deadline_rc), AX_ETIMEDOUT);
+    if (!strstr(deadline_detail, "ax_join: the task's deadline passed while it waited"))
+        fprintf(stderr, "the join's detail: %s\n", deadline_detail);
     CHECK(strstr(deadline_detail, "ax_join: the task's deadline passed while it waited") != NULL);
     CHECK(atomic_load(&deadline_ms_taken) + 10 >= 150);
     CHECK_LE(atomic_load(&deadline_ms_taken), 900); /* the child sleeps 1 s */
