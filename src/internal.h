@@ -396,6 +396,7 @@ struct ax_task {
     uint8_t warm;                /* its function returned: the coroutine waits at the
                                     top of run_entry's loop for another job (run.c) */
     int bt_n;
+    uintptr_t bt_pc; /* the pc a stack overflow faulted at (bt_cut.signal_pc) */
     void *bt[AX_BT_MAX];
     /* The expect_sw of the attempt reported lingering (obs/linger.c): by
      * the watchdog (a hog) or this run's worker (parked). Each attempt is
@@ -539,6 +540,7 @@ struct worker {
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
     _Atomic uint64_t bt_seq;          /* and its pub_seq then (the same stretch of it) */
     int bt_n;
+    uintptr_t bt_pc; /* the pc the signal interrupted */
     void *bt[AX_BT_MAX];
     /* What this worker's thread moves once per task it ends, with no
      * locked instruction and on a line of its own (issue 10's hot-path
@@ -1378,12 +1380,16 @@ void crash_report(struct worker *w, struct ax_task *t);
  * bt_symbolised: built with libdw (file:line and static functions). */
 struct bt_cut {
     const void *through; /* the capture point: drop frames up to its own */
-    int then;            /* and this many more (a signal's return trampoline: the
-                          * first frame shown is then the pc the signal
-                          * interrupted, not a return address) */
+    int then;            /* and this many more (a signal's return trampoline) */
     int fallback;        /* frames to drop when `through` cannot be named */
     const void *task_fn; /* the last frame shown: the task's function */
+    uintptr_t signal_pc; /* the pc a signal interrupted (bt_signal_pc), 0 if none:
+                          * the frame that holds it is named by it, every other
+                          * frame by the call before its return address */
 };
+/* The pc the signal interrupted, from a handler's ucontext; 0 where this
+ * architecture's is not known. Async-signal-safe. */
+uintptr_t bt_signal_pc(const void *uctx);
 void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut);
 /* The same, unless another thread names for max_ms more (false, out
  * untouched): a worker does not wait long behind a naming thread

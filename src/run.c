@@ -409,7 +409,9 @@ void run_complete(struct worker *w, struct ax_task *t)
              * both at once). Not a run that switched: when it was resumed
              * is not known here, and one that honours its timeout but was
              * resumed late must not be blamed (test_linger_once F). */
-            if (!t->switched && w->now_ns >= t->deadline_ns + (uint64_t)s->cfg.grace_ms * 1000000u)
+            if (!t->switched && w->now_ns >= t->deadline_ns +
+                                                   (t->start_slack ? ax_coarse_res_ns : 0) +
+                                                   (uint64_t)s->cfg.grace_ms * 1000000u)
                 linger_returned(w, t);
         }
         if (state == JS_FAILED && t->err[0] == 0)

@@ -11,9 +11,10 @@
  * that starts its function (clang's code for test_linger_report_async's
  * hog, where CI's report named the wrong function), a stack overflow that
  * faults on a function's first push. Checked on made-up backtraces through
- * bt_format: a signal's (bt_cut.then > 0: a trampoline dropped) shows its
- * first frame at +0x0 of the function; a parked task's (then == 0) shows a
- * return address one past a function's first byte at +0x1 of it.
+ * bt_format: in a signal's (bt_cut.signal_pc, from the handler's ucontext)
+ * the frame that holds that pc shows +0x0 of the function, wherever it is
+ * among the frames, and only that one; a parked task's (no signal_pc)
+ * shows a return address one past a function's first byte at +0x1 of it.
  * Skipped (77) without libdw, where a static function has no name. */
 #include "util.h" /* first: _GNU_SOURCE */
 
@@ -44,18 +45,29 @@ int main(void)
     char *fn = (char *)(uintptr_t)exact_target;
     char out[1024];
 
-    /* A signal's capture whose handler cannot be named: fallback frames
-     * dropped (here none), the first shown is the interrupted pc. */
+    /* A signal's capture whose handler cannot be named (fallback frames
+     * dropped: here none), the interrupted pc first. */
     void *sig[2] = {fn, fn + 2};
-    struct bt_cut at_signal = {NULL, 1, 0, NULL};
+    struct bt_cut at_signal = {NULL, 1, 0, NULL, (uintptr_t)fn};
     out[0] = '\0';
     bt_format(out, sizeof out, sig, 2, &at_signal);
     check_has(out, "\n#0 exact_target+0x0");
     check_has(out, "\n#1 exact_target+0x2"); /* a return address */
 
+    /* The interrupted pc below a frame of the handler's caller (TSan runs
+     * the handler later, from a return address of its own): only the
+     * frame that holds it is exact; a return address equal to it further
+     * down is not. */
+    void *late[3] = {fn + 1, fn, fn};
+    out[0] = '\0';
+    bt_format(out, sizeof out, late, 3, &at_signal);
+    check_has(out, "\n#0 exact_target+0x1");
+    check_has(out, "\n#1 exact_target+0x0");
+    CHECK(strstr(out, "\n#2 exact_target+0x0") == NULL);
+
     /* The same frames in a parked task's capture: all return addresses. */
     void *parked[1] = {fn + 1};
-    struct bt_cut at_park = {NULL, 0, 0, NULL};
+    struct bt_cut at_park = {NULL, 0, 0, NULL, 0};
     out[0] = '\0';
     bt_format(out, sizeof out, parked, 1, &at_park);
     check_has(out, "\n#0 exact_target+0x1");

@@ -108,7 +108,6 @@ static void report_fault(int sig, const siginfo_t *si, struct worker *w, struct 
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
 {
-    (void)uc;
     struct worker *w = ax_current_worker;
     struct ax_task *t = ax_current_run;
     if (w && t && t->stack && sig == SIGSEGV) {
@@ -123,6 +122,7 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
             }
             /* Opt-in, unsafe: fail only this task. */
             t->bt_n = backtrace(t->bt, AX_BT_MAX);
+            t->bt_pc = bt_signal_pc(uc);
             static const char msg[] = "stack overflow";
             memcpy(t->err, msg, sizeof msg);
             t->panicked = 1;
@@ -194,7 +194,8 @@ void crash_report(struct worker *w, struct ax_task *t)
                 *c = '?';
     }
     struct bt_cut cut = {t->overflowed ? (const void *)on_fault : (const void *)ax_panic,
-                         t->overflowed ? 1 : 0, t->overflowed ? 2 : 1, (const void *)t->job->fn};
+                         t->overflowed ? 1 : 0, t->overflowed ? 2 : 1, (const void *)t->job->fn,
+                         t->overflowed ? t->bt_pc : 0};
     bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
     if (ev_on(w->s, AX_EV_PANIC)) {
         /* This run's attempt and run time: the same as its FAILED event's

@@ -96,8 +96,10 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
         const struct ax_stack *st = ax_current_run->stack;
         uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
         bool on_task = st && sp - (uintptr_t)st->lo < st->size;
-        if (on_task)
+        if (on_task) {
             w->bt_n = backtrace(w->bt, AX_BT_MAX);
+            w->bt_pc = bt_signal_pc(ctx);
+        }
         atomic_compare_exchange_strong(&w->bt_state, &want, on_task ? 2 : 3);
         return;
     }
@@ -165,9 +167,11 @@ static void report(struct ax_sched *s, struct worker *w_or_null, const struct jo
     }
 }
 
-/* Takes the report of t's attempt `expect` (its expect_sw): true for the
- * one caller that does -- the watchdog (a hog), the worker (a parked
- * orphan, or any run at its return) -- false once it is taken. */
+/* The worker takes the report of t's attempt `expect` (its expect_sw): true
+ * if it does, false once it is taken (the watchdog's claim, in
+ * linger_hog_check, is the same compare-and-swap from the value it read
+ * first). On the worker's thread, where the run struct is reused, a fresh
+ * read is that value. */
 static bool claim(struct ax_task *t, uint64_t expect)
 {
     uint64_t old = atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed);
@@ -266,7 +270,7 @@ void linger_check(struct worker *w)
             ax_coro_switch(&w->main, &t->coro);
             ax_current_run = NULL;
         }
-        struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn};
+        struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn, 0};
         if (woken && t->bt_n == 0) {
             size_t len = strlen(text);
             snprintf(text + len, sizeof text - len,
@@ -309,8 +313,8 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
 {
     /* Once an attempt (however often it yields and holds its worker again);
      * one backtrace taken at a time a worker (the next poll after it). */
-    if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || w->lg_pend ||
-        atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed) == expect)
+    uint64_t seen = atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed);
+    if (now < deadline + (uint64_t)s->cfg.grace_ms * 1000000u || w->lg_pend || seen == expect)
         return;
     /* Its attempt must have ended: a run still inside its own attempt is
      * timed out by its deadline first (watchdog.c), never reported. The
@@ -376,16 +380,21 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         p->snap.ext = &p->snap_ext;
     }
     p->a = a;
-    p->cut = (struct bt_cut){(const void *)on_signal, 1, 2, task_fn};
+    p->cut = (struct bt_cut){(const void *)on_signal, 1, 2, task_fn, 0};
     snprintf(p->head, sizeof p->head,
              "still running %.1f s after its timeout on worker %u without yielding:",
              (double)(now - deadline) / 1e9, w->index);
     /* Reported from now on: neither this check nor the worker's own
-     * (linger_check, linger_returned) takes it up again; if the worker took
-     * it first (the hog parked or returned since the checks above), this
-     * one is dropped. After the checks: a run that moved on is not marked
-     * (its next attempt would not match anyway: expect names the attempt). */
-    if (!claim(t, expect)) {
+     * (linger_check, linger_returned) takes it up again. If the worker took
+     * any report on this run struct since `seen` was read -- this attempt's
+     * (the hog parked or returned since the checks above), or, the struct
+     * reused, a later task's -- this one is dropped: a claim from a fresh
+     * read reported the hog twice when the watchdog was kept off its CPU
+     * here that long (review of a7b5383). After the checks: a run that
+     * moved on is not marked (its next attempt would not match anyway:
+     * expect names the attempt). */
+    if (!atomic_compare_exchange_strong_explicit(&t->lg_reported_sw, &seen, expect,
+                                                 memory_order_relaxed, memory_order_relaxed)) {
         free(p);
         return;
     }
@@ -485,6 +494,7 @@ static void capture_step(struct ax_sched *s, struct worker *w, uint64_t now)
     int st = atomic_load(&w->bt_state);
     if (st == 2) { /* ours to copy, then free for the next capture */
         p->bt_n = w->bt_n;
+        p->cut.signal_pc = w->bt_pc;
         memcpy(p->bt, w->bt, sizeof p->bt);
         atomic_store(&w->bt_state, 0);
         w->lg_pend = NULL;

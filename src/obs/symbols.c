@@ -30,6 +30,7 @@
 #include <dlfcn.h>
 #include <stdio.h>
 #include <string.h>
+#include <ucontext.h>
 #include <unistd.h>
 
 #ifdef AX_HAVE_LIBDW
@@ -48,7 +49,10 @@ static const char *base_name(const char *path)
  * frame a signal interrupted, where pc is the instruction itself. Named by
  * pc - 1, a thread stopped at a function's first byte (a spin loop that
  * starts its function, a stack overflow faulting on its first push) was
- * put in the function before it (test_bt_exact_pc). */
+ * put in the function before it (test_bt_exact_pc). Which frame that is,
+ * is known by its value (the handler's ucontext), not its place: under
+ * TSan the handler runs later, from a return address of TSan's, and a
+ * sanitizer's backtrace may add a frame of its own (review of eae0da7). */
 #ifdef AX_HAVE_LIBDW
 static pthread_mutex_t dw_lock = PTHREAD_MUTEX_INITIALIZER;
 static Dwfl *dw;
@@ -169,15 +173,15 @@ static void format_locked(char *out, size_t cap, void *const *bt, int n, const s
     size_t len = strlen(out);
     bool reopened = false;
     int first = first_frame(bt, n, cut, &reopened);
+    bool seen_exact = false;
     for (int i = first, k = 0; i < n && len + 1 < cap; i++, k++) {
         int w = snprintf(out + len, cap - len, "\n#%d ", k);
         if (w < 0 || (size_t)w >= cap - len)
             break;
         len += (size_t)w;
         uintptr_t fn_start;
-        /* Past a signal's trampoline (then > 0), the first frame shown is
-         * the one the signal interrupted. */
-        bool exact = cut->then > 0 && i == first;
+        bool exact = cut->signal_pc && (uintptr_t)bt[i] == cut->signal_pc && !seen_exact;
+        seen_exact |= exact; /* a return address further down may equal it */
         w = frame_text(out + len, cap - len, (uintptr_t)bt[i], exact, &fn_start, &reopened);
         if (w < 0)
             break;
@@ -185,6 +189,21 @@ static void format_locked(char *out, size_t cap, void *const *bt, int n, const s
         if (cut->task_fn && fn_start == (uintptr_t)cut->task_fn)
             break; /* the task's own function: below it is ax's coroutine entry */
     }
+}
+
+uintptr_t bt_signal_pc(const void *uctx)
+{
+    const ucontext_t *uc = uctx;
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+#elif defined(__i386__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_EIP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.pc;
+#else
+    (void)uc;
+    return 0; /* every frame named as a return address */
+#endif
 }
 
 void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut)
