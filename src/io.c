@@ -18,13 +18,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-static int ensure_nonblock(int fd)
+static int ensure_nonblock(int fd, const char *what)
 {
     int fl = fcntl(fd, F_GETFL);
     if (fl < 0)
-        return ax_fail(AX_EINVAL, "fd %d: %s", fd, strerror(errno));
+        return ax_fail(AX_EINVAL, "%s: fd %d: %s", what, fd, strerror(errno));
     if (!(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0)
-        return ax_fail(AX_ESYS, "fd %d: cannot set O_NONBLOCK: %s", fd, strerror(errno));
+        return ax_fail(AX_ESYS, "%s: fd %d: cannot set O_NONBLOCK: %s", what, fd, strerror(errno));
     return AX_OK;
 }
 
@@ -63,12 +63,13 @@ static int64_t remaining(int64_t timeout_ms, uint64_t start)
     return spent >= (uint64_t)timeout_ms ? 0 : timeout_ms - (int64_t)spent;
 }
 
-static int sys_fail(const char *what, int fd)
+/* `what` the public call, `sys` the system call that failed in it. */
+static int sys_fail(const char *what, const char *sys, int fd)
 {
     int e = errno;
     if (e == EBADF || e == ENOTSOCK)
-        return ax_fail(AX_EINVAL, "%s: fd %d: %s", what, fd, strerror(e));
-    return ax_fail(AX_ESYS, "%s: %s", what, strerror(e));
+        return ax_fail(AX_EINVAL, "%s: %s: fd %d: %s", what, sys, fd, strerror(e));
+    return ax_fail(AX_ESYS, "%s: %s: %s", what, sys, strerror(e));
 }
 
 /* The checks every call starts with: its own task, a non-blocking fd. */
@@ -78,7 +79,7 @@ static int io_enter(const ax_task *t, int fd, const char *what)
         return ax_fail(AX_EINVAL, "%s: task is NULL", what);
     if (t != ax_current_run)
         return ax_fail(AX_ESTATE, "%s: called outside the task's own coroutine", what);
-    return ensure_nonblock(fd);
+    return ensure_nonblock(fd, what);
 }
 
 ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
@@ -100,7 +101,7 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
         if (errno == EINTR)
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return sys_fail("read", fd);
+            return sys_fail("ax_read", "read", fd);
         if ((rc = task_wait_fd(t, "ax_read", fd, AX_READ, remaining(timeout_ms, start))))
             return rc;
     }
@@ -132,7 +133,7 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
         if (errno == EINTR)
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return sys_fail("write", fd);
+            return sys_fail("ax_write", "write", fd);
         if ((rc = task_wait_fd(t, "ax_write", fd, AX_WRITE, remaining(timeout_ms, start))))
             return rc;
     }
@@ -154,7 +155,7 @@ int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, in
         if (errno == EINTR || errno == ECONNABORTED)
             continue;
         if (errno != EAGAIN && errno != EWOULDBLOCK)
-            return sys_fail("accept", lfd);
+            return sys_fail("ax_accept", "accept", lfd);
         if ((rc = task_wait_fd(t, "ax_accept", lfd, AX_READ, remaining(timeout_ms, start))))
             return rc;
     }
@@ -173,16 +174,16 @@ int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrle
     if (connect(fd, addr, addrlen) == 0)
         return AX_OK;
     if (errno != EINPROGRESS && errno != EINTR)
-        return sys_fail("connect", fd);
+        return sys_fail("ax_connect", "connect", fd);
     if ((rc = task_wait_fd(t, "ax_connect", fd, AX_WRITE, timeout_ms)))
         return rc;
     int err = 0;
     socklen_t el = sizeof err;
     if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0)
-        return sys_fail("getsockopt", fd);
+        return sys_fail("ax_connect", "getsockopt", fd);
     if (err) {
         errno = err;
-        return sys_fail("connect", fd);
+        return sys_fail("ax_connect", "connect", fd);
     }
     return AX_OK;
 }
