@@ -70,7 +70,7 @@ struct linger_pending {
     struct bt_cut cut;
     int bt_n;
     void *bt[AX_BT_MAX];
-    char head[128]; /* "still running 1.2 s after its timeout on worker 3 without yielding:" */
+    char head[128]; /* "still running 12.4 ms after its timeout on worker 3 without yielding:" */
     char text[AX_EVENT_MESSAGE_MAX]; /* head and the named frames */
 };
 
@@ -180,6 +180,18 @@ static bool claim(struct ax_task *t, uint64_t expect)
                                                    memory_order_relaxed, memory_order_relaxed);
 }
 
+/* An overrun as a newcomer reads it: "12.4 ms" below a second, "3.2 s"
+ * from there (grace_ms is often tens of ms: "0.0 s" read as a
+ * contradiction in a new user's trial). */
+static const char *overrun(char out[32], uint64_t ns)
+{
+    if (ns < 1000000000u)
+        snprintf(out, 32, "%.1f ms", (double)ns / 1e6);
+    else
+        snprintf(out, 32, "%.1f s", (double)ns / 1e9);
+    return out;
+}
+
 static const char *park_name(int parked)
 {
     switch (parked) {
@@ -253,16 +265,17 @@ void linger_check(struct worker *w)
                 continue;
             }
         }
-        char text[AX_EVENT_MESSAGE_MAX];
+        char text[AX_EVENT_MESSAGE_MAX], over[32];
+        overrun(over, w->now_ns - e->since_ns);
         if (t->detached_calls > 1)
             snprintf(text, sizeof text,
-                     "still running %.1f s after its timeout, calling blocking functions "
+                     "still running %s after its timeout, calling blocking functions "
                      "that return AX_ETIMEDOUT without returning itself (each call pauses "
                      "up to 100 ms):",
-                     (double)(w->now_ns - e->since_ns) / 1e9);
+                     over);
         else
-            snprintf(text, sizeof text, "still running %.1f s after its timeout, parked in %s:",
-                     (double)(w->now_ns - e->since_ns) / 1e9, park_name(t->rs));
+            snprintf(text, sizeof text, "still running %s after its timeout, parked in %s:", over,
+                     park_name(t->rs));
         if (t->bt_n == 0 && t->began && t->rs != RS_EXITED && !woken) {
             /* Resume it just to record where it is; run_park switches back. */
             t->bt_req = 1;
@@ -299,11 +312,11 @@ void linger_returned(struct worker *w, struct ax_task *t)
 {
     if (!claim(t, t->expect_sw))
         return; /* reported while it ran on */
-    char text[AX_EVENT_MESSAGE_MAX];
+    char text[AX_EVENT_MESSAGE_MAX], over[32];
     snprintf(text, sizeof text,
-             "ran on %.1f s after its timeout on worker %u without yielding, and returned "
+             "ran on %s after its timeout on worker %u without yielding, and returned "
              "before it was seen (no backtrace: one is taken only while it runs)",
-             (double)(w->now_ns - t->deadline_ns) / 1e9, w->index);
+             overrun(over, w->now_ns - t->deadline_ns), w->index);
     struct ev_attempt a = attempt_of(t, t->deadline_ns);
     report(w->s, w, t->job, &a, text);
 }
@@ -381,9 +394,10 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
     }
     p->a = a;
     p->cut = (struct bt_cut){(const void *)on_signal, 1, 2, task_fn, 0};
+    char over[32];
     snprintf(p->head, sizeof p->head,
-             "still running %.1f s after its timeout on worker %u without yielding:",
-             (double)(now - deadline) / 1e9, w->index);
+             "still running %s after its timeout on worker %u without yielding:",
+             overrun(over, now - deadline), w->index);
     /* Reported from now on: neither this check nor the worker's own
      * (linger_check, linger_returned) takes it up again. If the worker took
      * any report on this run struct since `seen` was read -- this attempt's
