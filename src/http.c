@@ -658,7 +658,7 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
                               "ax_http_perform: called outside the task's own coroutine");
     if (!easy)
         return ax_fail_static(AX_EINVAL, "ax_http_perform: easy handle is NULL");
-    int rc = run_blocking_entry(t);
+    int rc = run_blocking_entry(t, "ax_http_perform");
     if (rc)
         return rc;
     struct http_worker *hw = http_worker_get(t->w);

@@ -1183,7 +1183,7 @@ static inline void worker_publish(struct worker *w, struct ax_task *t)
 }
 
 int run_detached_slow(const struct ax_task *t);
-int run_detached_block(struct ax_task *t);
+int run_detached_block(struct ax_task *t, const char *who);
 /* AX_ETIMEDOUT / AX_ECANCELED if the run's attempt has ended without it. */
 static inline int run_detached_rc(const struct ax_task *t)
 {
@@ -1193,15 +1193,19 @@ static inline int run_detached_rc(const struct ax_task *t)
     return run_detached_slow(t);
 }
 
+/* run_detached_rc, the message begun by `who` (the public call). */
+int run_detached_named(const struct ax_task *t, const char *who);
+
 /* At the entry of a blocking call (sleep, yield, fd and I/O waits, HTTP,
  * join): 0 while the attempt is the run's own; else its AX_ETIMEDOUT /
  * AX_ECANCELED, after a pause that grows with each such call, so a task
  * that loops on a blocking call without checking its code waits instead of
- * spinning on its worker (run.c: run_detached_block). */
-static inline int run_blocking_entry(struct ax_task *t)
+ * spinning on its worker (run.c: run_detached_block). `who`, the public
+ * call, begins the message. */
+static inline int run_blocking_entry(struct ax_task *t, const char *who)
 {
     int rc = run_detached_rc(t);
-    return AX_UNLIKELY(rc) ? run_detached_block(t) : 0;
+    return AX_UNLIKELY(rc) ? run_detached_block(t, who) : 0;
 }
 
 /* ax_yield's fast path: from the running task straight to the next ready

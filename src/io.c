@@ -93,7 +93,7 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
         return rc;
     uint64_t start = now_ns();
     for (;;) {
-        if ((rc = run_blocking_entry(t)))
+        if ((rc = run_blocking_entry(t, "ax_read")))
             return rc;
         ssize_t n = read(fd, buf, len);
         if (n >= 0)
@@ -117,11 +117,11 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
     if (rc)
         return rc;
     if (len == 0) /* nothing to write, but an ended attempt still says so */
-        return run_blocking_entry(t);
+        return run_blocking_entry(t, "ax_write");
     uint64_t start = now_ns();
     size_t done = 0;
     while (done < len) {
-        if ((rc = run_blocking_entry(t)))
+        if ((rc = run_blocking_entry(t, "ax_write")))
             return rc;
         ssize_t n = send(fd, (const char *)buf + done, len - done, MSG_NOSIGNAL);
         if (n < 0 && errno == ENOTSOCK)
@@ -147,7 +147,7 @@ int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, in
         return rc;
     uint64_t start = now_ns();
     for (;;) {
-        if ((rc = run_blocking_entry(t)))
+        if ((rc = run_blocking_entry(t, "ax_accept")))
             return rc;
         int fd = accept4(lfd, addr, addrlen, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd >= 0)
@@ -169,7 +169,7 @@ int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrle
     int rc = io_enter(t, fd, "ax_connect");
     if (rc)
         return rc;
-    if ((rc = run_blocking_entry(t)))
+    if ((rc = run_blocking_entry(t, "ax_connect")))
         return rc;
     if (connect(fd, addr, addrlen) == 0)
         return AX_OK;

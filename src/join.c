@@ -69,7 +69,7 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     if (i == t->nchildren)
         return ax_fail(AX_ENOTFOUND, "ax_join: %llu is not an unjoined child of this task",
                        (unsigned long long)child_id);
-    int rc = run_blocking_entry(t);
+    int rc = run_blocking_entry(t, "ax_join");
     if (rc)
         return rc;
     struct ax_sched *s = t->s;

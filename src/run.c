@@ -274,11 +274,37 @@ static void run_entry(void *arg)
     abort(); /* unreachable */
 }
 
+/* How the run's attempt ended without it. The job's word says a cancel
+ * when that ended this attempt (CANCELLED, its attempt number); else the
+ * clock: a deadline's end may be RETRYING or a later attempt by now. Not
+ * the clock alone: a task cancelled that ran on past its deadline was
+ * told it timed out (a new user's trial). The job is held (JH_RUN). */
+static int detached_cause(const struct ax_task *t, const char **text)
+{
+    uint64_t sw = atomic_load_explicit(&t->job->sw, memory_order_acquire);
+    bool cancelled = js_state(sw) == JS_CANCELLED && js_attempt(sw) == t->attempt;
+    if (!cancelled && now_ns() >= t->deadline_ns) {
+        *text = "the task's attempt timed out (its deadline passed)";
+        return AX_ETIMEDOUT;
+    }
+    *text = "the task's attempt was cancelled";
+    return AX_ECANCELED;
+}
+
 int run_detached_slow(const struct ax_task *t)
 {
-    if (now_ns() >= t->deadline_ns)
-        return ax_fail_static(AX_ETIMEDOUT, "the task's attempt timed out (its deadline passed)");
-    return ax_fail_static(AX_ECANCELED, "the task's attempt was cancelled");
+    const char *text;
+    int code = detached_cause(t, &text);
+    return ax_fail_static(code, text);
+}
+
+int run_detached_named(const struct ax_task *t, const char *who)
+{
+    if (!run_detached_rc(t))
+        return 0;
+    const char *text;
+    int code = detached_cause(t, &text);
+    return ax_fail(code, "%s: %s", who, text);
 }
 
 /* A blocking call of a run whose attempt has ended returns at once the
@@ -289,7 +315,7 @@ int run_detached_slow(const struct ax_task *t)
  * on, each one parks 1, 2, 4 ... up to 100 ms before returning the code:
  * the orphan costs a timer, not a CPU, and still returns as soon as its
  * loop ends. */
-int run_detached_block(struct ax_task *t)
+int run_detached_block(struct ax_task *t, const char *who)
 {
     if (t->detached_calls < UINT8_MAX)
         t->detached_calls++;
@@ -301,7 +327,9 @@ int run_detached_block(struct ax_task *t)
         run_park(t);
         t->rs = RS_ACTIVE;
     }
-    return run_detached_slow(t);
+    const char *text;
+    int code = detached_cause(t, &text);
+    return ax_fail(code, "%s: %s", who, text);
 }
 
 int run_park(struct ax_task *t)

@@ -81,20 +81,20 @@ int ax_cancelled(const ax_task *t)
 int ax_yield(ax_task *t)
 {
     int rc = check_current(t, "ax_yield");
-    if (AX_UNLIKELY(rc || (rc = run_blocking_entry(t))))
+    if (AX_UNLIKELY(rc || (rc = run_blocking_entry(t, "ax_yield"))))
         return rc;
     struct worker *w = t->w;
     t->rs = RS_PARK_YIELD;
     if (run_switch_direct(t)) {
         t->rs = RS_ACTIVE;
-        return run_detached_rc(t);
+        return AX_LIKELY(!run_detached_rc(t)) ? 0 : run_detached_named(t, "ax_yield");
     }
     /* To the back of the ready queue: everything else ready runs first. */
     ready_push(w, t);
     t->wake_rc = 0;
     run_park(t);
     t->rs = RS_ACTIVE;
-    return run_detached_rc(t);
+    return AX_LIKELY(!run_detached_rc(t)) ? 0 : run_detached_named(t, "ax_yield");
 }
 
 /* What a wait returns: the wake-up's code, else whether the attempt ended
@@ -102,7 +102,7 @@ int ax_yield(ax_task *t)
 static int wait_result(ax_task *t, const char *fn, int rc)
 {
     if (!rc)
-        return run_detached_rc(t); /* sets the detail itself */
+        return run_detached_named(t, fn);
     if (rc == AX_ETIMEDOUT) {
         /* Which one (as ax_join): the caller may wait again after its own
          * bound, not after the attempt's end. The code is the same. */
@@ -123,7 +123,7 @@ static int wait_result(ax_task *t, const char *fn, int rc)
 int ax_sleep(ax_task *t, uint64_t ms)
 {
     int rc = check_current(t, "ax_sleep");
-    if (rc || (rc = run_blocking_entry(t)))
+    if (rc || (rc = run_blocking_entry(t, "ax_sleep")))
         return rc;
     if (ms == 0)
         return ax_yield(t);
@@ -144,7 +144,7 @@ int task_wait_fd(ax_task *t, const char *who, int fd, unsigned events, int64_t t
         return ax_fail(AX_EINVAL, "%s: fd %d is negative", who, fd);
     if (events == 0 || (events & ~(AX_READ | AX_WRITE)))
         return ax_fail(AX_EINVAL, "%s: events must be AX_READ and/or AX_WRITE", who);
-    if ((rc = run_blocking_entry(t)))
+    if ((rc = run_blocking_entry(t, who)))
         return rc;
     struct worker *w = t->w;
     if ((rc = reactor_fd_wait(w, t, who, fd, events)))
