@@ -1401,6 +1401,11 @@ void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cu
 bool bt_format_within(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut,
                       unsigned max_ms);
 bool bt_symbolised(void);
+/* Read what naming frames in the modules of a and b reads the first time
+ * (their symbol and line tables: tens of ms, more for a large binary), so
+ * that a later naming takes microseconds. Blocks: called on a thread of
+ * its own (obs/linger.c). */
+void bt_warm(const void *a, const void *b);
 
 /* obs/dump.c */
 /* ax_free: forget s for signal dumps, and wait until `until` (CLOCK_MONOTONIC

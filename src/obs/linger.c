@@ -25,7 +25,9 @@
  *    host had.
  * Either way only return addresses are recorded there; obs/symbols.c names
  * them afterwards: the worker itself for a parked task (only when no other
- * thread is naming: else at a later pass of its loop), a thread of its own
+ * thread is naming: else at a later pass of its loop; the tables are read
+ * ahead on a thread of its own when a task first outlives its attempt, so
+ * the worker's naming takes microseconds), a thread of its own
  * for a hog ("ax-symbols", one at a time in the process: every naming takes
  * symbols.c's one lock, and one that never ends holds one thread).
  *
@@ -51,6 +53,7 @@
 #include <string.h>
 
 #define BT_WAIT_MS 100
+#define NAME_DEFER_MS 2000 /* a parked task's report waits this long for the tables */
 #define LINGER_SIGNAL SIGURG
 
 static struct sigaction old_action;
@@ -204,6 +207,59 @@ static const char *park_name(int parked)
     }
 }
 
+/* Naming threads running, in the process: one at most. Every naming takes
+ * symbols.c's one lock anyway, and a naming that never ends (libdw stuck on
+ * a debuginfo file) then holds one thread, not one per later report. */
+static atomic_int namers;
+
+/* A detached thread for symbols.c's work (a naming, a warm-up): it owns
+ * no part of a scheduler, and starts with every signal blocked (the
+ * host's are not ours to take). The caller holds `namers`. */
+static bool symbols_thread(void *(*fn)(void *), void *arg)
+{
+    pthread_attr_t attr;
+    pthread_t th;
+    sigset_t all, old;
+    sigfillset(&all);
+    int rc = pthread_attr_init(&attr);
+    if (rc == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_sigmask(SIG_BLOCK, &all, &old);
+        rc = pthread_create(&th, &attr, fn, arg);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        pthread_attr_destroy(&attr);
+    }
+    return rc == 0;
+}
+
+/* The symbol tables are read, or being read, in this process. */
+static atomic_int warmed;
+
+static void *warm_main(void *fn)
+{
+    pthread_setname_np(pthread_self(), "ax-symbols");
+    bt_warm(fn, (const void *)run_park);
+    atomic_fetch_sub(&namers, 1);
+    return NULL;
+}
+
+/* A task outlived its attempt: its report may be named grace_ms from now,
+ * by its worker (linger_check), and the first naming in a process reads
+ * the modules' tables (58 ms for a small test program, more for a
+ * service's binary), which its worker's other tasks would wait for. Read
+ * them now, once, on a thread of its own (not if a naming thread runs: it
+ * reads them). */
+static void warm_symbols(const void *fn)
+{
+    if (!bt_symbolised() || atomic_load_explicit(&warmed, memory_order_relaxed))
+        return;
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&namers, &idle, 1))
+        return; /* a naming thread reads them; tried again at the next */
+    if (atomic_exchange(&warmed, 1) || !symbols_thread(warm_main, (void *)(uintptr_t)fn))
+        atomic_fetch_sub(&namers, 1); /* no thread: the worker reads them */
+}
+
 void linger_track(struct worker *w, struct ax_task *t)
 {
     if (t->expect_sw == atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed))
@@ -217,6 +273,7 @@ void linger_track(struct worker *w, struct ax_task *t)
         w->linger_cap = cap;
     }
     w->linger[w->nlinger++] = (struct linger_entry){t, t->life_gen, LINGER_UNSEEN, t->deadline_ns};
+    warm_symbols((const void *)t->job->fn);
 }
 
 void linger_check(struct worker *w)
@@ -288,16 +345,23 @@ void linger_check(struct worker *w)
             size_t len = strlen(text);
             snprintf(text + len, sizeof text - len,
                      " (no backtrace: its worker was held by other tasks whenever it was parked)");
-        } else if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, BT_WAIT_MS)) {
-            /* A naming thread held the symbol tables that long (a hog's
-             * report; libdw stuck on a debuginfo file): the report goes
-             * now with the raw addresses (addr2line), not a worker stopped
-             * behind it (review: a naming that never ended stopped the
-             * worker's queued work too, and ax_free leaked it). */
+        } else if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
+            /* Another thread reads or names with the symbol tables (the
+             * warm-up, a hog's report): the worker does not wait for it --
+             * its other tasks would (test_linger_parked_naming) -- but
+             * looks again at a later pass, with the backtrace it has.
+             * NAME_DEFER_MS past due, the report goes with the raw
+             * addresses (addr2line): libdw may be stuck on a debuginfo
+             * file (review: a naming that never ended stopped the worker's
+             * queued work too, and ax_free leaked it). */
+            if (w->now_ns < e->since_ns + grace + NAME_DEFER_MS * 1000000ull) {
+                i++;
+                continue;
+            }
             size_t len = strlen(text);
             len += (size_t)snprintf(text + len, sizeof text - len,
                                     " (frames not named: the symbol tables were busy %d ms)",
-                                    BT_WAIT_MS);
+                                    NAME_DEFER_MS);
             for (int k = 0; k < t->bt_n && len < sizeof text - 1; k++)
                 len += (size_t)snprintf(text + len, sizeof text - len, "\n#%d %p", k, t->bt[k]);
         }
@@ -433,11 +497,6 @@ static void pending_report(struct ax_sched *s, struct linger_pending *p, const c
     pending_unref(p);
 }
 
-/* Naming threads running, in the process: one at most. Every naming takes
- * symbols.c's one lock anyway, and a naming that never ends (libdw stuck on
- * a debuginfo file) then holds one thread, not one per later report. */
-static atomic_int namers;
-
 static void *naming_main(void *arg)
 {
     struct linger_pending *p = arg;
@@ -461,19 +520,7 @@ static bool try_start_naming(struct linger_pending *p, bool *inline_done)
     if (!atomic_compare_exchange_strong(&namers, &idle, 1))
         return false;
     atomic_store_explicit(&p->refs, 2, memory_order_relaxed);
-    pthread_attr_t attr;
-    pthread_t th;
-    sigset_t all, old;
-    sigfillset(&all);
-    int rc = pthread_attr_init(&attr);
-    if (rc == 0) {
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_sigmask(SIG_BLOCK, &all, &old);
-        rc = pthread_create(&th, &attr, naming_main, p);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        pthread_attr_destroy(&attr);
-    }
-    if (rc != 0) {
+    if (!symbols_thread(naming_main, p)) {
         atomic_store_explicit(&p->refs, 1, memory_order_relaxed);
         atomic_fetch_sub(&namers, 1);
         bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);

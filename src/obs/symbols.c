@@ -217,6 +217,24 @@ void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cu
 #endif
 }
 
+void bt_warm(const void *a, const void *b)
+{
+#ifdef AX_HAVE_LIBDW
+    char scratch[256];
+    uintptr_t fn_start;
+    bool reopened = false;
+    pthread_mutex_lock(&dw_lock);
+    /* As a return address one past each: its module's symbol table, and
+     * its compile unit's lines, are read as a frame in it would read them. */
+    frame_text(scratch, sizeof scratch, (uintptr_t)a + 1, false, &fn_start, &reopened);
+    frame_text(scratch, sizeof scratch, (uintptr_t)b + 1, false, &fn_start, &reopened);
+    pthread_mutex_unlock(&dw_lock);
+#else
+    (void)a;
+    (void)b;
+#endif
+}
+
 bool bt_format_within(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut,
                       unsigned max_ms)
 {

@@ -1,0 +1,119 @@
+/* test_linger_parked_naming.c - a worker never waits for the symbol tables
+ * to name a parked task's lingering report (obs/linger.c linger_check,
+ * symbols.c bt_warm).
+ *
+ * A task that ignores its timeout while parked (here, in ax_sleep) is
+ * reported by its own worker, with a backtrace named by libdw. The first
+ * naming in a process reads the modules' symbol and line tables: 58 ms for
+ * a small test program, far more for a service's binary, and the worker
+ * did it itself: all its other tasks waited (noticed in a new user's
+ * trial). Made certain here: libdw's dwfl_linux_proc_report, the first
+ * step of that reading, is replaced by one that waits for the test. One
+ * worker, grace_ms 20. O sleeps on past its 5 ms timeout; once the tables
+ * are being read, Q is submitted. Checked: Q runs and ends while the
+ * reading is held, and O is not reported meanwhile; let go, O is reported
+ * once, its function named. The old code: Q waited
+ * for the reading (the worker named O's report itself).
+ * Skipped (77) without libdw. */
+#include "util.h"
+
+#include "internal.h" /* bt_symbolised */
+
+#include <dlfcn.h>
+#include <string.h>
+#include <sys/types.h>
+
+static atomic_int in_naming, let_go;
+static int (*real_report)(void *, pid_t);
+
+/* libdw is a shared library: libax's symbols.c binds to this one. */
+int dwfl_linux_proc_report(void *dwfl, pid_t pid)
+{
+    atomic_store(&in_naming, 1);
+    WAIT_UNTIL(atomic_load(&let_go), 60000);
+    return real_report(dwfl, pid);
+}
+
+static atomic_int stop, q_done, lingering_n, o_named;
+static atomic_ullong o_id;
+static char o_text[AX_EVENT_MESSAGE_MAX];
+
+static __attribute__((noinline)) int orphan_fn(ax_task *t, void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&stop))
+        ax_sleep(t, 10); /* its code ignored: AX_ETIMEDOUT after 5 ms */
+    return 0;
+}
+
+static int quick(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return 0;
+}
+
+static void q_on_done(const ax_result *r, void *arg)
+{
+    (void)arg;
+    if (r->state == AX_STATE_SUCCEEDED)
+        atomic_store(&q_done, 1);
+}
+
+static void on_event(const ax_event *e, void *arg)
+{
+    (void)arg;
+    if (e->kind != AX_EV_LINGERING)
+        return;
+    if (e->id == atomic_load(&o_id)) {
+        snprintf(o_text, sizeof o_text, "%s", e->message);
+        if (strstr(e->message, "still running ") && strstr(e->message, " orphan_fn+0x"))
+            atomic_store(&o_named, 1);
+    }
+    atomic_fetch_add(&lingering_n, 1);
+}
+
+int main(void)
+{
+    if (!bt_symbolised()) {
+        fprintf(stderr, "skipped: ax built without libdw\n");
+        return 77;
+    }
+    real_report = (int (*)(void *, pid_t))dlsym(RTLD_NEXT, "dwfl_linux_proc_report");
+    CHECK(real_report != NULL);
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 1;
+    c.grace_ms = 20;
+    ax_sched *s = test_sched_cfg(&c);
+    CHECK_EQ(ax_events_callback(s, on_event, NULL), 0);
+
+    uint64_t id = 0;
+    ax_spec o = {.fn = orphan_fn, .timeout_ms = 5};
+    CHECK_EQ(ax_submit(s, &o, &id), AX_OK);
+    atomic_store(&o_id, id);
+    CHECK(WAIT_UNTIL(atomic_load(&in_naming), 30000 * TEST_SLOW));
+
+    ax_spec q = {.fn = quick, .timeout_ms = 60000, .on_done = q_on_done};
+    CHECK_EQ(ax_submit(s, &q, NULL), AX_OK);
+    bool ran = WAIT_UNTIL(atomic_load(&q_done), 10000 * TEST_SLOW);
+    if (!ran)
+        fprintf(stderr, "Q not run in 10 s while the symbol tables were being read: the "
+                        "worker waits for them\n");
+    CHECK(ran);
+    CHECK_EQ(atomic_load(&lingering_n), 0);
+
+    atomic_store(&let_go, 1);
+    CHECK(WAIT_UNTIL(atomic_load(&lingering_n) == 1, 30000 * TEST_SLOW));
+    if (!atomic_load(&o_named))
+        fprintf(stderr, "O's report: %s\n", o_text);
+    CHECK_EQ(atomic_load(&o_named), 1);
+    atomic_store(&stop, 1);
+    CHECK_EQ(ax_shutdown(s, 10000), AX_OK);
+    ax_stats st;
+    CHECK_EQ(ax_stats_get(s, &st), AX_OK);
+    CHECK_EQ(st.lingering, 1);
+    ax_free(s);
+    CHECK_EQ(atomic_load(&lingering_n), 1);
+    return 0;
+}
