@@ -1406,6 +1406,9 @@ bool bt_symbolised(void);
  * that a later naming takes microseconds. Blocks: called on a thread of
  * its own (obs/linger.c). */
 void bt_warm(const void *a, const void *b);
+/* Appends " (frames not named: why)" and the raw addresses (for
+ * addr2line): the report of a thread that will not wait for the tables. */
+void bt_format_raw(char *out, size_t cap, void *const *bt, int n, const char *why);
 
 /* obs/dump.c */
 /* ax_free: forget s for signal dumps, and wait until `until` (CLOCK_MONOTONIC
@@ -1420,6 +1423,10 @@ struct linger_entry {
     /* its detached_calls when first found woken past due (linger_check),
      * LINGER_UNSEEN before: reported woken only if it has called on since */
     uint16_t woken_calls;
+    /* Its report is due, its backtrace taken, and it waits for the symbol
+     * tables (linger_check): made at the task's return at the latest
+     * (linger_orphan_returned). With where it was then. */
+    uint8_t deferred, deferred_rs, deferred_woken;
     uint64_t since_ns; /* its deadline */
 };
 #define LINGER_UNSEEN 0xffffu
@@ -1429,6 +1436,9 @@ void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked 
  * report it unless it was while it ran on (a watchdog kept off its CPU
  * missed it: test_linger_returned). */
 void linger_returned(struct worker *w, struct ax_task *t);
+/* run_complete: t, tracked past its deadline, returns: a report it was
+ * due and waited for the symbol tables for is made now. */
+void linger_orphan_returned(struct worker *w, struct ax_task *t);
 /* watchdog: the run on a held worker's CPU (one seqlock read): report it
  * once if its attempt ended grace_ms ago and it is still there. */
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,

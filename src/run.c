@@ -437,6 +437,8 @@ void run_complete(struct worker *w, struct ax_task *t)
              * both at once). Not a run that switched: when it was resumed
              * is not known here, and one that honours its timeout but was
              * resumed late must not be blamed (test_linger_once F). */
+            if (AX_UNLIKELY(w->nlinger))
+                linger_orphan_returned(w, t); /* a report due, waiting for names */
             if (!t->switched && w->now_ns >= t->deadline_ns +
                                                    (t->start_slack ? ax_coarse_res_ns : 0) +
                                                    (uint64_t)s->cfg.grace_ms * 1000000u)
@@ -467,11 +469,16 @@ static void deadline_fired(struct worker *w, struct ax_task *t)
     char msg[64];
     snprintf(msg, sizeof msg, "timed out after %llu ms",
              (unsigned long long)((t->deadline_ns - t->start_ns) / 1000000u));
-    finish_running(w->s, w, t->job, t->gen, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT, msg,
-                   w->now_ns - t->start_ns, 0);
+    const char *why;
+    /* A cancel that ended the attempt first: its code, the one every later
+     * call returns (detached_cause), not AX_ETIMEDOUT for this wait alone
+     * (review of ab90b20: 7 in 2000 cancels racing the deadline). */
+    bool won = finish_running(w->s, w, t->job, t->gen, t->attempt, JS_TIMED_OUT, AX_ETIMEDOUT,
+                              msg, w->now_ns - t->start_ns, 0);
+    run_wake(t, won ? AX_ETIMEDOUT : detached_cause(t, &why));
+    /* After the wake-up: the first track may start a thread (warm_symbols). */
     if (t->began)
         linger_track(w, t); /* its coroutine goes on without its attempt */
-    run_wake(t, AX_ETIMEDOUT);
 }
 
 static void handle_timer(struct worker *w, struct run_timer *rt)

@@ -14,6 +14,17 @@
  * reading is held, and O is not reported meanwhile; let go, O is reported
  * once, its function named. The old code: Q waited
  * for the reading (the worker named O's report itself).
+ *
+ * With the argument "returned": the reading held while O's report is due
+ * (a ticker task sleeping 1 ms makes the worker look at O while it is
+ * parked), then O returns: its report is made at its return, with the
+ * raw addresses, while the reading is still held. Before (review of
+ * 5efb6e8): the deferred report was dropped with the returned task.
+ *
+ * With "panic": the reading held, a task on the same worker panics, then
+ * Q is submitted: Q runs while the reading is held, and the panic's
+ * report has the raw addresses. Before (review of 5efb6e8): the worker
+ * waited for the tables to name the panic's frames, Q with it.
  * Skipped (77) without libdw. */
 #include "util.h"
 
@@ -34,7 +45,7 @@ int dwfl_linux_proc_report(void *dwfl, pid_t pid)
     return real_report(dwfl, pid);
 }
 
-static atomic_int stop, q_done, lingering_n, o_named;
+static atomic_int stop, q_done, lingering_n, o_named, o_raw, tick_stop, panic_raw;
 static atomic_ullong o_id;
 static char o_text[AX_EVENT_MESSAGE_MAX];
 
@@ -43,6 +54,21 @@ static __attribute__((noinline)) int orphan_fn(ax_task *t, void *arg)
     (void)arg;
     while (!atomic_load(&stop))
         ax_sleep(t, 10); /* its code ignored: AX_ETIMEDOUT after 5 ms */
+    return 0;
+}
+
+static int ticker(ax_task *t, void *arg)
+{
+    (void)arg;
+    while (!atomic_load(&tick_stop))
+        ax_sleep(t, 1);
+    return 0;
+}
+
+static int panicker(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_panic(t, "on purpose");
     return 0;
 }
 
@@ -63,18 +89,26 @@ static void q_on_done(const ax_result *r, void *arg)
 static void on_event(const ax_event *e, void *arg)
 {
     (void)arg;
+    if (e->kind == AX_EV_PANIC &&
+        strstr(e->message, "on purpose (frames not named: the symbol tables were busy 100 ms)"))
+        atomic_store(&panic_raw, 1);
     if (e->kind != AX_EV_LINGERING)
         return;
     if (e->id == atomic_load(&o_id)) {
         snprintf(o_text, sizeof o_text, "%s", e->message);
         if (strstr(e->message, "still running ") && strstr(e->message, " orphan_fn+0x"))
             atomic_store(&o_named, 1);
+        if (strstr(e->message, "(frames not named: the symbol tables were busy when it "
+                               "returned)\n#0 0x"))
+            atomic_store(&o_raw, 1);
     }
     atomic_fetch_add(&lingering_n, 1);
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    bool returned = argc > 1 && strcmp(argv[1], "returned") == 0;
+    bool panic = argc > 1 && strcmp(argv[1], "panic") == 0;
     if (!bt_symbolised()) {
         fprintf(stderr, "skipped: ax built without libdw\n");
         return 77;
@@ -94,6 +128,34 @@ int main(void)
     atomic_store(&o_id, id);
     CHECK(WAIT_UNTIL(atomic_load(&in_naming), 30000 * TEST_SLOW));
 
+    if (returned) {
+        ax_spec tk = {.fn = ticker, .timeout_ms = 60000};
+        CHECK_EQ(ax_submit(s, &tk, NULL), AX_OK);
+        usleep(500000); /* O's pauses grow to 100 ms: found parked, its report waits */
+        CHECK_EQ(atomic_load(&lingering_n), 0);
+        atomic_store(&stop, 1);
+        bool made = WAIT_UNTIL(atomic_load(&lingering_n) == 1, 10000 * TEST_SLOW);
+        if (!made)
+            fprintf(stderr, "O returned, its report never made\n");
+        CHECK(made);
+        if (!atomic_load(&o_raw))
+            fprintf(stderr, "O's report: %s\n", o_text);
+        CHECK_EQ(atomic_load(&o_raw), 1);
+        atomic_store(&tick_stop, 1);
+        atomic_store(&let_go, 1);
+        CHECK_EQ(ax_shutdown(s, 10000), AX_OK);
+        ax_stats st;
+        CHECK_EQ(ax_stats_get(s, &st), AX_OK);
+        CHECK_EQ(st.lingering, 1);
+        ax_free(s);
+        CHECK_EQ(atomic_load(&lingering_n), 1);
+        return 0;
+    }
+
+    if (panic) {
+        ax_spec pk = {.fn = panicker, .timeout_ms = 60000};
+        CHECK_EQ(ax_submit(s, &pk, NULL), AX_OK);
+    }
     ax_spec q = {.fn = quick, .timeout_ms = 60000, .on_done = q_on_done};
     CHECK_EQ(ax_submit(s, &q, NULL), AX_OK);
     bool ran = WAIT_UNTIL(atomic_load(&q_done), 10000 * TEST_SLOW);
@@ -102,6 +164,8 @@ int main(void)
                         "worker waits for them\n");
     CHECK(ran);
     CHECK_EQ(atomic_load(&lingering_n), 0);
+    if (panic)
+        CHECK(WAIT_UNTIL(atomic_load(&panic_raw), 10000 * TEST_SLOW));
 
     atomic_store(&let_go, 1);
     CHECK(WAIT_UNTIL(atomic_load(&lingering_n) == 1, 30000 * TEST_SLOW));

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #define ALTSTACK_SIZE (64 * 1024)
+#define PANIC_NAME_MS 100 /* a panic's report waits this long for the symbol tables */
 
 static struct sigaction old_segv, old_bus;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -196,7 +197,14 @@ void crash_report(struct worker *w, struct ax_task *t)
     struct bt_cut cut = {t->overflowed ? (const void *)on_fault : (const void *)ax_panic,
                          t->overflowed ? 1 : 0, t->overflowed ? 2 : 1, (const void *)t->job->fn,
                          t->overflowed ? t->bt_pc : 0};
-    bt_format(text, sizeof text, t->bt, t->bt_n, &cut);
+    /* Not waiting long for the symbol tables: another thread may be
+     * reading them (the warm-up, a hog's naming; libdw stuck on a
+     * debuginfo file) and this worker's other tasks would wait (review of
+     * 5efb6e8: a panic behind a held reading stopped its worker). */
+    if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, PANIC_NAME_MS))
+        bt_format_raw(text, sizeof text, t->bt, t->bt_n,
+                      "the symbol tables were busy 100 ms");
+    _Static_assert(PANIC_NAME_MS == 100, "the text above says 100 ms");
     if (ev_on(w->s, AX_EV_PANIC)) {
         /* This run's attempt and run time: the same as its FAILED event's
          * (run_complete measures with the same clock reading). */

@@ -272,8 +272,66 @@ void linger_track(struct worker *w, struct ax_task *t)
         w->linger = e;
         w->linger_cap = cap;
     }
-    w->linger[w->nlinger++] = (struct linger_entry){t, t->life_gen, LINGER_UNSEEN, t->deadline_ns};
+    w->linger[w->nlinger++] = (struct linger_entry){
+        .run = t, .life_gen = t->life_gen, .woken_calls = LINGER_UNSEEN, .since_ns = t->deadline_ns};
     warm_symbols((const void *)t->job->fn);
+}
+
+/* e's report (its task past due, not reported): made now (true), or, the
+ * symbol tables busy, deferred to a later pass with the backtrace taken
+ * now (false) -- never when `final` (the task returns: linger_orphan_returned). */
+static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, bool final)
+{
+    struct ax_task *t = e->run;
+    uint64_t grace = (uint64_t)w->s->cfg.grace_ms * 1000000u;
+    int rs = e->deferred ? e->deferred_rs : t->rs;
+    char text[AX_EVENT_MESSAGE_MAX], over[32];
+    overrun(over, w->now_ns - e->since_ns);
+    if (t->detached_calls > 1)
+        snprintf(text, sizeof text,
+                 "still running %s after its timeout, calling blocking functions "
+                 "that return AX_ETIMEDOUT without returning itself (each call pauses "
+                 "up to 100 ms):",
+                 over);
+    else
+        snprintf(text, sizeof text, "still running %s after its timeout, parked in %s:", over,
+                 park_name(rs));
+    if (!e->deferred && t->bt_n == 0 && t->began && t->rs != RS_EXITED && !woken) {
+        /* Resume it just to record where it is; run_park switches back. */
+        t->bt_req = 1;
+        ax_current_run = t;
+        ax_coro_switch(&w->main, &t->coro);
+        ax_current_run = NULL;
+    }
+    struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn, 0};
+    if (woken && t->bt_n == 0) {
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len,
+                 " (no backtrace: its worker was held by other tasks whenever it was parked)");
+    } else if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
+        /* Another thread reads or names with the symbol tables (the
+         * warm-up, a hog's report): the worker does not wait for it --
+         * its other tasks would (test_linger_parked_naming) -- but
+         * looks again at a later pass, with the backtrace it has.
+         * NAME_DEFER_MS past due, the report goes with the raw
+         * addresses (addr2line): libdw may be stuck on a debuginfo
+         * file (review: a naming that never ended stopped the worker's
+         * queued work too, and ax_free leaked it). */
+        if (!final && w->now_ns < e->since_ns + grace + NAME_DEFER_MS * 1000000ull) {
+            e->deferred = 1;
+            e->deferred_rs = (uint8_t)rs;
+            e->deferred_woken = woken;
+            return false;
+        }
+        bt_format_raw(text, sizeof text, t->bt, t->bt_n,
+                      final ? "the symbol tables were busy when it returned"
+                            : "the symbol tables were busy 2000 ms");
+        _Static_assert(NAME_DEFER_MS == 2000, "the text above says 2000 ms");
+    }
+    struct ev_attempt a = attempt_of(t, e->since_ns);
+    if (claim(t, t->expect_sw))
+        report(w->s, w, t->job, &a, text);
+    return true;
 }
 
 void linger_check(struct worker *w)
@@ -303,9 +361,10 @@ void linger_check(struct worker *w)
          * backtrace, at a later pass only if it has called on twice more.
          * Not for the calls alone: a task that checks its codes may make a
          * cleanup call or two and return when resumed (review of 5264f22:
-         * such a task was blamed). */
-        bool woken = t->rs == RS_ACTIVE;
-        if (woken) {
+         * such a task was blamed). Decided once: a deferred report is
+         * made as it was found. */
+        bool woken = e->deferred ? e->deferred_woken : t->rs == RS_ACTIVE;
+        if (woken && !e->deferred) {
             unsigned calls = t->detached_calls;
             if (w->now_ns < e->since_ns + grace + BT_WAIT_MS * 1000000ull || calls == 0) {
                 i++;
@@ -322,53 +381,24 @@ void linger_check(struct worker *w)
                 continue;
             }
         }
-        char text[AX_EVENT_MESSAGE_MAX], over[32];
-        overrun(over, w->now_ns - e->since_ns);
-        if (t->detached_calls > 1)
-            snprintf(text, sizeof text,
-                     "still running %s after its timeout, calling blocking functions "
-                     "that return AX_ETIMEDOUT without returning itself (each call pauses "
-                     "up to 100 ms):",
-                     over);
-        else
-            snprintf(text, sizeof text, "still running %s after its timeout, parked in %s:", over,
-                     park_name(t->rs));
-        if (t->bt_n == 0 && t->began && t->rs != RS_EXITED && !woken) {
-            /* Resume it just to record where it is; run_park switches back. */
-            t->bt_req = 1;
-            ax_current_run = t;
-            ax_coro_switch(&w->main, &t->coro);
-            ax_current_run = NULL;
+        if (!entry_report(w, e, woken, false)) {
+            i++;
+            continue;
         }
-        struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn, 0};
-        if (woken && t->bt_n == 0) {
-            size_t len = strlen(text);
-            snprintf(text + len, sizeof text - len,
-                     " (no backtrace: its worker was held by other tasks whenever it was parked)");
-        } else if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
-            /* Another thread reads or names with the symbol tables (the
-             * warm-up, a hog's report): the worker does not wait for it --
-             * its other tasks would (test_linger_parked_naming) -- but
-             * looks again at a later pass, with the backtrace it has.
-             * NAME_DEFER_MS past due, the report goes with the raw
-             * addresses (addr2line): libdw may be stuck on a debuginfo
-             * file (review: a naming that never ended stopped the worker's
-             * queued work too, and ax_free leaked it). */
-            if (w->now_ns < e->since_ns + grace + NAME_DEFER_MS * 1000000ull) {
-                i++;
-                continue;
-            }
-            size_t len = strlen(text);
-            len += (size_t)snprintf(text + len, sizeof text - len,
-                                    " (frames not named: the symbol tables were busy %d ms)",
-                                    NAME_DEFER_MS);
-            for (int k = 0; k < t->bt_n && len < sizeof text - 1; k++)
-                len += (size_t)snprintf(text + len, sizeof text - len, "\n#%d %p", k, t->bt[k]);
-        }
-        struct ev_attempt a = attempt_of(t, e->since_ns);
-        if (claim(t, t->expect_sw))
-            report(w->s, w, t->job, &a, text);
         w->linger[i] = w->linger[--w->nlinger];
+    }
+}
+
+void linger_orphan_returned(struct worker *w, struct ax_task *t)
+{
+    for (unsigned i = 0; i < w->nlinger; i++) {
+        struct linger_entry *e = &w->linger[i];
+        if (e->run != t || e->life_gen != t->life_gen)
+            continue;
+        if (e->deferred)
+            entry_report(w, e, e->deferred_woken, true);
+        w->linger[i] = w->linger[--w->nlinger];
+        return;
     }
 }
 

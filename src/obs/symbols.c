@@ -217,6 +217,20 @@ void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cu
 #endif
 }
 
+void bt_format_raw(char *out, size_t cap, void *const *bt, int n, const char *why)
+{
+    size_t len = strlen(out);
+    if (len + 1 >= cap)
+        return;
+    int w = snprintf(out + len, cap - len, " (frames not named: %s)", why);
+    for (int k = 0; w >= 0 && k < n; k++) {
+        len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
+        if (len + 1 >= cap)
+            return;
+        w = snprintf(out + len, cap - len, "\n#%d %p", k, bt[k]);
+    }
+}
+
 void bt_warm(const void *a, const void *b)
 {
 #ifdef AX_HAVE_LIBDW
