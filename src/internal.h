@@ -1426,7 +1426,7 @@ struct linger_entry {
     /* Its report is due, its backtrace taken, and it waits for the symbol
      * tables (linger_check): made at the task's return at the latest
      * (linger_orphan_returned). With where it was then. */
-    uint8_t deferred, deferred_rs, deferred_woken;
+    uint8_t deferred, deferred_rs, deferred_woken, deferred_calls;
     uint64_t since_ns; /* its deadline */
 };
 #define LINGER_UNSEEN 0xffffu

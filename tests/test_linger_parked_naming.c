@@ -99,7 +99,8 @@ static void on_event(const ax_event *e, void *arg)
         if (strstr(e->message, "still running ") && strstr(e->message, " orphan_fn+0x"))
             atomic_store(&o_named, 1);
         if (strstr(e->message, "(frames not named: the symbol tables were busy when it "
-                               "returned)\n#0 0x"))
+                               "returned)\n#0 ") &&
+            strncmp(e->message, "ran on ", 7) == 0 && strstr(e->message, "before it returned"))
             atomic_store(&o_raw, 1);
     }
     atomic_fetch_add(&lingering_n, 1);

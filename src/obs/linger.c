@@ -287,7 +287,15 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
     int rs = e->deferred ? e->deferred_rs : t->rs;
     char text[AX_EVENT_MESSAGE_MAX], over[32];
     overrun(over, w->now_ns - e->since_ns);
-    if (t->detached_calls > 1)
+    if (final) /* made at its return: what it did when the report was due */
+        snprintf(text, sizeof text,
+                 "ran on %s after its timeout before it returned; when its report was due it "
+                 "%s%s:",
+                 over, e->deferred_calls ? "was calling blocking functions that return "
+                                           "AX_ETIMEDOUT, last parked in "
+                                         : "was parked in ",
+                 park_name(rs));
+    else if (t->detached_calls > 1)
         snprintf(text, sizeof text,
                  "still running %s after its timeout, calling blocking functions "
                  "that return AX_ETIMEDOUT without returning itself (each call pauses "
@@ -308,6 +316,11 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
         size_t len = strlen(text);
         snprintf(text + len, sizeof text - len,
                  " (no backtrace: its worker was held by other tasks whenever it was parked)");
+    } else if (final && (t->panicked || t->overflowed)) {
+        /* Its panic wrote its own frames over the ones taken (review). */
+        size_t len = strlen(text);
+        snprintf(text + len, sizeof text - len,
+                 " (no backtrace: it panicked before the frames taken were named)");
     } else if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
         /* Another thread reads or names with the symbol tables (the
          * warm-up, a hog's report): the worker does not wait for it --
@@ -321,6 +334,7 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
             e->deferred = 1;
             e->deferred_rs = (uint8_t)rs;
             e->deferred_woken = woken;
+            e->deferred_calls = t->detached_calls > 1;
             return false;
         }
         bt_format_raw(text, sizeof text, t->bt, t->bt_n,

@@ -223,11 +223,24 @@ void bt_format_raw(char *out, size_t cap, void *const *bt, int n, const char *wh
     if (len + 1 >= cap)
         return;
     int w = snprintf(out + len, cap - len, " (frames not named: %s)", why);
-    for (int k = 0; w >= 0 && k < n; k++) {
-        len += (size_t)w < cap - len ? (size_t)w : cap - len - 1;
-        if (len + 1 >= cap)
+    for (int k = 0; w >= 0 && k <= n; k++) {
+        if ((size_t)w >= cap - len) { /* cut: no part of an address */
+            out[len] = 0;
             return;
-        w = snprintf(out + len, cap - len, "\n#%d %p", k, bt[k]);
+        }
+        len += (size_t)w;
+        if (k == n)
+            return;
+        /* module+offset, as `addr2line -f -e module offset` reads it (an
+         * absolute address means nothing to it in a PIE): dladdr takes no
+         * lock of ours. */
+        Dl_info info;
+        uintptr_t pc = (uintptr_t)bt[k];
+        if (dladdr((void *)(pc - 1), &info) && info.dli_fname)
+            w = snprintf(out + len, cap - len, "\n#%d %s+0x%lx", k, base_name(info.dli_fname),
+                         (unsigned long)(pc - (uintptr_t)info.dli_fbase));
+        else
+            w = snprintf(out + len, cap - len, "\n#%d %p", k, bt[k]);
     }
 }
 
