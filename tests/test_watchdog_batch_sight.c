@@ -139,10 +139,12 @@ int main(void)
     c.workers = 1;
     S = test_sched_cfg(&c);
     CHECK_EQ(ax_pause(S), AX_OK);
-    ax_spec j0 = {.fn = never, .timeout_ms = 10000, .deadline_ns = ax_now_ns() + 1000000u,
-                  .on_done = j0_done};
+    /* A deadline 50 ms ahead: 1 ms had passed before the submit under
+     * qemu-user (AX_EINVAL, a deadline already past: CI). */
+    uint64_t deadline = ax_now_ns() + 50000000u;
+    ax_spec j0 = {.fn = never, .timeout_ms = 10000, .deadline_ns = deadline, .on_done = j0_done};
     CHECK_EQ(ax_submit(S, &j0, NULL), AX_OK);
-    uint64_t until = ax_now_ns() + 5000000u; /* past its deadline by 4 ms: the wheel's ticks */
+    uint64_t until = deadline + 4000000u; /* past its deadline by 4 ms: the wheel's ticks */
     while (ax_now_ns() < until)
         ;
     CHECK_EQ(ax_resume(S), AX_OK);
