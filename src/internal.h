@@ -1114,6 +1114,8 @@ static inline void cb_return(struct ax_sched *s, struct worker *me)
 }
 /* Set on the event thread of a scheduler (obs/events.c): its callback. */
 extern _Thread_local const struct ax_sched *ax_current_ev_sched;
+/* The scheduler whose metrics appenders this thread is running (obs/metrics.c). */
+extern _Thread_local const struct ax_sched *ax_current_appender_sched;
 /* The on_done calls in progress on this thread, innermost first: an on_done
  * of one scheduler may end a task of another inline (ax_cancel), and
  * ax_free / ax_shutdown must be refused for every scheduler on the chain,

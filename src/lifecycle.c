@@ -242,11 +242,14 @@ static bool in_on_done_of(struct ax_sched *s)
     return false;
 }
 
+/* A thread of s itself, in code of the user's that s runs: a task, a
+ * worker (on_done, on_release), the callback pool (on_timeout, on_done),
+ * the event thread (the sink), the metrics thread (an appender). */
 static bool own_thread(struct ax_sched *s)
 {
     return (ax_current_run && ax_current_run->s == s) ||
            (ax_current_worker && ax_current_worker->s == s) || ax_current_cb_sched == s ||
-           ax_current_ev_sched == s || in_on_done_of(s);
+           ax_current_ev_sched == s || ax_current_appender_sched == s || in_on_done_of(s);
 }
 
 /* grace_ns: how long cancelled coroutines get to return at the end. */

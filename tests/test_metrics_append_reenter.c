@@ -9,6 +9,13 @@
  * deadlock is what this test would find, so an alarm bounds it: it fails
  * (exit 1, saying where it was) instead of hanging. The bound is for
  * liveness only, generous for sanitizers and a loaded machine.
+ *
+ * The appender also calls ax_shutdown and ax_free on its own scheduler,
+ * which ax.h refuses from the scheduler's own callbacks. Before they were
+ * (a new user's trial), ax_shutdown returned 0 after stopping the endpoint
+ * from the thread it was answering on: its server freed under it, a
+ * heap-use-after-free (ASan) or "free(): corrupted unsorted chunks"; and
+ * ax_free freed the whole scheduler there.
  */
 #include "util.h"
 
@@ -39,9 +46,15 @@ static void on_alarm(int sig)
 
 /* What the reentering appender saw, by the thread that runs it. */
 static ax_sched *other; /* a second scheduler: refused there too */
-static int rc_unappend, rc_append, rc_other;
-static char detail_unappend[256], detail_append[256];
+static int rc_unappend, rc_append, rc_other, rc_shutdown;
+static char detail_unappend[256], detail_append[256], detail_shutdown[256];
 static int calls;
+
+static int nothing(ax_task *t, void *arg)
+{
+    (void)t, (void)arg;
+    return 0;
+}
 
 static long quiet(char *buf, size_t len, void *arg)
 {
@@ -58,6 +71,9 @@ static long reenter(char *buf, size_t len, void *arg)
     rc_append = ax_metrics_append(s, quiet, NULL);
     snprintf(detail_append, sizeof detail_append, "%s", ax_error_detail());
     rc_other = ax_metrics_append(other, quiet, NULL);
+    rc_shutdown = ax_shutdown(s, 10);
+    snprintf(detail_shutdown, sizeof detail_shutdown, "%s", ax_error_detail());
+    ax_free(s); /* refused: a line on stderr, nothing freed */
     return snprintf(buf, len, "reenter_up 1\n");
 }
 
@@ -111,6 +127,11 @@ int main(void)
     CHECK_EQ(rc_append, AX_ESTATE);
     CHECK(strstr(detail_append, "ax_metrics_append: called from a metrics appender") != NULL);
     CHECK_EQ(rc_other, AX_ESTATE);
+    CHECK_EQ(rc_shutdown, AX_ESTATE);
+    CHECK(strstr(detail_shutdown, "ax_shutdown: called from one of its own tasks or callbacks") !=
+          NULL);
+    /* Not shutting down: still admits work */
+    CHECK_EQ(ax_submit(s, &(ax_spec){.fn = nothing, .timeout_ms = 1000}, NULL), AX_OK);
 
     /* Refused, so nothing changed: the appender is still there and quiet
      * never was; outside an appender both calls work. */

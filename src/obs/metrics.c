@@ -14,7 +14,8 @@
  * ax_metrics_append (a library's own series: libax_redis), each called
  * under mappend_lock so that ax_metrics_unappend can wait out a call. An
  * appender that calls ax_metrics_append or ax_metrics_unappend itself gets
- * AX_ESTATE (in_appender): it would wait for the lock its own scrape holds.
+ * AX_ESTATE (ax_current_appender_sched): it would wait for the lock its own
+ * scrape holds.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -129,16 +130,19 @@ long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len)
     return (long)n;
 }
 
-/* True on the thread running the appenders while they run. Any scheduler's
- * append or unappend is refused there, not only its own: two schedulers'
- * scrapes whose appenders each touched the other's list would deadlock. */
-static _Thread_local bool in_appender;
+/* The scheduler whose appenders this thread is running, while they run;
+ * else NULL. Any scheduler's append or unappend is refused there, not only
+ * its own: two schedulers' scrapes whose appenders each touched the
+ * other's list would deadlock. ax_shutdown and ax_free refuse their own
+ * scheduler there (lifecycle.c own_thread): they stop the endpoint whose
+ * thread this is. */
+_Thread_local const struct ax_sched *ax_current_appender_sched;
 
 int ax_metrics_append(ax_sched *s, ax_metrics_appender fn, void *arg)
 {
     if (!s || !fn)
         return ax_fail_static(AX_EINVAL, "ax_metrics_append: scheduler and fn are required");
-    if (in_appender)
+    if (ax_current_appender_sched)
         return ax_fail_static(AX_ESTATE, "ax_metrics_append: called from a metrics appender "
                                          "(the scrape holds the lock it needs)");
     int rc = AX_OK;
@@ -160,7 +164,7 @@ int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg)
 {
     if (!s || !fn)
         return ax_fail_static(AX_EINVAL, "ax_metrics_unappend: scheduler and fn are required");
-    if (in_appender)
+    if (ax_current_appender_sched)
         return ax_fail_static(AX_ESTATE, "ax_metrics_unappend: called from a metrics appender "
                                          "(the scrape holds the lock it needs)");
     int rc = ax_fail_static(AX_ENOTFOUND, "ax_metrics_unappend: not registered");
@@ -227,10 +231,10 @@ char *metrics_render(struct ax_sched *s, size_t *len)
     if (text) {
         size_t own = n;
         pthread_mutex_lock(&s->mappend_lock);
-        in_appender = true;
+        ax_current_appender_sched = s;
         for (unsigned i = 0; i < s->nmappend; i++)
             text = append_one(text, &n, &cap, s->mappend[i].fn, s->mappend[i].arg);
-        in_appender = false;
+        ax_current_appender_sched = NULL;
         pthread_mutex_unlock(&s->mappend_lock);
         /* Two consumers (or any two appenders) write the same families:
          * one HELP/TYPE and one group each, or Prometheus rejects it all. */
