@@ -46,6 +46,18 @@ int ax_cancel(ax_sched *s, uint64_t id)
             pthread_mutex_unlock(&s->lock);
             if (st == JS_QUEUED)
                 j->wait_ns = now_ns() - j->enqueue_ns;
+            if (js_state(old) == JS_RETRYING && !(old & (JF_RETRY_ARMED | JF_WAIT)) &&
+                (old & JF_RAN)) {
+                /* Between the CAS that chose the retry and the lock section
+                 * that would have armed it (and stored the failed attempt's
+                 * run time): that attempt ran, so run_ns must not say 0
+                 * (ax_result.run_ns; libax_redis drops a message's hold on a
+                 * 0). Its end is not known here: measured to now, as a cancel
+                 * of a running attempt is. Its finisher, whose lock section
+                 * now fails, writes nothing. */
+                uint64_t begun = j->enqueue_ns + j->wait_ns, now = now_ns();
+                j->run_ns = now > begun ? now - begun : 1;
+            }
             finish_terminal(s, NULL, j, js_report_attempt(old), JS_CANCELLED, AX_ECANCELED,
                             "cancelled", 0);
             return AX_OK;

@@ -311,6 +311,9 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
     }
     pthread_mutex_unlock(&s->lock);
     if (armed < 0) {
+        /* The attempt's run time, as sched_retry_locked would have kept it
+         * (the job is ours: we won its end). */
+        j->run_ns = run_ns;
         finish_terminal(s, w, j, attempt, JS_CANCELLED, AX_ECANCELED, "cancelled at shutdown",
                         give);
         return;

@@ -20,7 +20,12 @@
  *   bit   9      JH_HAND    the watchdog ended the attempt and handed the
  *                           rest of its end to the callback pool (linked
  *                           through the job) which has not run it yet
- *   bits 10..20  attempt    0-based (max_retry_cap <= 1000)
+ *   bits 10..19  attempt    0-based (max_retry_cap <= 1000: at most 1001)
+ *   bit   20     JF_RAN     RETRYING: the attempt that chose the retry had
+ *                           entered its function (RUNNING, not STARTING).
+ *                           Its run time reaches j->run_ns only in the lock
+ *                           section that arms the back-off; whoever ends the
+ *                           job before that (ax_cancel) reads this instead
  *   bit   21     JH_CB      an on_timeout of a task with an on_release is
  *                           queued or running on the callback pool
  *                           (finish.c, callback.c; under s->lock)
@@ -80,10 +85,13 @@ enum {
 #define JH_HAND (1ull << 9)
 #define JH_CB (1ull << 21)
 #define JH_ALL (JH_END | JH_RUN | JH_PARENT | JH_HAND | JH_CB)
+#define JF_RAN (1ull << 20)
 #define JS_ATTEMPT_SHIFT 10
-#define JS_ATTEMPT_BITS 11
+#define JS_ATTEMPT_BITS 10
 #define JS_ATTEMPT_MASK (((1ull << JS_ATTEMPT_BITS) - 1) << JS_ATTEMPT_SHIFT)
 #define JS_GEN_SHIFT 22 /* bit 21 is JH_CB */
+_Static_assert(1001 < (1u << JS_ATTEMPT_BITS) && !(JF_RAN & JS_ATTEMPT_MASK),
+               "attempts 0..1001 (max_retry_cap 1000, plus the retry chosen) and JF_RAN apart");
 #define JS_GEN_BITS 42
 
 #define JS_BIT(st) (1u << (st))
@@ -171,13 +179,35 @@ static inline bool js_begin(_Atomic uint64_t *sw, uint64_t gen, unsigned attempt
 {
     return js_move(sw, gen, attempt, JS_BIT(JS_STARTING), JS_RUNNING, -1, 0, 0, NULL);
 }
+/* The end of an attempt: STARTING | RUNNING (this attempt) -> `to`, with
+ * `set` (JH_HAND or 0). To RETRYING: the next attempt, and JF_RAN when this
+ * one had entered its function. */
+static inline bool js_end_attempt_set(_Atomic uint64_t *sw, uint64_t gen, unsigned attempt,
+                                      unsigned to, uint64_t set, uint64_t *old)
+{
+    uint64_t w = atomic_load_explicit(sw, memory_order_acquire);
+    for (;;) {
+        if (js_gen(w) != gen || !js_is(w, JS_SLOT_MASK) || js_attempt(w) != attempt)
+            return false;
+        uint64_t n = (w & ~(JS_MASK | JF_RAN)) | set | to;
+        if (to == JS_RETRYING)
+            n = (n & ~JS_ATTEMPT_MASK) |
+                (((uint64_t)(attempt + 1) << JS_ATTEMPT_SHIFT) & JS_ATTEMPT_MASK) |
+                (js_state(w) == JS_RUNNING ? JF_RAN : 0);
+        if (atomic_compare_exchange_weak_explicit(sw, &w, n, memory_order_acq_rel,
+                                                  memory_order_acquire)) {
+            if (old)
+                *old = w;
+            return true;
+        }
+    }
+}
 /* STARTING | RUNNING (this attempt) -> `to`: a terminal state, or RETRYING
  * with the next attempt. The winner owns the slot release and what follows. */
 static inline bool js_end_attempt(_Atomic uint64_t *sw, uint64_t gen, unsigned attempt,
                                   unsigned to, uint64_t *old)
 {
-    return js_move(sw, gen, attempt, JS_SLOT_MASK, to,
-                   to == JS_RETRYING ? (long)attempt + 1 : -1, 0, 0, old);
+    return js_end_attempt_set(sw, gen, attempt, to, 0, old);
 }
 /* The same for the watchdog, taking JH_HAND for the callback pool; *old
  * (may be NULL) says whether the function was entered (RUNNING) or not
@@ -185,8 +215,7 @@ static inline bool js_end_attempt(_Atomic uint64_t *sw, uint64_t gen, unsigned a
 static inline bool js_end_attempt_handed(_Atomic uint64_t *sw, uint64_t gen, unsigned attempt,
                                          unsigned to, uint64_t *old)
 {
-    return js_move(sw, gen, attempt, JS_SLOT_MASK, to,
-                   to == JS_RETRYING ? (long)attempt + 1 : -1, JH_HAND, 0, old);
+    return js_end_attempt_set(sw, gen, attempt, to, JH_HAND, old);
 }
 /* QUEUED | DELAYED | RETRYING -> TIMED_OUT or CANCELLED (s->lock). */
 static inline bool js_end_queued(_Atomic uint64_t *sw, uint64_t gen, unsigned to, uint64_t *old)
@@ -205,7 +234,7 @@ static inline int js_requeue(_Atomic uint64_t *sw, uint64_t gen, uint64_t *old)
             return -1;
         bool wait = (w & JH_RUN) != 0;
         uint64_t n = wait ? (w | JF_WAIT)
-                          : ((w & ~(JS_MASK | JF_WAIT | JF_RETRY_ARMED)) | JS_QUEUED);
+                          : ((w & ~(JS_MASK | JF_WAIT | JF_RETRY_ARMED | JF_RAN)) | JS_QUEUED);
         if (atomic_compare_exchange_weak_explicit(sw, &w, n, memory_order_acq_rel,
                                                   memory_order_acquire)) {
             if (old)
