@@ -175,6 +175,11 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
             free(copy); /* out of memory: the join reports no text */
         }
         bool wake = join_notify_locked(s, j, &msg);
+        /* The attempt on_done reports, for ax_join: a job ended in its
+         * back-off holds the next one's number in its word. In place of
+         * the joiner's gen, which the wake-up above has taken (not in
+         * `handoff`: a finisher may still have to read that). */
+        j->ended_attempt = attempt;
         pthread_mutex_unlock(&s->lock);
         if (wake)
             worker_post_wake(msg.run->w, &msg);

@@ -171,7 +171,11 @@ struct job {
     struct ax_wheel_node tnode; /* scheduler wheel: delay, back-off, queued deadline (s->lock) */
     ax_retry_policy retry;      /* read only when max_retry > 0 */
     struct ax_task *joiner;     /* parent parked in ax_join; JOIN_DONE once ended (s->lock) */
-    uint32_t joiner_gen;        /* the joiner's park_gen */
+    union {
+        uint32_t joiner_gen;     /* the joiner's park_gen, until the end (s->lock) */
+        uint32_t ended_attempt;  /* from the end (joiner JOIN_DONE): the attempt
+                                    on_done reported, for ax_join (s->lock) */
+    };
     uint32_t joiner_life;       /* the joiner's life_gen */
     char trace_id[AX_TRACE_ID_MAX];
 };

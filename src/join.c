@@ -122,7 +122,9 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     if (out) {
         pthread_mutex_lock(&s->lock);
         uint64_t w = atomic_load(&c->sw);
-        result_fill(c, js_attempt(w), js_state(w), c->code,
+        /* The attempt the terminal path reported (finish.c), not the
+         * word's: after a back-off that never ended, that is the next. */
+        result_fill(c, c->ended_attempt, js_state(w), c->code,
                     c->ext && c->ext->err ? c->ext->err : "", out);
         pthread_mutex_unlock(&s->lock);
     }
