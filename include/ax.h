@@ -47,7 +47,8 @@ enum {
     AX_ESHED = -4,      /* overload: NORMAL/LOW shed above shed_ratio of capacity */
     AX_ERATE = -5,      /* submission rate limit exceeded */
     AX_ESHUTDOWN = -6,  /* the scheduler is shutting down */
-    AX_ETIMEDOUT = -7,  /* the deadline passed */
+    AX_ETIMEDOUT = -7,  /* timed out: the task's deadline, or a call's own timeout_ms,
+                           passed (ax_error_detail says which) */
     AX_ECANCELED = -8,  /* the task was cancelled */
     AX_ENOTFOUND = -9,  /* no such task (never existed, or already finished and released),
                            class (ax_class_find) or registration (ax_metrics_unappend) */

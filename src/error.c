@@ -25,7 +25,7 @@ static const char *error_name(int code)
     case AX_ESHED: return "shed: scheduler overloaded";
     case AX_ERATE: return "submission rate limit exceeded";
     case AX_ESHUTDOWN: return "scheduler shutting down";
-    case AX_ETIMEDOUT: return "deadline passed";
+    case AX_ETIMEDOUT: return "timed out";
     case AX_ECANCELED: return "task cancelled";
     case AX_ENOTFOUND: return "not found (no such task, class or registration)";
     case AX_ESTATE: return "not allowed in this state";

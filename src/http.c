@@ -854,9 +854,9 @@ static int request_do(ax_task *t, const char *url, const char *content_type, con
     if (timeout_ms >= 0 && bound && now_ns() + ms_to_ns_capped(timeout_ms) < bound)
         bound = now_ns() + ms_to_ns_capped(timeout_ms);
     int rc = perform(t, easy, NULL, bound);
-    /* curl says "Operation timed out" for either bound and AX_ETIMEDOUT reads
-     * "deadline passed": when it was the request's own timeout_ms that
-     * expired, with the task's deadline still ahead, the detail says so. */
+    /* curl says "Operation timed out" for either bound, as AX_ETIMEDOUT
+     * does: when it was the request's own timeout_ms that expired, with the
+     * task's deadline still ahead, the detail says so. */
     if (rc == AX_ETIMEDOUT && bound < deadline && now_ns() < deadline) {
         char why[256];
         snprintf(why, sizeof why, "%s", ax_error_detail());

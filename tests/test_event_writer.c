@@ -66,7 +66,7 @@ static void test_lines(void)
     expect_line(st, &l,
                 "{\"ts\":\"2026-11-30T10:38:24.608707Z\",\"event\":\"failed\",\"id\":1250999896764,"
                 "\"trace_id\":\"ax-0000012345678abc\",\"priority\":\"high\",\"attempt\":3,"
-                "\"wait_us\":731.762,\"run_us\":0.922,\"code\":-7,\"error\":\"deadline passed\","
+                "\"wait_us\":731.762,\"run_us\":0.922,\"code\":-7,\"error\":\"timed out\","
                 "\"message\":\"a\\\"b\\\\c\\nd\\re\\tf\\u0001g\x7f\xc3\xa9\\ufffd!\"}\n");
 
     /* A task's own code (not an AX_E*): "task returned N"; the extremes of
