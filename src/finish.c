@@ -25,6 +25,7 @@
  */
 #include "internal.h"
 #include "obs/prom.h"
+#include "utf8.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +63,8 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
         return;
     }
     size_t n = strnlen(err, sizeof r->error - 1);
+    if (n == sizeof r->error - 1 && err[n]) /* cut: never inside a character */
+        n = utf8_cut(err, n);
     memcpy(r->error, err, n);
     r->error[n] = 0;
 }

@@ -12,6 +12,7 @@
  */
 #define _GNU_SOURCE
 #include "internal.h"
+#include "utf8.h"
 
 #include <setjmp.h>
 
@@ -231,7 +232,9 @@ int ax_task_set_error(ax_task *t, const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(t->err, sizeof t->err, fmt, ap);
+    int n = vsnprintf(t->err, sizeof t->err, fmt, ap);
     va_end(ap);
+    if (n >= (int)sizeof t->err) /* cut: never inside a character */
+        t->err[utf8_cut(t->err, sizeof t->err - 1)] = 0;
     return AX_OK;
 }

@@ -44,6 +44,23 @@ static inline size_t utf8_char_len(const unsigned char *p, size_t n)
     return len;
 }
 
+/* The length, at most n, that s[0..n) keeps when a cut at n would split
+ * the character before it: that character's bytes go, not half of them
+ * (a text cut to a buffer's size stays valid UTF-8 if it was). Bytes that
+ * are not UTF-8 anyway are left as they are. */
+static inline size_t utf8_cut(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = n; /* back over the continuation bytes at the end, 3 at most */
+    while (i > 0 && n - i < 3 && (p[i - 1] & 0xc0) == 0x80)
+        i--;
+    if (i == 0)
+        return n;
+    unsigned char c = p[i - 1];
+    size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+    return len > n - (i - 1) ? i - 1 : n;
+}
+
 /* Offset of the first byte of s[0..n) that does not begin a valid
  * character, or n when all of it is valid UTF-8. */
 static inline size_t utf8_invalid_at(const char *s, size_t n)
