@@ -121,6 +121,15 @@ static bool shutdown_stopped_retry(struct ax_sched *s, const struct job *j, int 
            j->end_why < END_BUDGET;
 }
 
+/* The same for the priority's switch (ax_set_retry_enabled): off, and no
+ * other rule stood in the way. Turned on again since: no reason given. */
+static bool retry_switched_off(struct ax_sched *s, const struct job *j, int code)
+{
+    return !atomic_load_explicit(&s->retry_enabled[j->prio], memory_order_relaxed) &&
+           code != AX_ENOMEM && !(j->deadline_ns && now_ns() >= j->deadline_ns) &&
+           j->end_why < END_BUDGET;
+}
+
 /* Hot: the worker's own end of a task goes finish_running -> attempt_end ->
  * terminal_path in one call; the two are inlined there (profile: the
  * calls and their eight arguments cost ~80 instructions per task). */
@@ -153,13 +162,18 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         }
     }
     if (AX_UNLIKELY((state == JS_FAILED || state == JS_TIMED_OUT) && attempt < j->max_retry) &&
-        err != why && shutdown_stopped_retry(s, j, code)) {
-        /* Say so, as a class's budget does (a trial saw only "task returned 5"). */
-        const char *own = err && *err ? err : "failed";
-        snprintf(why, sizeof why, "%.*s; not retried: the scheduler is shutting down",
-                 (int)(AX_ERROR_MAX - 1 - strlen("; not retried: the scheduler is shutting down")),
-                 own);
-        err = why;
+        err != why) {
+        /* Say why, as a class's budget does (trials saw only "task returned 5"). */
+        const char *reason = shutdown_stopped_retry(s, j, code) ? "the scheduler is shutting down"
+                             : retry_switched_off(s, j, code)
+                                 ? "retries of its priority are switched off (ax_set_retry_enabled)"
+                                 : NULL;
+        if (reason) {
+            const char *own = err && *err ? err : "failed";
+            int room = (int)(AX_ERROR_MAX - 1 - strlen("; not retried: ") - strlen(reason));
+            snprintf(why, sizeof why, "%.*s; not retried: %s", room > 0 ? room : 0, own, reason);
+            err = why;
+        }
     }
     j->code = code;
     if (j->is_child) {

@@ -134,6 +134,10 @@ int main(void)
     run(s, &e, AX_PRIO_LOW, 5);
     CHECK_EQ(atomic_load(&e.attempts), 1);
     CHECK_EQ(e.last.state, AX_STATE_FAILED);
+    /* ... and its error says why it was not retried (it said only "task
+     * returned 7": a new user's trial). */
+    CHECK_STR(e.last.error, "task returned 7; not retried: retries of its priority are switched "
+                            "off (ax_set_retry_enabled)");
     CHECK_EQ(ax_set_retry_enabled(s, AX_PRIO_LOW, true), 0);
     struct log f = {.fail_until = 1};
     run(s, &f, AX_PRIO_LOW, 5);
