@@ -164,6 +164,8 @@ int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, in
 int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrlen,
                int64_t timeout_ms)
 {
+    if (!t)
+        return ax_fail_static(AX_EINVAL, "ax_connect: task is NULL");
     if (!addr)
         return ax_fail_static(AX_EINVAL, "ax_connect: addr is NULL");
     int rc = io_enter(t, fd, "ax_connect");

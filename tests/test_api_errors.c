@@ -364,6 +364,8 @@ static void test_in_task(ax_sched *s)
     EXPECT_ERR(ax_defer(NULL, cleanup_noop, NULL), AX_EINVAL, "task");
     EXPECT_ERR(ax_panic(NULL, "x %d", 1), AX_EINVAL, "task");
     EXPECT_ERR(ax_task_set_error(NULL, "x %d", 1), AX_EINVAL, "task");
+    /* The task first, as every in-task call (it said "addr is NULL"). */
+    EXPECT_ERR(ax_connect(NULL, 0, NULL, 0, 1), AX_EINVAL, "ax_connect: task is NULL");
 
     /* A live task's handle, from the main thread. */
     sp.fn = parked_fn;
