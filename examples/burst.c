@@ -10,7 +10,7 @@
  * once per 8 tasks. At the end it prints what happened to every task.
  *
  * Build: cc -std=c11 burst.c $(pkg-config --cflags --libs ax) -o burst
- * Run:   ./burst            (about 6 s)
+ * Run:   ./burst            (about 12 s)
  *        ./burst --quick    300 tasks instead (the test suite runs this)
  * Exit status 1 if a task admitted did not end exactly once.
  */

@@ -333,8 +333,10 @@ typedef struct ax_spec {
  * from inside a task. On success *id_out (if not NULL) gets the task id,
  * unique in the process; it is written after the task is queued, so the
  * task and its on_done may run before: there, use ax_task_id / r->id.
- * Errors: AX_EINVAL, AX_ERATE, AX_ESHED (checked before AX_EFULL when both
- * apply), AX_EFULL, AX_ESHUTDOWN, AX_ENOMEM. */
+ * Errors, in the order they are checked: AX_EINVAL; AX_EOPEN (spec.class_id's
+ * circuit breaker is open; not for HIGH with the class's protect_high, and
+ * AX_ESHUTDOWN instead once shutting down); AX_ESHUTDOWN, AX_ERATE, AX_ESHED,
+ * AX_EFULL, AX_ENOMEM. */
 int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out);
 
 /* n submissions at once, for a burst: each spec checked and admitted alone,
