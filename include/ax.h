@@ -470,6 +470,11 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out);
  * over from n, as at ax_new. */
 int ax_set_max_concurrency(ax_sched *s, unsigned n);
 int ax_set_quotas(ax_sched *s, unsigned high, unsigned normal, unsigned low_guaranteed);
+/* Whether a failed attempt of priority p may be retried, decided when each
+ * attempt ends: a retry already waiting out its back-off when this turns
+ * retries off still runs (cancel it to stop it). A task it keeps from a
+ * retry ends with "; not retried: retries of its priority are switched off
+ * (ax_set_retry_enabled)" in its error. */
 int ax_set_retry_enabled(ax_sched *s, ax_priority p, bool enabled);
 int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst);
 /* Hold and release dispatch: submissions queue, nothing new starts. */
