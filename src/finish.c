@@ -130,6 +130,21 @@ static bool retry_switched_off(struct ax_sched *s, const struct job *j, int code
            j->end_why < END_BUDGET;
 }
 
+/* err (or "failed"), then "; not retried: " and reason, in why: the reason
+ * must survive ax_result.error's bound (AX_ERROR_MAX), so err gives way
+ * first, cut between characters and marked "...". */
+static const char *not_retried(char *why, size_t cap, const char *err, const char *reason)
+{
+    const char *own = err && *err ? err : "failed";
+    size_t room = AX_ERROR_MAX - 1, tail = strlen(reason) + strlen("; not retried: ");
+    size_t keep = strlen(own);
+    bool cut = tail < room && keep > room - tail;
+    if (cut)
+        keep = utf8_cut(own, room - tail >= 3 ? room - tail - 3 : 0);
+    snprintf(why, cap, "%.*s%s; not retried: %s", (int)keep, own, cut ? "..." : "", reason);
+    return why;
+}
+
 /* Hot: the worker's own end of a task goes finish_running -> attempt_end ->
  * terminal_path in one call; the two are inlined there (profile: the
  * calls and their eight arguments cost ~80 instructions per task). */
@@ -150,15 +165,7 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
              * (AX_ERROR_MAX): the attempt's error gives way ("...") first. */
             char reason[AX_ERROR_MAX];
             class_end_text(s, j, reason, sizeof reason);
-            const char *own = err && *err ? err : "failed";
-            size_t room = AX_ERROR_MAX - 1, tail = strlen(reason) + strlen("; not retried: ");
-            size_t keep = strlen(own);
-            bool cut = tail < room && keep > room - tail;
-            if (cut)
-                keep = room - tail >= 3 ? room - tail - 3 : 0;
-            snprintf(why, sizeof why, "%.*s%s; not retried: %s", (int)keep, own, cut ? "..." : "",
-                     reason);
-            err = why;
+            err = not_retried(why, sizeof why, err, reason);
         }
     }
     if (AX_UNLIKELY((state == JS_FAILED || state == JS_TIMED_OUT) && attempt < j->max_retry) &&
@@ -168,12 +175,8 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
                              : retry_switched_off(s, j, code)
                                  ? "retries of its priority are switched off (ax_set_retry_enabled)"
                                  : NULL;
-        if (reason) {
-            const char *own = err && *err ? err : "failed";
-            int room = (int)(AX_ERROR_MAX - 1 - strlen("; not retried: ") - strlen(reason));
-            snprintf(why, sizeof why, "%.*s; not retried: %s", room > 0 ? room : 0, own, reason);
-            err = why;
-        }
+        if (reason)
+            err = not_retried(why, sizeof why, err, reason);
     }
     j->code = code;
     if (j->is_child) {

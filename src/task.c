@@ -183,6 +183,14 @@ int ax_defer(ax_task *t, void (*fn)(void *), void *arg)
     return AX_OK;
 }
 
+/* After a printf of n bytes into buf[cap]: a text cut to the buffer ends
+ * between characters, not inside one (ax_result.error stays UTF-8). */
+static void err_fit(char *buf, size_t cap, int n)
+{
+    if (n >= 0 && (size_t)n >= cap && cap > 0)
+        buf[utf8_cut(buf, cap - 1)] = 0;
+}
+
 int ax_panic(ax_task *t, const char *fmt, ...)
 {
     int rc = check_current(t, "ax_panic");
@@ -197,12 +205,13 @@ int ax_panic(ax_task *t, const char *fmt, ...)
         if (fmt) {
             va_list ap;
             va_start(ap, fmt);
-            vsnprintf(second, sizeof second, fmt, ap);
+            err_fit(second, sizeof second, vsnprintf(second, sizeof second, fmt, ap));
             va_end(ap);
         } else {
             memcpy(second, "panic", 6);
         }
-        snprintf(t->err + n, sizeof t->err - n, "; then a defer panicked: %s", second);
+        err_fit(t->err + n, sizeof t->err - n,
+                snprintf(t->err + n, sizeof t->err - n, "; then a defer panicked: %s", second));
         if (t->unwind)
             longjmp(*(jmp_buf *)t->unwind, 1); /* back to run_exit's loop: no deeper */
         run_exit(t);
@@ -210,7 +219,7 @@ int ax_panic(ax_task *t, const char *fmt, ...)
     if (fmt) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(t->err, sizeof t->err, fmt, ap);
+        err_fit(t->err, sizeof t->err, vsnprintf(t->err, sizeof t->err, fmt, ap));
         va_end(ap);
     } else {
         memcpy(t->err, "panic", 6);
@@ -232,9 +241,7 @@ int ax_task_set_error(ax_task *t, const char *fmt, ...)
     }
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(t->err, sizeof t->err, fmt, ap);
+    err_fit(t->err, sizeof t->err, vsnprintf(t->err, sizeof t->err, fmt, ap));
     va_end(ap);
-    if (n >= (int)sizeof t->err) /* cut: never inside a character */
-        t->err[utf8_cut(t->err, sizeof t->err - 1)] = 0;
     return AX_OK;
 }
