@@ -62,7 +62,7 @@ enum {
     AX_EEXPIRED = -16,  /* waited in its bucket past its class's queue-time budget */
 };
 
-/* Short English name of a code ("deadline passed"); never NULL. */
+/* Short English name of a code ("timed out"); never NULL. */
 const char *ax_strerror(int code);
 /* Detailed message of the last failure on this thread; "" if none. */
 const char *ax_error_detail(void);
@@ -719,7 +719,8 @@ int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg);
  * Safe from any thread. From a task it works, but the task's worker runs
  * nothing else while it writes f: prefer another thread or
  * ax_dump_on_signal. Holds the scheduler lock only while it copies (at
- * most `max_tasks` lines; 0 = all). */
+ * most `max_tasks` lines; 0 = all). AX_ESYS (errno's text in the detail)
+ * when writing or flushing f failed, or f's error flag is set after. */
 int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
 /* Dump to f whenever the process receives signo (e.g. SIGUSR1). The handler
  * only writes a byte to a pipe; a background thread does the dump. signo 0

@@ -91,6 +91,14 @@ int main(void)
     CHECK(file_contains(path, "ax dump: 8 tasks"));
     CHECK_EQ(ax_dump_on_signal(s, 0, NULL), 0);
     CHECK_EQ(ax_dump(NULL, stderr, 0), AX_EINVAL);
+    /* A file that cannot take the dump: the failure is returned, not
+     * AX_OK (a new user's trial, /dev/full). */
+    FILE *full = fopen("/dev/full", "w");
+    if (full) {
+        CHECK_EQ(ax_dump(s, full, 0), AX_ESYS);
+        CHECK(strstr(ax_error_detail(), "ax_dump: writing the dump failed: No space left") != NULL);
+        fclose(full);
+    }
     ax_free(s);
     fclose(out);
     unlink(path);

@@ -115,8 +115,13 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
     }
     if (total > n)
         fprintf(f, "  ... %zu more\n", total - n);
-    fflush(f);
+    errno = 0;
+    bool failed = fflush(f) != 0 || ferror(f);
+    int err = errno;
     free(lines);
+    if (failed)
+        return ax_fail(AX_ESYS, "ax_dump: writing the dump failed: %s",
+                       err ? strerror(err) : "the stream's error flag is set");
     return AX_OK;
 }
 
