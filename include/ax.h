@@ -700,8 +700,8 @@ int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out);
  * so it must not block (render a snapshot its owner keeps, no I/O, no
  * wait on a task; a slow fn delays the scrape and every other one), and
  * must not call ax_metrics_append / ax_metrics_unappend (for any
- * scheduler: they return AX_ESTATE there), nor ax_shutdown / ax_free of
- * its own scheduler (refused there, as from a task). Not part of
+ * scheduler: they return AX_ESTATE there), nor ax_shutdown / ax_free (of
+ * any scheduler: refused there; they wait for scrapes). Not part of
  * ax_metrics_prometheus. At most AX_METRICS_APPENDERS per scheduler
  * (AX_ENOMEM beyond); the same fn and arg twice is AX_EBUSY. */
 #define AX_METRICS_APPENDERS 16

@@ -244,7 +244,8 @@ static bool in_on_done_of(struct ax_sched *s)
 
 /* A thread of s itself, in code of the user's that s runs: a task, a
  * worker (on_done, on_release), the callback pool (on_timeout, on_done),
- * the event thread (the sink), the metrics thread (an appender). */
+ * the event thread (the sink), the metrics thread (an appender: which
+ * refuses every scheduler's ax_shutdown and ax_free, below). */
 static bool own_thread(struct ax_sched *s)
 {
     return (ax_current_run && ax_current_run->s == s) ||
@@ -313,6 +314,9 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
     if (own_thread(s))
         return ax_fail_static(AX_ESTATE, "ax_shutdown: called from one of its own tasks or "
                                          "callbacks (it would wait for itself)");
+    if (ax_current_appender_sched)
+        return ax_fail_static(AX_ESTATE, "ax_shutdown: called from a metrics appender (it "
+                                         "would wait for that scheduler's scrapes)");
     /* Cancelled coroutines get as long again as the caller granted running
      * tasks to return, and at least a second (10 000 parked connections
      * take ~200 ms to wake and return on 2 cores). */
@@ -420,6 +424,13 @@ void ax_free(ax_sched *s)
     if (own_thread(s)) {
         fprintf(stderr, "ax_free: called from one of the scheduler's own tasks or callbacks; "
                         "refused (it would wait for itself)\n");
+        return;
+    }
+    /* Any scheduler's, from an appender: two appenders freeing each
+     * other's scheduler joined each other's metrics thread (review). */
+    if (ax_current_appender_sched) {
+        fprintf(stderr, "ax_free: called from a metrics appender; refused (it would wait for "
+                        "that scheduler's scrapes)\n");
         return;
     }
     dump_unregister(s, 0); /* no new signal dumps; one in progress: below */

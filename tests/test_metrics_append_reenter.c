@@ -15,7 +15,9 @@
  * (a new user's trial), ax_shutdown returned 0 after stopping the endpoint
  * from the thread it was answering on: its server freed under it, a
  * heap-use-after-free (ASan) or "free(): corrupted unsorted chunks"; and
- * ax_free freed the whole scheduler there.
+ * ax_free freed the whole scheduler there. Another scheduler's are refused
+ * there too: two schedulers' appenders shutting each other down joined
+ * each other's metrics thread for ever (a review, 4 of 4 runs).
  */
 #include "util.h"
 
@@ -46,7 +48,7 @@ static void on_alarm(int sig)
 
 /* What the reentering appender saw, by the thread that runs it. */
 static ax_sched *other; /* a second scheduler: refused there too */
-static int rc_unappend, rc_append, rc_other, rc_shutdown;
+static int rc_unappend, rc_append, rc_other, rc_shutdown, rc_shutdown_other;
 static char detail_unappend[256], detail_append[256], detail_shutdown[256];
 static int calls;
 
@@ -74,6 +76,10 @@ static long reenter(char *buf, size_t len, void *arg)
     rc_shutdown = ax_shutdown(s, 10);
     snprintf(detail_shutdown, sizeof detail_shutdown, "%s", ax_error_detail());
     ax_free(s); /* refused: a line on stderr, nothing freed */
+    /* Another scheduler's too: two appenders stopping each other's
+     * scheduler joined each other's metrics thread for ever (review). */
+    rc_shutdown_other = ax_shutdown(other, 10);
+    ax_free(other);
     return snprintf(buf, len, "reenter_up 1\n");
 }
 
@@ -128,6 +134,7 @@ int main(void)
     CHECK(strstr(detail_append, "ax_metrics_append: called from a metrics appender") != NULL);
     CHECK_EQ(rc_other, AX_ESTATE);
     CHECK_EQ(rc_shutdown, AX_ESTATE);
+    CHECK_EQ(rc_shutdown_other, AX_ESTATE);
     CHECK(strstr(detail_shutdown, "ax_shutdown: called from one of its own tasks or callbacks") !=
           NULL);
     /* Not shutting down: still admits work */
