@@ -46,8 +46,20 @@ const char *deadline_text(const struct job *j, char *buf, size_t len)
     return buf;
 }
 
+/* result_fill with the run time given, not read from the job: on_timeout's
+ * result, made while a cancel that won the retry's end may be writing
+ * j->run_ns (review: TSan). */
+static void result_fill_run(const struct job *j, unsigned attempt, unsigned state, int code,
+                            const char *err, uint64_t run_ns, ax_result *r);
+
 void result_fill(const struct job *j, unsigned attempt, unsigned state, int code, const char *err,
                  ax_result *r)
+{
+    result_fill_run(j, attempt, state, code, err, j->run_ns, r);
+}
+
+static void result_fill_run(const struct job *j, unsigned attempt, unsigned state, int code,
+                            const char *err, uint64_t run_ns, ax_result *r)
 {
     r->id = j->id;
     trace_format(j, r->trace_id);
@@ -56,7 +68,7 @@ void result_fill(const struct job *j, unsigned attempt, unsigned state, int code
     r->attempts = attempt + 1u;
     r->code = code;
     r->wait_ns = j->wait_ns;
-    r->run_ns = j->run_ns;
+    r->run_ns = run_ns;
     r->class_id = j->cls;
     if (!err || !*err) { /* every success */
         r->error[0] = 0;
@@ -109,16 +121,26 @@ unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt
     return state;
 }
 
+/* finish_decide's rules that neither the switch nor shutdown decides: not
+ * out of memory, the deadline ahead, no class budget's denial; and the
+ * attempt was one dispatch started, not one its class ended in its bucket
+ * (queue-time budget, breaker open: never retried; review: they were
+ * told "retries ... are switched off"). */
+static bool retry_could_follow(const struct job *j, int code)
+{
+    return code != AX_ENOMEM && !(j->deadline_ns && now_ns() >= j->deadline_ns) &&
+           j->end_why < END_BUDGET && j->end_why != END_EXPIRED && j->end_why != END_OPEN;
+}
+
 /* A failed attempt with retries left ends the task: was shutting down the
  * one reason (finish_decide's other rules held)? Read again at the end, off
  * the hot path: closing never goes back, so if it is set now and every
  * other rule still allows a retry, it is what stopped this one. */
 static bool shutdown_stopped_retry(struct ax_sched *s, const struct job *j, int code)
 {
-    return atomic_load_explicit(&s->closing, memory_order_relaxed) && code != AX_ENOMEM &&
-           !(j->deadline_ns && now_ns() >= j->deadline_ns) &&
+    return atomic_load_explicit(&s->closing, memory_order_relaxed) &&
            atomic_load_explicit(&s->retry_enabled[j->prio], memory_order_relaxed) &&
-           j->end_why < END_BUDGET;
+           retry_could_follow(j, code);
 }
 
 /* The same for the priority's switch (ax_set_retry_enabled): off, and no
@@ -126,8 +148,7 @@ static bool shutdown_stopped_retry(struct ax_sched *s, const struct job *j, int 
 static bool retry_switched_off(struct ax_sched *s, const struct job *j, int code)
 {
     return !atomic_load_explicit(&s->retry_enabled[j->prio], memory_order_relaxed) &&
-           code != AX_ENOMEM && !(j->deadline_ns && now_ns() >= j->deadline_ns) &&
-           j->end_why < END_BUDGET;
+           retry_could_follow(j, code);
 }
 
 /* err (or "failed"), then "; not retried: " and reason, in why: the reason
@@ -287,8 +308,7 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
     }
     if (state == JS_TIMED_OUT && j->on_timeout) {
         ax_result r;
-        result_fill(j, attempt, JS_TIMED_OUT, code, err, &r);
-        r.run_ns = run_ns;
+        result_fill_run(j, attempt, JS_TIMED_OUT, code, err, run_ns, &r);
         /* has_release, not ext: a cancel may be allocating ext for a child's
          * error text right now (review: TSan). */
         if (AX_UNLIKELY(j->has_release))

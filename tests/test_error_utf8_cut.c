@@ -6,8 +6,11 @@
  *   C. a task kept from its retry by its priority's switch: its own text
  *      gives way to "; not retried: ...", cut between characters and marked
  *      "...";
- *   D. the same cut for a class's retry budget is the same code (finish.c
- *      not_retried), so C stands for it.
+ *   (the same cut for a class's retry budget is the same code, finish.c
+ *   not_retried, so C stands for it);
+ *   D. and the switch is not blamed for a class task that its queue-time
+ *      budget ended in its bucket: such a task is never retried (a review:
+ *      its own reason was cut to 49 bytes for "retries ... switched off").
  * Before, each cut fell at a byte count, and on_done got half a character
  * (a new user's trial: "... e2 82"). Each text is made of 3-byte characters
  * after two ASCII bytes, so that the cut at AX_ERROR_MAX - 1 = 127 bytes
@@ -18,8 +21,8 @@
 #include <stdlib.h>
 
 static char euros[AX_ERROR_MAX * 2]; /* "xy€€€...": 2 + 3k bytes are whole */
-static ax_result res[3];
-static atomic_int done[3];
+static ax_result res[4];
+static atomic_int done[4];
 
 /* Valid UTF-8 (RFC 3629, strict enough here: lead bytes and their
  * continuation count). */
@@ -65,6 +68,13 @@ static int panics_twice(ax_task *t, void *arg)
     return 0;
 }
 
+static int holds(ax_task *t, void *arg)
+{
+    (void)arg;
+    ax_sleep(t, 300);
+    return 0;
+}
+
 static int fails(ax_task *t, void *arg)
 {
     (void)arg;
@@ -103,6 +113,34 @@ int main(void)
     CHECK_EQ(res[2].state, AX_STATE_FAILED);
     CHECK(strstr(res[2].error, "...; not retried: retries of its priority are switched off "
                                "(ax_set_retry_enabled)") != NULL);
+
+    /* D: a class of one slot with a 30 ms queue-time budget; the second
+     * task waits behind the first past it. */
+    ax_class_config cc;
+    ax_class_config_default(&cc);
+    cc.name = "db";
+    cc.priority = AX_PRIO_LOW;
+    cc.timeout_ms = 1000;
+    cc.max_retry = 2;
+    cc.adaptive = false;
+    cc.limit_max = 1;
+    cc.queue_budget = true;
+    cc.queue_budget_ms = 30;
+    cc.breaker = false;
+    cc.retry_budget = false;
+    unsigned cls;
+    CHECK_EQ(ax_class_register(s, &cc, &cls), AX_OK);
+    CHECK_EQ(ax_submit(s, &(ax_spec){.fn = holds, .class_id = cls}, NULL), AX_OK);
+    CHECK_EQ(ax_submit(s, &(ax_spec){.fn = holds, .class_id = cls, .on_done = on_done,
+                                     .cb_arg = (void *)(intptr_t)3},
+                       NULL),
+             AX_OK);
+    CHECK(WAIT_UNTIL(atomic_load(&done[3]), 10000));
+    CHECK_EQ(res[3].code, AX_EEXPIRED);
+    if (strstr(res[3].error, "switched off")) {
+        fprintf(stderr, "task D: \"%s\"\n", res[3].error);
+        CHECK(0);
+    }
     CHECK_EQ(ax_shutdown(s, 5000), AX_OK);
     ax_free(s);
     return 0;
