@@ -249,7 +249,8 @@ int ax_new(const ax_config *cfg, ax_sched **out);
  * thread, one after another: their time is not bounded by timeout_ms (nor,
  * in ax_free, by shutdown_timeout_ms). Safe to call more than once;
  * AX_ESTATE from one of the scheduler's own tasks or callbacks (it would
- * wait for itself). */
+ * wait for itself), and from any scheduler's metrics appender or events
+ * callback (it could wait for a thread waiting for that one). */
 int ax_shutdown(ax_sched *s, int64_t timeout_ms);
 
 /* Shut down (if not yet, with no wait) and free everything, all within
@@ -262,7 +263,8 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms);
  * callback (then at least 10 ms after the workers), or if a callback on the
  * callback pool (an on_timeout, or an on_done / on_release run there) has
  * not returned. NULL is ok. Refused (a message on stderr,
- * nothing freed) from one of the scheduler's own tasks or callbacks. */
+ * nothing freed) from one of the scheduler's own tasks or callbacks, and
+ * from any scheduler's metrics appender or events callback. */
 void ax_free(ax_sched *s);
 
 /* ---- submission -------------------------------------------------------- */
@@ -800,8 +802,10 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
  *                       It may submit, cancel and read stats; it may not
  *                       wait for the event thread: ax_events_json,
  *                       ax_events_callback and ax_events_flush from it
- *                       return AX_ESTATE, ax_shutdown too, and ax_free
- *                       refuses (as from on_done)
+ *                       return AX_ESTATE, ax_shutdown too (of any
+ *                       scheduler), and ax_free refuses (as from on_done);
+ *                       from a metrics appender, the three events calls
+ *                       return AX_ESTATE for any scheduler
  * A full buffer drops events rather than block a worker; ax_events_dropped
  * counts them, and also the events of every batch the JSON sink failed to
  * take (a pipe whose reader left: EPIPE, never SIGPIPE from ax's thread; a

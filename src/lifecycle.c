@@ -244,8 +244,8 @@ static bool in_on_done_of(struct ax_sched *s)
 
 /* A thread of s itself, in code of the user's that s runs: a task, a
  * worker (on_done, on_release), the callback pool (on_timeout, on_done),
- * the event thread (the sink), the metrics thread (an appender: which
- * refuses every scheduler's ax_shutdown and ax_free, below). */
+ * the event thread (the sink), the metrics thread (an appender). The last
+ * two refuse every scheduler's ax_shutdown and ax_free (below). */
 static bool own_thread(struct ax_sched *s)
 {
     return (ax_current_run && ax_current_run->s == s) ||
@@ -314,9 +314,10 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
     if (own_thread(s))
         return ax_fail_static(AX_ESTATE, "ax_shutdown: called from one of its own tasks or "
                                          "callbacks (it would wait for itself)");
-    if (ax_current_appender_sched)
-        return ax_fail_static(AX_ESTATE, "ax_shutdown: called from a metrics appender (it "
-                                         "would wait for that scheduler's scrapes)");
+    if (ax_current_appender_sched || ax_current_ev_sched)
+        return ax_fail_static(AX_ESTATE, "ax_shutdown: called from a metrics appender or an "
+                                         "events callback (it would wait for another "
+                                         "scheduler's threads, which may wait for this one)");
     /* Cancelled coroutines get as long again as the caller granted running
      * tasks to return, and at least a second (10 000 parked connections
      * take ~200 ms to wake and return on 2 cores). */
@@ -426,11 +427,14 @@ void ax_free(ax_sched *s)
                         "refused (it would wait for itself)\n");
         return;
     }
-    /* Any scheduler's, from an appender: two appenders freeing each
-     * other's scheduler joined each other's metrics thread (review). */
-    if (ax_current_appender_sched) {
-        fprintf(stderr, "ax_free: called from a metrics appender; refused (it would wait for "
-                        "that scheduler's scrapes)\n");
+    /* Any scheduler's, from an appender or an events callback: two
+     * appenders freeing each other's scheduler joined each other's metrics
+     * thread; an appender flushing B's events while B's callback stopped
+     * the appender's scheduler, likewise (reviews). */
+    if (ax_current_appender_sched || ax_current_ev_sched) {
+        fprintf(stderr, "ax_free: called from a metrics appender or an events callback; refused "
+                        "(it would wait for another scheduler's threads, which may wait for "
+                        "this one)\n");
         return;
     }
     dump_unregister(s, 0); /* no new signal dumps; one in progress: below */

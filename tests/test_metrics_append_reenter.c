@@ -48,7 +48,7 @@ static void on_alarm(int sig)
 
 /* What the reentering appender saw, by the thread that runs it. */
 static ax_sched *other; /* a second scheduler: refused there too */
-static int rc_unappend, rc_append, rc_other, rc_shutdown, rc_shutdown_other;
+static int rc_unappend, rc_append, rc_other, rc_shutdown, rc_shutdown_other, rc_flush_other;
 static char detail_unappend[256], detail_append[256], detail_shutdown[256];
 static int calls;
 
@@ -80,6 +80,7 @@ static long reenter(char *buf, size_t len, void *arg)
      * scheduler joined each other's metrics thread for ever (review). */
     rc_shutdown_other = ax_shutdown(other, 10);
     ax_free(other);
+    rc_flush_other = ax_events_flush(other); /* waits for an event thread */
     return snprintf(buf, len, "reenter_up 1\n");
 }
 
@@ -135,6 +136,7 @@ int main(void)
     CHECK_EQ(rc_other, AX_ESTATE);
     CHECK_EQ(rc_shutdown, AX_ESTATE);
     CHECK_EQ(rc_shutdown_other, AX_ESTATE);
+    CHECK_EQ(rc_flush_other, AX_ESTATE);
     CHECK(strstr(detail_shutdown, "ax_shutdown: called from one of its own tasks or callbacks") !=
           NULL);
     /* Not shutting down: still admits work */

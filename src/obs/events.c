@@ -1152,9 +1152,16 @@ static void apply_mask_locked(struct ax_sched *s)
  * before have ended: on return the old file or callback argument is the
  * host's again (it may close or free it). */
 /* The event thread of s is the one running the callback: it cannot wait
- * for its own drain, nor switch the sink the drain it is in goes on using. */
+ * for its own drain, nor switch the sink the drain it is in goes on using.
+ * Nor may a metrics appender wait for any scheduler's event thread: that
+ * thread's callback may be stopping the appender's scheduler, which joins
+ * the thread the appender runs on (review: a deadlock, 3 of 3 runs). */
 static int refuse_on_event_thread(const struct ax_sched *s, const char *what)
 {
+    if (ax_current_appender_sched)
+        return ax_fail(AX_ESTATE, "%s: called from a metrics appender (it would wait for an "
+                                  "event thread); call it from another thread",
+                       what);
     if (ax_current_ev_sched != s)
         return AX_OK;
     return ax_fail(AX_ESTATE, "%s: called from the event callback (the event thread would wait for "
