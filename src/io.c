@@ -72,24 +72,34 @@ static int sys_fail(const char *what, const char *sys, int fd)
     return ax_fail(AX_ESYS, "%s: %s: %s", what, sys, strerror(e));
 }
 
-/* The checks every call starts with: its own task, a non-blocking fd. */
-static int io_enter(const ax_task *t, int fd, const char *what)
+/* The check every call starts with, before its other arguments (as every
+ * in-task call: a NULL task with a NULL buffer said "buf is NULL"): its
+ * own task. Then the call's arguments, then io_enter. */
+static int io_task(const ax_task *t, const char *what)
 {
     if (!t)
         return ax_fail(AX_EINVAL, "%s: task is NULL", what);
     if (t != ax_current_run)
         return ax_fail(AX_ESTATE, "%s: called outside the task's own coroutine", what);
+    return AX_OK;
+}
+
+/* After the arguments: the fd made non-blocking. */
+static int io_enter(int fd, const char *what)
+{
     return ensure_nonblock(fd, what);
 }
 
 ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
 {
+    int rc = io_task(t, "ax_read");
+    if (rc)
+        return rc;
     if (!buf && len)
         return ax_fail_static(AX_EINVAL, "ax_read: buf is NULL");
     if (len > SSIZE_MAX)
         return ax_fail_static(AX_EINVAL, "ax_read: len is larger than SSIZE_MAX");
-    int rc = io_enter(t, fd, "ax_read");
-    if (rc)
+    if ((rc = io_enter(fd, "ax_read")))
         return rc;
     uint64_t start = now_ns();
     for (;;) {
@@ -109,12 +119,14 @@ ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms)
 
 ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeout_ms)
 {
+    int rc = io_task(t, "ax_write");
+    if (rc)
+        return rc;
     if (!buf && len)
         return ax_fail_static(AX_EINVAL, "ax_write: buf is NULL");
     if (len > SSIZE_MAX)
         return ax_fail_static(AX_EINVAL, "ax_write: len is larger than SSIZE_MAX");
-    int rc = io_enter(t, fd, "ax_write");
-    if (rc)
+    if ((rc = io_enter(fd, "ax_write")))
         return rc;
     if (len == 0) /* nothing to write, but an ended attempt still says so */
         return run_blocking_entry(t, "ax_write");
@@ -142,8 +154,8 @@ ssize_t ax_write(ax_task *t, int fd, const void *buf, size_t len, int64_t timeou
 
 int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, int64_t timeout_ms)
 {
-    int rc = io_enter(t, lfd, "ax_accept");
-    if (rc)
+    int rc = io_task(t, "ax_accept");
+    if (rc || (rc = io_enter(lfd, "ax_accept")))
         return rc;
     uint64_t start = now_ns();
     for (;;) {
@@ -164,12 +176,12 @@ int ax_accept(ax_task *t, int lfd, struct sockaddr *addr, socklen_t *addrlen, in
 int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrlen,
                int64_t timeout_ms)
 {
-    if (!t)
-        return ax_fail_static(AX_EINVAL, "ax_connect: task is NULL");
+    int rc = io_task(t, "ax_connect");
+    if (rc)
+        return rc;
     if (!addr)
         return ax_fail_static(AX_EINVAL, "ax_connect: addr is NULL");
-    int rc = io_enter(t, fd, "ax_connect");
-    if (rc)
+    if ((rc = io_enter(fd, "ax_connect")))
         return rc;
     if ((rc = run_blocking_entry(t, "ax_connect")))
         return rc;

@@ -355,6 +355,7 @@ static void test_in_task(ax_sched *s)
     ax_result r;
 
     /* NULL task, from outside any task. */
+    static char buf_any[1];
     EXPECT_ERR(ax_sleep(NULL, 1), AX_EINVAL, "task");
     EXPECT_ERR(ax_yield(NULL), AX_EINVAL, "task");
     EXPECT_ERR(ax_wait_fd(NULL, 0, AX_READ, 1), AX_EINVAL, "task");
@@ -366,6 +367,20 @@ static void test_in_task(ax_sched *s)
     EXPECT_ERR(ax_task_set_error(NULL, "x %d", 1), AX_EINVAL, "task");
     /* The task first, as every in-task call (it said "addr is NULL"). */
     EXPECT_ERR(ax_connect(NULL, 0, NULL, 0, 1), AX_EINVAL, "ax_connect: task is NULL");
+    /* With another argument bad too: the task is still named first. */
+    EXPECT_ERR(ax_read(NULL, 0, NULL, 1, 1), AX_EINVAL, "ax_read: task is NULL");
+    EXPECT_ERR(ax_write(NULL, 0, NULL, 1, 1), AX_EINVAL, "ax_write: task is NULL");
+    EXPECT_ERR(ax_read(NULL, 0, buf_any, (size_t)SSIZE_MAX + 1, 1), AX_EINVAL,
+               "ax_read: task is NULL");
+    EXPECT_ERR(ax_write(NULL, 0, buf_any, (size_t)SSIZE_MAX + 1, 1), AX_EINVAL,
+               "ax_write: task is NULL");
+    EXPECT_ERR(ax_wait_fd(NULL, -1, 0, -5), AX_EINVAL, "task is NULL");
+    EXPECT_ERR(ax_sleep(NULL, -5), AX_EINVAL, "task is NULL");
+    EXPECT_ERR(ax_join(NULL, 0, 0, NULL), AX_EINVAL, "task is NULL");
+    EXPECT_ERR(ax_spawn(NULL, NULL, NULL), AX_EINVAL, "task is NULL");
+    EXPECT_ERR(ax_defer(NULL, NULL, NULL), AX_EINVAL, "task is NULL");
+    EXPECT_ERR(ax_panic(NULL, NULL), AX_EINVAL, "task is NULL");
+    EXPECT_ERR(ax_task_set_error(NULL, NULL), AX_EINVAL, "task is NULL");
 
     /* A live task's handle, from the main thread. */
     sp.fn = parked_fn;
