@@ -28,6 +28,7 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
 #include <ucontext.h>
@@ -57,9 +58,40 @@ static const char *base_name(const char *path)
 static pthread_mutex_t dw_lock = PTHREAD_MUTEX_INITIALIZER;
 static Dwfl *dw;
 static char *debuginfo_path;
+/* The files libdw opens for the modules' tables stay open with the Dwfl,
+ * for the process's life: closed on exec, or a program the host runs would
+ * inherit them (trial: `system()` after a report, the child had the host's
+ * own executable open).
+ *
+ * Debug information is looked for on this machine only, by build id
+ * (/usr/lib/debug/.build-id: Debian's -dbgsym packages): the standard
+ * search ends by asking debuginfod, which would fetch files over the
+ * network from a crash report's naming wherever DEBUGINFOD_URLS is set,
+ * and even unset, starts a libcurl client that keeps two sockets open
+ * without close-on-exec for the process's life (trial). A module without
+ * such a file is named from its symbol table, without lines. */
+static int cloexec(int fd)
+{
+    if (fd >= 0)
+        fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+    return fd;
+}
+
+static int find_elf(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base, char **file,
+                    Elf **elf)
+{
+    return cloexec(dwfl_linux_proc_find_elf(m, user, name, base, file, elf));
+}
+
+static int find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
+                          const char *file, const char *link, GElf_Word crc, char **debug_file)
+{
+    return cloexec(dwfl_build_id_find_debuginfo(m, user, name, base, file, link, crc, debug_file));
+}
+
 static const Dwfl_Callbacks dw_callbacks = {
-    .find_elf = dwfl_linux_proc_find_elf,
-    .find_debuginfo = dwfl_standard_find_debuginfo,
+    .find_elf = find_elf,
+    .find_debuginfo = find_debuginfo,
     .debuginfo_path = &debuginfo_path,
 };
 
@@ -203,6 +235,21 @@ uintptr_t bt_signal_pc(const void *uctx)
 #else
     (void)uc;
     return 0; /* every frame named as a return address */
+#endif
+}
+
+uintptr_t bt_signal_sp(const void *uctx)
+{
+    const ucontext_t *uc = uctx;
+#if defined(__x86_64__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+#elif defined(__i386__)
+    return (uintptr_t)uc->uc_mcontext.gregs[REG_ESP];
+#elif defined(__aarch64__)
+    return (uintptr_t)uc->uc_mcontext.sp;
+#else
+    (void)uc;
+    return 0;
 #endif
 }
 
