@@ -45,6 +45,7 @@
 #include "wheel.h"
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -541,6 +542,11 @@ struct worker {
     struct linger_pending *lg_pend, *lg_naming;
     /* a backtrace taken by the worker itself on a signal (obs/linger.c) */
     _Atomic int bt_state; /* 0 idle, 1 requested, 2 taken, 3 not on the task's stack */
+    _Atomic int bt_sent;  /* signals the watchdog sent and the handler has not taken */
+    _Atomic bool urg_blocked; /* the thread's mask blocks the signal: none is sent */
+    pthread_mutex_t sig_lk;   /* the watchdog's signalling against the thread's exit */
+    bool sig_gone;            /* the thread has left worker_main (sig_lk) */
+    sigset_t sigmask;         /* the thread's mask in its loop (crash_thread_signals) */
     _Atomic(struct ax_task *) bt_run; /* the run it is asked for */
     _Atomic uint64_t bt_seq;          /* and its pub_seq then (the same stretch of it) */
     int bt_n;
@@ -1383,6 +1389,10 @@ void metrics_serve_stop(struct ax_sched *s);
 /* obs/crash.c */
 void crash_init(void);
 void *crash_altstack_enter(void);
+/* On a worker thread as it starts: SIGSEGV and SIGBUS unblocked (a mask
+ * inherited from ax_new's caller must not hide its faults), the mask kept
+ * in w->sigmask. */
+void crash_thread_signals(struct worker *w);
 void crash_altstack_leave(void *mem);
 void crash_report(struct worker *w, struct ax_task *t);
 /* obs/symbols.c: append "\n#i function+off (file.c:line)" lines for the
@@ -1400,6 +1410,8 @@ struct bt_cut {
 /* The pc the signal interrupted, from a handler's ucontext; 0 where this
  * architecture's is not known. Async-signal-safe. */
 uintptr_t bt_signal_pc(const void *uctx);
+/* The stack pointer a signal interrupted; 0 where not known. */
+uintptr_t bt_signal_sp(const void *uctx);
 void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut);
 /* The same, unless another thread names for max_ms more (false, out
  * untouched): a worker does not wait long behind a naming thread
@@ -1458,6 +1470,11 @@ struct linger_pending;
 int linger_pending_step(struct ax_sched *s, struct worker *w, uint64_t now);
 void linger_pending_flush(struct ax_sched *s, uint64_t until);
 int linger_init(void);
+/* On a worker thread as it starts (after crash_thread_signals): whether its
+ * mask blocks the backtrace signal. linger_thread_gone: as it leaves; no
+ * signal is sent to it after. */
+void linger_thread_signals(struct worker *w);
+void linger_thread_gone(struct worker *w);
 
 /* obs/report.c: a line for stderr from a thread that must not block on it
  * (the watchdog): queued, written in order by the "ax-report" thread, dropped

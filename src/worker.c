@@ -805,6 +805,8 @@ void *worker_main(void *arg)
     ax_current_worker = w;
     name_thread("ax-worker-%u", w->index);
     void *altstack = crash_altstack_enter(); /* where a stack overflow is handled */
+    crash_thread_signals(w);
+    linger_thread_signals(w);
     ax_coro_init_main(&w->main);
     w->fpenv = ax_coro_fpenv_get();
     /* Busy, with a sighting of its own: until its first run the sequence
@@ -840,6 +842,7 @@ void *worker_main(void *arg)
     }
     run_warm_drop(w, 0); /* their coroutines end on this thread */
     atomic_store(&w->busy, 0);
+    linger_thread_gone(w);
     crash_altstack_leave(altstack);
     return NULL;
 }
@@ -853,6 +856,7 @@ int worker_init(struct ax_sched *s, struct worker *w, unsigned index)
     wheel_lock_setup(); /* before any worker runs */
     pthread_once(&clock_once, clock_decide);
     pthread_mutex_init(&w->inbox_lock, NULL);
+    pthread_mutex_init(&w->sig_lk, NULL);
     ax_wheel_init(&w->wheel, ns_to_tick(now_ns()));
     struct ax_stack_config sc;
     ax_stack_config_default(&sc);
@@ -895,4 +899,5 @@ void worker_destroy(struct worker *w)
     free(w->fdw);
     ax_stack_pool_destroy(&w->stacks);
     pthread_mutex_destroy(&w->inbox_lock);
+    pthread_mutex_destroy(&w->sig_lk);
 }

@@ -23,11 +23,27 @@
  *     the attempt panicked and switches from the signal frame straight back
  *     to the worker's loop, abandoning the coroutine. The attempt ends
  *     FAILED (or retries) like a panic.
- *   - no: a real crash. The same report names the running task, the
- *     previous disposition is restored and the handler returns, so the fault
- *     repeats and the process dies the usual way (core dump).
- * Sanitizer builds install their own SIGSEGV handlers first; ours replaces
- * them for the duration of the process.
+ *   - no, and the host had a handler of its own when ax installed this one
+ *     (a garbage collector's write barrier, libsigsegv, a wasm runtime, a
+ *     crash reporter, a sanitizer's runtime): that handler is called, as the
+ *     kernel would have called it, and decides; ax says nothing and stays
+ *     installed. (It used to report a fault the host then recovered as
+ *     "fatal" and give the signal back to the host's handler for good, so
+ *     a later overflow died with a bare SIGSEGV: review.) A host handler
+ *     installed with SA_RESETHAND is given the signal back as it asked.
+ *   - no, and no handler of the host's: a real crash. The same report names
+ *     the running task, the default disposition is restored and the handler
+ *     returns, so the fault repeats and the process dies the usual way (core
+ *     dump). A SIGSEGV or SIGBUS *sent* by a process (kill, raise,
+ *     pthread_kill: si_code <= 0) would not repeat: it is raised again
+ *     under the default disposition (it used to be reported and then lost,
+ *     the process going on without ax's handler), or dropped if the host
+ *     ignores it.
+ * Every worker unblocks SIGSEGV and SIGBUS as it starts (crash_thread_signals):
+ * a thread created with them blocked, as a host that blocks every signal
+ * before ax_new has its workers, would die of its first overflow with no
+ * report. Sanitizer builds install their own SIGSEGV handlers first: they
+ * are the host's handler above.
  */
 #define _GNU_SOURCE
 #include "internal.h"
@@ -79,8 +95,13 @@ static void report_fault(int sig, const siginfo_t *si, struct worker *w, struct 
         write_str("ax: fatal signal ");
         write_u64((uint64_t)sig, 10);
     }
-    write_str(" (fault address ");
-    write_u64((uint64_t)(uintptr_t)si->si_addr, 16);
+    if (si->si_code <= 0) { /* sent, not a fault: no address */
+        write_str(" (sent by process ");
+        write_u64((uint64_t)si->si_pid, 10);
+    } else {
+        write_str(" (fault address ");
+        write_u64((uint64_t)(uintptr_t)si->si_addr, 16);
+    }
     write_str(")");
     if (t) {
         char trace[AX_TRACE_ID_MAX];
@@ -130,13 +151,44 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
             t->overflowed = 1;
             t->code = AX_EPANIC;
             t->rs = RS_EXITED;
+            /* No sigreturn will restore the mask: the worker's own, not the
+             * one of whatever this fault interrupted. */
+            pthread_sigmask(SIG_SETMASK, &w->sigmask, NULL);
             ax_coro_switch_final(&t->coro, &w->main);
             abort(); /* unreachable */
         }
     }
-    /* Not an overflow we can contain: say whose it was, then die. */
+    /* Not an overflow we can contain. */
+    const struct sigaction *old = sig == SIGSEGV ? &old_segv : &old_bus;
+    bool sent = si->si_code <= 0;
+    if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) {
+        if (old->sa_flags & SA_RESETHAND) { /* one-shot: theirs, then the default */
+            sigaction(sig, old, NULL);
+            if (sent)
+                raise(sig);
+            return; /* a fault repeats under their handler */
+        }
+        /* The host's handler decides, with its own mask added. */
+        sigset_t prev;
+        pthread_sigmask(SIG_BLOCK, &old->sa_mask, &prev);
+        if (old->sa_flags & SA_SIGINFO)
+            old->sa_sigaction(sig, si, uc);
+        else
+            old->sa_handler(sig);
+        pthread_sigmask(SIG_SETMASK, &prev, NULL);
+        return;
+    }
+    if (sent && old->sa_handler == SIG_IGN)
+        return; /* the host ignores sent ones */
+    /* Say whose it was, then die the usual way. */
     report_fault(sig, si, w, t, false);
-    sigaction(sig, sig == SIGSEGV ? &old_segv : &old_bus, NULL);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    if (sent)
+        raise(sig); /* a sent signal does not repeat by itself */
 }
 
 static void install(void)
@@ -153,6 +205,17 @@ static void install(void)
 void crash_init(void)
 {
     pthread_once(&once, install);
+}
+
+void crash_thread_signals(struct worker *w)
+{
+    sigset_t faults;
+    sigemptyset(&faults);
+    sigaddset(&faults, SIGSEGV);
+    sigaddset(&faults, SIGBUS);
+    pthread_sigmask(SIG_UNBLOCK, &faults, &w->sigmask);
+    sigdelset(&w->sigmask, SIGSEGV);
+    sigdelset(&w->sigmask, SIGBUS);
 }
 
 /* On each worker thread: the stack the fault handler runs on. mmap, not

@@ -77,33 +77,51 @@ struct linger_pending {
     char text[AX_EVENT_MESSAGE_MAX]; /* head and the named frames */
 };
 
-/* Ours if this thread is a worker asked for a backtrace; anything else goes
- * to the handler the host had (SIGURG is rarely used, but it is not ours
- * alone: it is installed only when a hog first lingers, and chains). */
+/* Ours if the watchdog of this process sent it to this worker (tgkill:
+ * SI_TKILL from our own pid, with a send not yet taken: bt_sent); anything
+ * else goes to the handler the host had (SIGURG is rarely used, but it is
+ * not ours alone: it is installed only when a hog first lingers, and
+ * chains). Deciding by the worker's state alone passed ax's own signal to
+ * the host when it came after the run moved on, and took the host's for
+ * ax's while a capture was pending (review: the host's handler saw ax's
+ * tgkill 1-3 times in 3 000 hogs). Two signals sent before one is taken are
+ * delivered once (standard signals do not queue): the exchange takes all.
+ *
+ * The handler runs on the worker's alternate signal stack (SA_ONSTACK):
+ * on the task's own, the signal's frame and the unwinder's few KiB pushed
+ * a hog within ~4 KiB of its stack's end into the guard -- ax's sampling
+ * turned into a false "stack overflow" and an abort, or, with less room,
+ * a SIGSEGV the kernel forces that removed ax's fault handler (review).
+ * backtrace() unwinds through the signal frame into the task's stack. */
 static void on_signal(int sig, siginfo_t *info, void *ctx)
 {
     struct worker *w = ax_current_worker;
-    int want = 1;
-    /* The run asked about, and the same stretch of it (bt_seq: the
-     * sequence the watchdog saw it hold the worker with, exact here on the
-     * worker's own thread): a run struct is reused, and a late signal
-     * could otherwise take the next task's frames for the last one's
-     * report (review of ddb972a). */
-    if (w && atomic_load(&w->bt_state) == 1 && ax_current_run &&
-        ax_current_run == atomic_load(&w->bt_run) &&
-        atomic_load(&w->bt_seq) == atomic_load_explicit(&w->pub_seq, memory_order_relaxed)) {
-        /* The frames must be the task's: this handler runs on the stack it
-         * interrupted, which must be the task's stack -- not the worker's,
-         * in the instants around a switch where ax_current_run is already
-         * or still set. Else say so, and the watchdog asks again. */
-        const struct ax_stack *st = ax_current_run->stack;
-        uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
-        bool on_task = st && sp - (uintptr_t)st->lo < st->size;
-        if (on_task) {
-            w->bt_n = backtrace(w->bt, AX_BT_MAX);
-            w->bt_pc = bt_signal_pc(ctx);
+    if (w && info && info->si_code == SI_TKILL && info->si_pid == getpid() &&
+        atomic_exchange(&w->bt_sent, 0) > 0) {
+        int want = 1;
+        /* The run asked about, and the same stretch of it (bt_seq: the
+         * sequence the watchdog saw it hold the worker with, exact here on
+         * the worker's own thread): a run struct is reused, and a late
+         * signal could otherwise take the next task's frames for the last
+         * one's report (review of ddb972a). A late one is dropped. */
+        if (atomic_load(&w->bt_state) == 1 && ax_current_run &&
+            ax_current_run == atomic_load(&w->bt_run) &&
+            atomic_load(&w->bt_seq) == atomic_load_explicit(&w->pub_seq, memory_order_relaxed)) {
+            /* The frames must be the task's: the stack the signal
+             * interrupted must be the task's stack -- not the worker's, in
+             * the instants around a switch where ax_current_run is already
+             * or still set. Else say so, and the watchdog asks again. */
+            const struct ax_stack *st = ax_current_run->stack;
+            uintptr_t sp = bt_signal_sp(ctx);
+            if (!sp) /* not known here: no alternate stack is asked for either */
+                sp = (uintptr_t)__builtin_frame_address(0);
+            bool on_task = st && sp - (uintptr_t)st->lo < st->size;
+            if (on_task) {
+                w->bt_n = backtrace(w->bt, AX_BT_MAX);
+                w->bt_pc = bt_signal_pc(ctx);
+            }
+            atomic_compare_exchange_strong(&w->bt_state, &want, on_task ? 2 : 3);
         }
-        atomic_compare_exchange_strong(&w->bt_state, &want, on_task ? 2 : 3);
         return;
     }
     /* The host's handler, in the form it was installed with. SIG_IGN and
@@ -111,10 +129,13 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
      * SA_SIGINFO set too: they are not functions. */
     if (old_action.sa_handler == SIG_DFL || old_action.sa_handler == SIG_IGN)
         return;
+    sigset_t prev;
+    pthread_sigmask(SIG_BLOCK, &old_action.sa_mask, &prev);
     if (old_action.sa_flags & SA_SIGINFO)
         old_action.sa_sigaction(sig, info, ctx);
     else
         old_action.sa_handler(sig);
+    pthread_sigmask(SIG_SETMASK, &prev, NULL);
 }
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -131,9 +152,44 @@ static void install_signal(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_RESTART | SA_SIGINFO;
+    sa.sa_flags = SA_RESTART | SA_SIGINFO | SA_ONSTACK;
     sigemptyset(&sa.sa_mask);
-    sigaction(LINGER_SIGNAL, &sa, &old_action);
+    /* The host's handler read first: a signal of the host's arriving in
+     * the same call as the install found old_action still empty. */
+    sigaction(LINGER_SIGNAL, NULL, &old_action);
+    sigaction(LINGER_SIGNAL, &sa, NULL);
+}
+
+void linger_thread_signals(struct worker *w)
+{
+    atomic_store_explicit(&w->urg_blocked, sigismember(&w->sigmask, LINGER_SIGNAL) == 1,
+                          memory_order_relaxed);
+}
+
+/* Ask w's thread for its backtrace; false if no signal went (the thread has
+ * left its loop, or blocks the signal: see linger_hog_check). Under
+ * sig_lk, which the worker takes as it leaves: ax_free joins the workers
+ * before it stops the watchdog, and a pthread_kill of a joined thread is
+ * undefined (its id may name a new thread). */
+static bool ask_backtrace(struct worker *w)
+{
+    bool sent = false;
+    pthread_mutex_lock(&w->sig_lk);
+    if (!w->sig_gone) {
+        atomic_fetch_add(&w->bt_sent, 1);
+        sent = pthread_kill(w->thread, LINGER_SIGNAL) == 0;
+        if (!sent)
+            atomic_fetch_sub(&w->bt_sent, 1);
+    }
+    pthread_mutex_unlock(&w->sig_lk);
+    return sent;
+}
+
+void linger_thread_gone(struct worker *w)
+{
+    pthread_mutex_lock(&w->sig_lk);
+    w->sig_gone = true;
+    pthread_mutex_unlock(&w->sig_lk);
 }
 
 int linger_init(void)
@@ -429,6 +485,8 @@ void linger_returned(struct worker *w, struct ax_task *t)
     report(w->s, w, t->job, &a, text);
 }
 
+static void pending_report(struct ax_sched *s, struct linger_pending *p, const char *text);
+
 void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct ax_task *t,
                       struct job *j, uint64_t expect, uint64_t deadline, uint64_t seq)
 {
@@ -520,12 +578,25 @@ void linger_hog_check(struct ax_sched *s, struct worker *w, uint64_t now, struct
         free(p);
         return;
     }
+    if (atomic_load_explicit(&w->urg_blocked, memory_order_relaxed)) {
+        /* A host that blocks every signal before ax_new has its workers
+         * block this one too: ax does not unblock a signal the host may
+         * take with sigwait or signalfd. Said, not asked for 100 ms in
+         * vain (and the signal left pending on the worker). */
+        char text[AX_EVENT_MESSAGE_MAX];
+        snprintf(text, sizeof text,
+                 "%s (no backtrace: SIGURG is blocked on its worker's thread, as it was on the "
+                 "thread that called ax_new)",
+                 p->head);
+        pending_report(s, p, text);
+        return;
+    }
     pthread_once(&once_signal, install_signal);
     atomic_store(&w->bt_run, t);
     atomic_store(&w->bt_seq, seq);
     /* Only a thread still running that timed-out task is signalled. */
     atomic_store(&w->bt_state, 1);
-    pthread_kill(w->thread, LINGER_SIGNAL);
+    ask_backtrace(w); /* none sent: reported without one after BT_WAIT_MS */
     w->lg_pend = p;
 }
 
@@ -611,7 +682,7 @@ static void capture_step(struct ax_sched *s, struct worker *w, uint64_t now)
         if (st == 3) { /* again, within the same bound (review: it asked for ever) */
             atomic_store(&w->bt_seq, p->seq);
             atomic_store(&w->bt_state, 1);
-            pthread_kill(w->thread, LINGER_SIGNAL);
+            ask_backtrace(w);
         }
         return;
     }
