@@ -409,7 +409,8 @@ int ax_wait_fd(ax_task *t, int fd, unsigned events, int64_t timeout_ms);
  * timeout_ms (< 0: only the task's deadline). They return the byte count
  * (0 = end of stream for ax_read), the new fd for ax_accept, 0 for
  * ax_connect, or a negative AX_E* code (AX_EINVAL for an fd that is not open,
- * AX_ESYS with errno's text in the
+ * a NULL buffer or address, an addrlen no address has; AX_ESYS with errno's
+ * text in the
  * detail for a failed system call: refused, reset, ...). */
 ssize_t ax_read(ax_task *t, int fd, void *buf, size_t len, int64_t timeout_ms);
 /* Writes all len bytes unless an error or the deadline intervenes; then it

@@ -181,6 +181,11 @@ int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrle
         return rc;
     if (!addr)
         return ax_fail_static(AX_EINVAL, "ax_connect: addr is NULL");
+    /* A length no address has: a bad argument, not a failed system call
+     * (trial: addrlen 0 was AX_ESYS "connect: Invalid argument"). */
+    if (addrlen < sizeof(sa_family_t) || addrlen > sizeof(struct sockaddr_storage))
+        return ax_fail(AX_EINVAL, "ax_connect: addrlen %u is not the length of an address",
+                       (unsigned)addrlen);
     if ((rc = io_enter(fd, "ax_connect")))
         return rc;
     if ((rc = run_blocking_entry(t, "ax_connect")))

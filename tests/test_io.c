@@ -88,6 +88,12 @@ static int refused(ax_task *t, void *arg)
     CHECK_EQ(ax_read(t, -1, b, 4, 10), AX_EINVAL);
     CHECK_EQ(ax_write(t, 12345, b, 4, 10), AX_EINVAL);
     CHECK_EQ(ax_connect(t, fd, NULL, 0, 10), AX_EINVAL);
+    /* (trial) a length no address has: AX_EINVAL naming it, not AX_ESYS */
+    int fd2 = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK_EQ(ax_connect(t, fd2, (struct sockaddr *)&a, 0, 10), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "addrlen 0") != NULL);
+    CHECK_EQ(ax_connect(t, fd2, (struct sockaddr *)&a, 4096, 10), AX_EINVAL);
+    close(fd2);
     atomic_store(&refused_ok, 1);
     return 0;
 }
