@@ -78,7 +78,10 @@ expect_exit2 "unknown scenario" "--scenario: no built-in scenario 'nosuch'" --sc
 
 # An unreachable upstream: a port that was free a moment ago.
 PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-expect_exit2 "unreachable --url" "cannot reach it" --url "http://127.0.0.1:$PORT"
+expect_exit2 "unreachable --url" "cannot reach it" --url "http://127.0.0.1:$PORT" \
+    --out "$TMP/unreached"
+# (trial) a refused run creates no --out directory
+if [ -e "$TMP/unreached" ]; then bad "--out created for a run refused (unreachable --url)"; else ok; fi
 expect_exit2 "--url not http" "is not an http:// or https:// URL" --url "ftp://127.0.0.1/"
 # (trial-tools) the rule ax-worker shares (tools/demo/url.c): no host is a
 # bad flag, said so, not an upstream it "cannot reach".

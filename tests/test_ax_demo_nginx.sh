@@ -257,7 +257,7 @@ if grep -q 'running' "$TMP/missing.out" "$TMP/missing.err"; then
 else
     ok
 fi
-if [ -e "$TMP/missing/results.json" ]; then bad "results.json written for a run that did not happen"; else ok; fi
+if [ -e "$TMP/missing" ]; then bad "--out created for a run that did not happen"; else ok; fi
 sleep 0.5 # nginx writes a log line as its request ends
 sent404=$(grep -cE '"GET /' "$TMP/nginx/logs/access.log" || true)
 # The base URL and each of the 3 class paths, once.

@@ -769,18 +769,6 @@ int main(int argc, char **argv)
         return 0;
     }
 
-    const char *out = o.out ? o.out : ".";
-    if (mkdir_p(out) != 0)
-        die(2, "--out %s: cannot create or write to it: %s", out, strerror(errno ? errno : EACCES));
-    /* Before the runs, not after them: results.json or report.html that
-     * cannot be (over)written failed only once everything had run (trial). */
-    for (int i = 0; i < 2; i++) {
-        const char *name = i ? "report.html" : "results.json";
-        if (out_file_ok(out, name) != 0)
-            die(2, "--out %s: cannot write %s there: %s", out, name,
-                errno == EINVAL ? "not a regular file" : strerror(errno));
-    }
-
     curl_global_init(CURL_GLOBAL_DEFAULT);
     char up_exe[PATH_MAX] = "";
     if (o.url) {
@@ -799,6 +787,20 @@ int main(int argc, char **argv)
         int rc = dm_upstream_start(up_exe, &sc, &u, err, sizeof err);
         if (rc != 0) die(rc == -2 ? 2 : 1, "%s", err);
         dm_upstream_stop(&u);
+    }
+
+    /* Before the runs, not after them: results.json or report.html that
+     * cannot be (over)written failed only once everything had run (trial).
+     * After the upstream's checks: a run refused there (exit 2 or 3) left
+     * an empty --out directory behind (trial). */
+    const char *out = o.out ? o.out : ".";
+    if (mkdir_p(out) != 0)
+        die(2, "--out %s: cannot create or write to it: %s", out, strerror(errno ? errno : EACCES));
+    for (int i = 0; i < 2; i++) {
+        const char *name = i ? "report.html" : "results.json";
+        if (out_file_ok(out, name) != 0)
+            die(2, "--out %s: cannot write %s there: %s", out, name,
+                errno == EINVAL ? "not a regular file" : strerror(errno));
     }
 
     if (o.cluster) return run_cluster(&o, &sc, up_exe, out);
