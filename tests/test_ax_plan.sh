@@ -122,6 +122,19 @@ for want in 'queue capacity     10000 tasks' 'max_concurrency    1200 tasks' \
     if grep -qF -- "$want" "$TMP/text"; then ok; else bad "text mode lacks '$want'"; fi
 done
 
+# (trial) A load smaller than one task: the products as computed, then what
+# the plan rounds them to ("0.1/s x 0.1 s = 1" and a capacity of 1 beside
+# three buckets of 1 before).
+rc=0
+"$BIN" --qps 0.1 --mean-ms 100 --p99-ms 800 --backlog-s 10 --task-bytes 0 >"$TMP/tiny" \
+    2>"$TMP/err" || rc=$?
+if [ "$rc" -eq 0 ]; then ok; else bad "tiny load: exit $rc"; fi
+for want in 'queue capacity     3 tasks        0.1/s x 0.1 s x 10 s = 0.1 -> 1, 3 with the --mix' \
+    'max_concurrency    1 tasks        0.1/s x 0.1 s = 0.01 -> 1, + 20% margin' \
+    'shed_ratio 0.8 x 3'; do
+    if grep -qF -- "$want" "$TMP/tiny"; then ok; else bad "tiny load lacks '$want'"; fi
+done
+
 # The printed snippet is valid C against the real header.
 CC=${CC:-cc}
 if command -v "$CC" >/dev/null 2>&1 && [ -f "$HERE/../include/ax.h" ]; then

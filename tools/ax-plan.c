@@ -444,13 +444,24 @@ static void print_text(const struct inputs *in, const struct plan *p)
     printf("ax-plan: peak %s/s, mean %s ms, p99 %s ms, backlog %s s, %s B per running task\n\n",
            num(in->qps), num(in->mean_ms), num(in->p99_ms), num(in->backlog_s),
            num(in->task_bytes));
-    printf("%-18s %-14s %s/s x %s s x %s s\n", "queue capacity", unit(num(p->capacity), " tasks"),
+    /* The products as computed, then what the plan rounds them to, when it
+     * does (trial: "0.1/s x 0.1 s = 1", and a capacity of 1 beside three
+     * buckets of 1 and "shed at 0.8 x 3"). */
+    double cap_raw = in->qps * in->mean_ms * in->backlog_s / 1000.0;
+    printf("%-18s %-14s %s/s x %s s x %s s", "queue capacity", unit(num(p->cap_total), " tasks"),
            num(in->qps), num(mean_s), num(in->backlog_s));
+    if (cap_raw != p->capacity)
+        printf(" = %s -> %s", num(cap_raw), num(p->capacity));
+    if (p->cap_total != p->capacity)
+        printf(", %s with the --mix split rounded up per bucket", num(p->cap_total));
+    printf("\n");
     for (int i = 0; i < AX_PRIO_COUNT; i++)
         printf("  %-16s %-14s %u%%\n", label[order[i]], num(p->cap[order[i]]), in->mix[order[i]]);
-    printf("%-18s %-14s %s/s x %s s = %s, + 20%% margin\n", "max_concurrency",
+    double conc_raw = in->throughput * in->mean_ms / 1000.0;
+    printf("%-18s %-14s %s/s x %s s = %s%s%s, + 20%% margin\n", "max_concurrency",
            unit(num(p->max_concurrency), " tasks"), num(in->throughput), num(mean_s),
-           num(p->conc_base));
+           num(conc_raw), conc_raw != p->conc_base ? " -> " : "",
+           conc_raw != p->conc_base ? num(p->conc_base) : "");
     printf("%-18s %-14s p99 %s ms x 1.5\n", "timeout_ms", unit(num(p->timeout_ms), " ms"),
            num(in->p99_ms));
     printf("%-18s %-14s 1.5 x peak %s/s; traffic above it gets AX_ERATE\n", "rate_limit",
