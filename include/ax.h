@@ -228,10 +228,12 @@ void ax_config_default(ax_config *cfg);
 /* Create a scheduler and start its threads. Refuses an inconsistent config
  * with AX_EINVAL and a detail naming the field. The first call in the
  * process installs handlers for SIGSEGV and SIGBUS (overflow and crash
- * reports; a fault ax cannot contain repeats under the handler installed
- * before); SIGURG is taken when a hog first lingers (the watchdog samples
- * its stack with it; any SIGURG handler the host had is chained, in
- * either form). README.md, "Signals ax handles". */
+ * reports; a fault ax cannot contain goes to the handler installed before,
+ * or with none is reported and repeats under the default); its workers
+ * unblock both. SIGURG is taken when a hog first lingers (the watchdog
+ * samples its stack with it; any other SIGURG goes to the handler the host
+ * had, in either form; a worker whose thread inherited SIGURG blocked gets
+ * no signal, and its report says so). README.md, "Signals ax handles". */
 int ax_new(const ax_config *cfg, ax_sched **out);
 
 /* Stop admitting (ax_submit returns AX_ESHUTDOWN), cancel every queued and
