@@ -168,9 +168,18 @@ static void on_fault(int sig, siginfo_t *si, void *uc)
                 raise(sig);
             return; /* a fault repeats under their handler */
         }
-        /* The host's handler decides, with its own mask added. */
-        sigset_t prev;
-        pthread_sigmask(SIG_BLOCK, &old->sa_mask, &prev);
+        /* The host's handler decides, with its own mask added, and the
+         * signal itself unless it asked for SA_NODEFER: as the kernel would
+         * call it, a fault inside it is then fatal. ax's own handler runs
+         * with SA_NODEFER (an overflow in a task may follow a fault
+         * handled meanwhile); left so, a host handler that faulted
+         * re-entered itself through this one for ever, down and around the
+         * alternate stack (review: a million entries, the worker spinning,
+         * the process never dying). */
+        sigset_t prev, mask = old->sa_mask;
+        if (!(old->sa_flags & SA_NODEFER))
+            sigaddset(&mask, sig);
+        pthread_sigmask(SIG_BLOCK, &mask, &prev);
         if (old->sa_flags & SA_SIGINFO)
             old->sa_sigaction(sig, si, uc);
         else
@@ -221,18 +230,22 @@ void crash_thread_signals(struct worker *w)
 /* On each worker thread: the stack the fault handler runs on. mmap, not
  * malloc: it is allocated when a worker starts, and the heap must not move
  * under a caller measuring it (test_admission checks rejections allocate
- * nothing). */
+ * nothing). A page below it is left inaccessible: the host's handlers run
+ * on it too when ax passes a signal on, and one that needs more than its
+ * 64 KiB must fault, not write into whatever is mapped below. */
 void *crash_altstack_enter(void)
 {
-    stack_t ss = {.ss_size = ALTSTACK_SIZE, .ss_flags = 0};
-    ss.ss_sp = mmap(NULL, ALTSTACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (ss.ss_sp == MAP_FAILED)
+    size_t guard = (size_t)sysconf(_SC_PAGESIZE);
+    char *m = mmap(NULL, guard + ALTSTACK_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (m == MAP_FAILED)
         return NULL;
-    if (sigaltstack(&ss, NULL) != 0) {
-        munmap(ss.ss_sp, ALTSTACK_SIZE);
+    stack_t ss = {.ss_sp = m + guard, .ss_size = ALTSTACK_SIZE, .ss_flags = 0};
+    if (mprotect(m, guard, PROT_NONE) != 0 || sigaltstack(&ss, NULL) != 0) {
+        munmap(m, guard + ALTSTACK_SIZE);
         return NULL;
     }
-    return ss.ss_sp;
+    return m;
 }
 
 void crash_altstack_leave(void *mem)
@@ -241,7 +254,7 @@ void crash_altstack_leave(void *mem)
         return;
     stack_t ss = {.ss_flags = SS_DISABLE};
     sigaltstack(&ss, NULL);
-    munmap(mem, ALTSTACK_SIZE);
+    munmap(mem, (size_t)sysconf(_SC_PAGESIZE) + ALTSTACK_SIZE);
 }
 
 /* Panic and overflow report of a finished run (worker, after the switch). */
