@@ -1410,8 +1410,15 @@ struct bt_cut {
 /* The pc the signal interrupted, from a handler's ucontext; 0 where this
  * architecture's is not known. Async-signal-safe. */
 uintptr_t bt_signal_pc(const void *uctx);
-/* The stack pointer a signal interrupted; 0 where not known. */
+/* The stack pointer a signal interrupted; 0 where not known (then
+ * AX_SIGNAL_SP_KNOWN is 0, and the hog's signal handler is not asked to
+ * run on the alternate stack: it tells the task's stack by its own frame). */
 uintptr_t bt_signal_sp(const void *uctx);
+#if defined(__x86_64__) || defined(__i386__) || defined(__aarch64__)
+#define AX_SIGNAL_SP_KNOWN 1
+#else
+#define AX_SIGNAL_SP_KNOWN 0
+#endif
 void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut);
 /* The same, unless another thread names for max_ms more (false, out
  * untouched): a worker does not wait long behind a naming thread

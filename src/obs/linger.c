@@ -112,9 +112,8 @@ static void on_signal(int sig, siginfo_t *info, void *ctx)
              * the instants around a switch where ax_current_run is already
              * or still set. Else say so, and the watchdog asks again. */
             const struct ax_stack *st = ax_current_run->stack;
-            uintptr_t sp = bt_signal_sp(ctx);
-            if (!sp) /* not known here: no alternate stack is asked for either */
-                sp = (uintptr_t)__builtin_frame_address(0);
+            uintptr_t sp = AX_SIGNAL_SP_KNOWN ? bt_signal_sp(ctx)
+                                              : (uintptr_t)__builtin_frame_address(0);
             bool on_task = st && sp - (uintptr_t)st->lo < st->size;
             if (on_task) {
                 w->bt_n = backtrace(w->bt, AX_BT_MAX);
@@ -152,7 +151,10 @@ static void install_signal(void)
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_sigaction = on_signal;
-    sa.sa_flags = SA_RESTART | SA_SIGINFO | SA_ONSTACK;
+    /* On the alternate stack only where the interrupted SP can be read:
+     * elsewhere the handler's own frame is how it tells the task's stack
+     * (review: with SA_ONSTACK there, no backtrace was ever taken). */
+    sa.sa_flags = SA_RESTART | SA_SIGINFO | (AX_SIGNAL_SP_KNOWN ? SA_ONSTACK : 0);
     sigemptyset(&sa.sa_mask);
     /* The host's handler read first: a signal of the host's arriving in
      * the same call as the install found old_action still empty. */

@@ -28,7 +28,9 @@
 #include "internal.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <ucontext.h>
@@ -63,13 +65,16 @@ static char *debuginfo_path;
  * inherit them (trial: `system()` after a report, the child had the host's
  * own executable open).
  *
- * Debug information is looked for on this machine only, by build id
- * (/usr/lib/debug/.build-id: Debian's -dbgsym packages): the standard
- * search ends by asking debuginfod, which would fetch files over the
- * network from a crash report's naming wherever DEBUGINFOD_URLS is set,
- * and even unset, starts a libcurl client that keeps two sockets open
- * without close-on-exec for the process's life (trial). A module without
- * such a file is named from its symbol table, without lines. */
+ * Debug information is looked for on this machine only: by build id
+ * (/usr/lib/debug/.build-id: Debian's -dbgsym packages), then by the
+ * module's .gnu_debuglink name beside it, in its .debug/ and under
+ * /usr/lib/debug, its CRC checked -- the standard search's places. The
+ * standard search itself ends by asking debuginfod, which would fetch
+ * files over the network from a crash report's naming wherever
+ * DEBUGINFOD_URLS is set, and even unset starts a libcurl client that
+ * keeps two sockets open without close-on-exec for the process's life
+ * (trial). A module without such a file is named from its symbol table,
+ * without lines. */
 static int cloexec(int fd)
 {
     if (fd >= 0)
@@ -83,10 +88,73 @@ static int find_elf(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr ba
     return cloexec(dwfl_linux_proc_find_elf(m, user, name, base, file, elf));
 }
 
+/* The CRC-32 of a .gnu_debuglink (the IEEE polynomial, reflected, as
+ * zlib's) over a whole file; false if it cannot be read. dw_lock held. */
+static uint32_t crc_table[256];
+
+static bool file_crc32(int fd, uint32_t *out)
+{
+    if (!crc_table[1]) {
+        for (uint32_t n = 0; n < 256; n++) {
+            uint32_t c = n;
+            for (int k = 0; k < 8; k++)
+                c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+            crc_table[n] = c;
+        }
+    }
+    uint32_t c = 0xffffffffu;
+    unsigned char buf[16384];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return false;
+        if (n == 0)
+            break;
+        for (ssize_t i = 0; i < n; i++)
+            c = crc_table[(c ^ buf[i]) & 0xff] ^ (c >> 8);
+    }
+    *out = c ^ 0xffffffffu;
+    return lseek(fd, 0, SEEK_SET) == 0;
+}
+
+/* The debuglink search without debuginfod: `link` beside `file`, in its
+ * .debug/, and under /usr/lib/debug with file's directory; the first whose
+ * CRC matches. */
+static int find_by_debuglink(const char *file, const char *link, GElf_Word crc,
+                             char **debug_file)
+{
+    if (!file || !link || !*link || strchr(link, '/'))
+        return -1;
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        return -1;
+    int dirlen = (int)(slash - file);
+    static const char *const places[] = {"%.*s/%s", "%.*s/.debug/%s", "/usr/lib/debug%.*s/%s"};
+    for (unsigned i = 0; i < sizeof places / sizeof places[0]; i++) {
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof path, places[i], dirlen, file, link) >= (int)sizeof path ||
+            strcmp(path, file) == 0) /* the module itself: its own debuglink */
+            continue;
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        uint32_t got;
+        if (file_crc32(fd, &got) && got == crc && (*debug_file = strdup(path)))
+            return fd;
+        close(fd);
+    }
+    return -1;
+}
+
 static int find_debuginfo(Dwfl_Module *m, void **user, const char *name, Dwarf_Addr base,
                           const char *file, const char *link, GElf_Word crc, char **debug_file)
 {
-    return cloexec(dwfl_build_id_find_debuginfo(m, user, name, base, file, link, crc, debug_file));
+    int fd = dwfl_build_id_find_debuginfo(m, user, name, base, file, link, crc, debug_file);
+    if (fd < 0)
+        fd = find_by_debuglink(file, link, crc, debug_file);
+    return cloexec(fd);
 }
 
 static const Dwfl_Callbacks dw_callbacks = {
@@ -241,6 +309,7 @@ uintptr_t bt_signal_pc(const void *uctx)
 uintptr_t bt_signal_sp(const void *uctx)
 {
     const ucontext_t *uc = uctx;
+    /* Every architecture here must set AX_SIGNAL_SP_KNOWN (internal.h). */
 #if defined(__x86_64__)
     return (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 #elif defined(__i386__)
