@@ -396,6 +396,8 @@ struct ax_task {
     char err[AX_ERROR_MAX];
     char trace[AX_TRACE_ID_MAX]; /* formatted on first ax_task_trace_id */
     uint8_t bt_req;              /* resumed only to record where it is parked */
+    uint8_t bt_in_park;          /* ... and it was parked in run_park (else in the
+                                    yield hand-off): run_bt_serve */
     uint8_t overflowed;          /* ran into its guard page (obs/crash.c) */
     uint8_t detached_calls;      /* blocking calls made after its attempt ended */
     uint8_t warm;                /* its function returned: the coroutine waits at the
@@ -1225,6 +1227,7 @@ static inline int run_blocking_entry(struct ax_task *t, const char *who)
  * two plus a loop iteration). Allowed a budget of times per loop iteration
  * so that timers, the inbox and dispatch are still looked at regularly.
  * False if it must go through the worker loop. */
+void run_bt_serve(struct ax_task *t, bool in_park);
 static inline bool run_switch_direct(struct ax_task *t)
 {
     struct worker *w = t->w;
@@ -1242,6 +1245,13 @@ static inline bool run_switch_direct(struct ax_task *t)
      * 11.3 ns a hand-off); a task parked elsewhere (a sleep, a wait, the
      * loop's turn) costs a mispredicted ret, as the jmp's switch would. */
     ax_coro_switch_peer(&t->coro, &next->coro);
+    /* A task parked here, in the ready queue, may be resumed by its
+     * lingering report from the worker's loop, as one parked in run_park:
+     * it must give its frames and switch back, not run on as if handed
+     * the worker (review: it ran its own code there, then was resumed
+     * again from the ready queue: "a finished coroutine was resumed"). */
+    if (AX_UNLIKELY(t->bt_req))
+        run_bt_serve(t, false);
     return true;
 }
 /* Run the cleanups and leave the coroutine for good (task stack only). */

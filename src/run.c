@@ -332,17 +332,28 @@ int run_detached_block(struct ax_task *t, const char *who)
     return ax_fail(code, "%s: %s", who, text);
 }
 
-int run_park(struct ax_task *t)
+/* Resumed only so that a lingering report can say where we are
+ * (linger.c entry_report): the frames, then straight back to the loop,
+ * until resumed for real. */
+__attribute__((noinline)) void run_bt_serve(struct ax_task *t, bool in_park)
+{
+    while (t->bt_req) {
+        t->bt_n = backtrace(t->bt, AX_BT_MAX);
+        t->bt_in_park = in_park; /* the report cuts run_park's frame too */
+        t->bt_req = 0;
+        ax_coro_switch(&t->coro, &t->w->main);
+    }
+}
+
+/* Not in line in its callers here: a lingering report's backtrace is cut
+ * after its frame (linger.c). */
+__attribute__((noinline)) int run_park(struct ax_task *t)
 {
     t->park_gen = park_gen_next(t->park_gen);
     t->switched = 1;
     ax_coro_switch(&t->coro, &t->w->main);
-    while (AX_UNLIKELY(t->bt_req)) {
-        /* Resumed only so that a lingering report can say where we are. */
-        t->bt_n = backtrace(t->bt, AX_BT_MAX);
-        t->bt_req = 0;
-        ax_coro_switch(&t->coro, &t->w->main);
-    }
+    if (AX_UNLIKELY(t->bt_req))
+        run_bt_serve(t, true);
     return t->wake_rc;
 }
 

@@ -369,7 +369,10 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
         ax_coro_switch(&w->main, &t->coro);
         ax_current_run = NULL;
     }
-    struct bt_cut cut = {(const void *)run_park, 0, 1, (const void *)t->job->fn, 0};
+    /* The task's frames begin after run_bt_serve's, and run_park's when it
+     * was parked there (not in the yield hand-off). */
+    struct bt_cut cut = {(const void *)run_bt_serve, t->bt_in_park, 1 + t->bt_in_park,
+                         (const void *)t->job->fn, 0};
     if (woken && t->bt_n == 0) {
         size_t len = strlen(text);
         snprintf(text + len, sizeof text - len,
