@@ -474,6 +474,8 @@ struct worker {
      * end was set, and that end. The poll lasts from the last run, not
      * from each return to the loop (a timer cascade, a trim step). */
     uint64_t resumes, poll_resumes, poll_end_ns;
+    unsigned warm_max;      /* stacks kept resident released or warm (worker.c warm_keep) */
+    uint64_t trim_forced_ns; /* the last trim step taken with a timer near (trim_stacks) */
     struct ax_wheel wheel;    /* this worker's run timers, wheel_lk */
     _Atomic int wheel_lk;     /* the watchdog's hold (or both sides', not ax_wheel_asym) */
     _Atomic int wheel_own;    /* the worker inside (ax_wheel_asym) */

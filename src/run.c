@@ -99,9 +99,9 @@ static struct ax_task *run_alloc(struct worker *w)
  * LIFO so the most recently used stack (still in cache) runs next. Taking
  * one skips the stack pool and ax_coro_init; giving it back skips
  * ax_coro_destroy (callgrind, bench ax_fullpath: ~150 instructions and
- * two atomics per task). The stack pool keeps STACK_WARM_KEEP less these
- * resident when idle (worker.c: trim_stacks). */
-#define RUN_WARM_MAX 64
+ * two atomics per task). The stack pool keeps w->warm_max less these
+ * resident when idle (worker.c: trim_stacks); w->warm_max bounds them too:
+ * 64 of the default 64 KiB stacks, fewer of larger ones (worker_init). */
 
 /* Let a warm run's coroutine end: resumed with no job, it makes its final
  * switch. On the worker's own stack only. */
@@ -131,7 +131,7 @@ static inline void stacks_in_use_add(struct worker *w, int d)
 
 static void run_recycle(struct worker *w, struct ax_task *t)
 {
-    bool keep = t->warm && w->nrun_warm < RUN_WARM_MAX;
+    bool keep = t->warm && w->nrun_warm < w->warm_max;
     if (!keep) {
         if (t->warm)
             run_warm_end(w, t);

@@ -37,6 +37,12 @@
 
 #define DIRECT_BUDGET 64
 #define STACK_WARM_KEEP 64     /* released stacks kept resident per worker */
+/* ... and at most this much of stack size in all: with 8 MiB stacks, 64 of
+ * them, warm runs at the depth their tasks reached, kept 387 MiB resident
+ * on an idle worker (review). */
+#define STACK_WARM_BYTES (4u << 20)
+#define TRIM_FORCE_STEP 8      /* with a timer always near: this many stacks */
+#define TRIM_FORCE_EVERY_NS 10000000 /* ... at most this often */
 #define TRIM_STEP 32           /* stacks trimmed between two looks at the clock */
 #define TRIM_BUDGET_NS 1000000 /* at most this much trimming per idle moment */
 #define TRIM_MIN_GAP_NS 2000000 /* and none with a timer due sooner than this */
@@ -603,11 +609,12 @@ static bool work_hinted(struct worker *w)
  * workers and the step that overshoots), at most TRIM_BUDGET_NS, and stop
  * as soon as work is announced. A worker idle for longer still trims
  * everything, TRIM_BUDGET_NS at a time. */
-/* Released stacks kept resident: STACK_WARM_KEEP in all, counting those
- * of warm runs (run.c). */
+/* Released stacks kept resident: w->warm_max in all (STACK_WARM_KEEP, fewer
+ * of stacks larger than 64 KiB: STACK_WARM_BYTES), counting those of warm
+ * runs (run.c). */
 static inline size_t warm_keep(const struct worker *w)
 {
-    return w->nrun_warm < STACK_WARM_KEEP ? STACK_WARM_KEEP - w->nrun_warm : 0;
+    return w->nrun_warm < w->warm_max ? w->warm_max - w->nrun_warm : 0;
 }
 
 static bool trim_stacks(struct worker *w, uint64_t next_tick)
@@ -615,8 +622,19 @@ static bool trim_stacks(struct worker *w, uint64_t next_tick)
     size_t keep = warm_keep(w);
     uint64_t now = now_ns(), next = tick_to_ns(next_tick); /* UINT64_MAX: none */
     uint64_t gap = next > now ? next - now : 0;
-    if (gap < TRIM_MIN_GAP_NS)
-        return w->stacks.n_warm > keep; /* a timer is near: later */
+    if (gap < TRIM_MIN_GAP_NS) {
+        /* A timer is near: later. But not never: one task ticking every
+         * millisecond kept a burst's 8 000 released stacks (190 MB)
+         * resident for good (review). A small step, now and then: 8
+         * madvise calls every 10 ms at most, under 1 % of the worker's
+         * time, 800 stacks a second. */
+        if (now - w->trim_forced_ns < TRIM_FORCE_EVERY_NS)
+            return w->stacks.n_warm > keep;
+        w->trim_forced_ns = now;
+        size_t n = w->stacks.n_warm;
+        ax_stack_pool_trim(&w->stacks, n - keep > TRIM_FORCE_STEP ? n - TRIM_FORCE_STEP : keep);
+        return w->stacks.n_warm > keep;
+    }
     uint64_t end = now + (gap / 2 < TRIM_BUDGET_NS ? gap / 2 : TRIM_BUDGET_NS);
     while (w->stacks.n_warm > keep && now < end && !work_hinted(w)) {
         size_t n = w->stacks.n_warm;
@@ -861,6 +879,11 @@ int worker_init(struct ax_sched *s, struct worker *w, unsigned index)
     struct ax_stack_config sc;
     ax_stack_config_default(&sc);
     sc.stack_size = s->cfg.stack_size;
+    w->warm_max = (unsigned)(STACK_WARM_BYTES / s->cfg.stack_size);
+    if (w->warm_max > STACK_WARM_KEEP)
+        w->warm_max = STACK_WARM_KEEP;
+    if (w->warm_max == 0)
+        w->warm_max = 1;
     sc.guard_size = AX_GUARD_SIZE; /* one frame must not step over it (obs/crash.c) */
     /* Never give memory back on the release path: madvise(MADV_DONTNEED)
      * per stack costs a TLB shootdown on every core (perf: 58% of

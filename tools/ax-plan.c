@@ -51,8 +51,14 @@
 /* With mprotect guards (Linux < 6.13) a stack costs two mappings, so the
  * default vm.max_map_count of 65530 caps live stacks near this (DESIGN §7). */
 #define MPROTECT_STACK_LIMIT 32640.0
-/* Released stacks a worker keeps resident for reuse (src/coro/stack.c). */
+/* Released stacks a worker keeps resident for reuse (src/worker.c warm_keep). */
 #define WARM_STACKS_PER_WORKER 64
+/* As the worker (src/worker.c): 64, fewer of stacks past 64 KiB (4 MiB in all). */
+static double warm_stacks(double stack_bytes)
+{
+    double n = floor((4u << 20) / stack_bytes);
+    return n > WARM_STACKS_PER_WORKER ? WARM_STACKS_PER_WORKER : n < 1 ? 1 : n;
+}
 /* Larger inputs are typing mistakes, and would leave double's exact range. */
 #define INPUT_MAX 1e12
 
@@ -402,9 +408,10 @@ static void assumptions(const struct inputs *in, char out[NASSUME][200])
              "touched a single page costs ~4 KiB)",
              human_bytes(in->stack_bytes));
     snprintf(out[3], 200,
-             "not counted: up to %d released stacks kept warm per worker (%s a worker), "
+             "not counted: up to %g released stacks kept warm per worker (%s a worker), "
              "retries re-entering a full bucket, timed-out tasks that ignore their deadline",
-             WARM_STACKS_PER_WORKER, human_bytes(WARM_STACKS_PER_WORKER * in->stack_bytes));
+             warm_stacks(in->stack_bytes),
+             human_bytes(warm_stacks(in->stack_bytes) * in->stack_bytes));
     snprintf(out[4], 200,
              "max_concurrency uses the mean time; the seed's 4.3 used the p99 (pass it as "
              "--mean-ms to plan as conservatively)");
