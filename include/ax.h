@@ -235,6 +235,9 @@ void ax_config_default(ax_config *cfg);
  * had, in either form; a worker whose thread inherited SIGURG blocked gets
  * no signal, and its report says so). README.md, "Signals ax handles". */
 int ax_new(const ax_config *cfg, ax_sched **out);
+/* fork(): a scheduler's threads are not in the child. There, the calls that
+ * would use them refuse a scheduler made before the fork with AX_ESTATE, and
+ * ax_free leaks it (README.md, "ax_free"). The child makes its own. */
 
 /* Stop admitting (ax_submit returns AX_ESHUTDOWN), cancel every queued and
  * delayed task (they end CANCELLED with their on_done), let running tasks

@@ -22,6 +22,8 @@ int ax_cancel(ax_sched *s, uint64_t id)
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_cancel: scheduler is NULL");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_cancel");
     if (AX_UNLIKELY(s->ev_lossless))
         ev_reserve(s);
     pthread_mutex_lock(&s->lock);

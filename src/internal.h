@@ -771,6 +771,7 @@ struct ax_sched {
      * ax_free lets the writer finish. Raised by the watchdog and by the
      * workers (linger_check): report_note. */
     _Atomic uint64_t report_ticket;
+    unsigned fork_gen; /* ax_fork_gen at ax_new (sched_forked) */
 };
 /* The three lines of the lock section (see `lock` above). */
 #define AX_SCHED_LINE(f) (offsetof(struct ax_sched, f) / AX_CACHELINE)
@@ -1397,6 +1398,19 @@ char *metrics_render(struct ax_sched *s, size_t *len);
 /* obs/metrics_serve.c: stop the endpoint's thread and close its sockets
  * (ax_shutdown, ax_free); nothing when it does not run. */
 void metrics_serve_stop(struct ax_sched *s);
+
+/* lifecycle.c: fork(). A scheduler's threads are not in a child of fork():
+ * every entry point that would use them refuses a scheduler made before
+ * the fork (AX_ESTATE), and ax_free leaks it, saying so (trial: ax_submit
+ * took work nothing would run, ax_free crashed). ax_fork_gen counts the
+ * forks this process's line of ancestors made since ax first ran. */
+extern _Atomic unsigned ax_fork_gen;
+static inline bool sched_forked(const struct ax_sched *s)
+{
+    return AX_UNLIKELY(s->fork_gen != atomic_load_explicit(&ax_fork_gen, memory_order_relaxed));
+}
+/* AX_ESTATE: "<who>: the scheduler was created before fork(): ..." */
+int sched_forked_fail(const char *who);
 
 /* obs/crash.c */
 void crash_init(void);

@@ -25,6 +25,27 @@
 
 static void stop_threads(struct ax_sched *s, unsigned started);
 
+_Atomic unsigned ax_fork_gen;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static void fork_child(void)
+{
+    atomic_fetch_add_explicit(&ax_fork_gen, 1, memory_order_relaxed);
+}
+
+static void fork_setup(void)
+{
+    (void)pthread_atfork(NULL, NULL, fork_child);
+}
+
+int sched_forked_fail(const char *who)
+{
+    return ax_fail(AX_ESTATE,
+                   "%s: the scheduler was created before fork(): its threads are not in this "
+                   "process (create one here with ax_new)",
+                   who);
+}
+
 int ax_new(const ax_config *cfg, ax_sched **out)
 {
     if (!out)
@@ -37,12 +58,14 @@ int ax_new(const ax_config *cfg, ax_sched **out)
     linger_init();
     crash_init();
     report_init(); /* before any line: its fork handler too (obs/report.c) */
+    pthread_once(&fork_once, fork_setup);
     struct ax_sched *s = aligned_alloc(AX_CACHELINE, (sizeof *s + AX_CACHELINE - 1) /
                                                          AX_CACHELINE * AX_CACHELINE);
     if (!s)
         return ax_fail_static(AX_ENOMEM, "ax_new: out of memory");
     memset(s, 0, sizeof *s);
     s->cfg = r;
+    s->fork_gen = atomic_load_explicit(&ax_fork_gen, memory_order_relaxed);
     /* Adaptive: its sections are a few list operations, so a contender
      * spins briefly instead of sleeping in the kernel (perf, full path with
      * a submitting thread and a worker: 30% of the time was futex sleeps
@@ -311,6 +334,8 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms)
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_shutdown: scheduler is NULL");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_shutdown");
     if (own_thread(s))
         return ax_fail_static(AX_ESTATE, "ax_shutdown: called from one of its own tasks or "
                                          "callbacks (it would wait for itself)");
@@ -422,6 +447,11 @@ void ax_free(ax_sched *s)
 {
     if (!s)
         return;
+    if (sched_forked(s)) {
+        fprintf(stderr, "ax_free: the scheduler was created before fork(); its threads are not "
+                        "in this process: leaked here, not freed (the parent frees its own)\n");
+        return;
+    }
     if (own_thread(s)) {
         fprintf(stderr, "ax_free: called from one of the scheduler's own tasks or callbacks; "
                         "refused (it would wait for itself)\n");
@@ -558,6 +588,8 @@ int ax_stats_get(ax_sched *s, ax_stats *out)
 {
     if (!s || !out)
         return ax_fail_static(AX_EINVAL, "ax_stats_get: NULL argument");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_stats_get");
     pthread_mutex_lock(&s->lock);
     *out = s->st;
     for (int p = 0; p < AX_PRIO_COUNT; p++)

@@ -679,6 +679,8 @@ int ax_pause(ax_sched *s)
 {
     if (!s)
         return ax_fail(AX_EINVAL, "ax_pause: scheduler is NULL");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_pause");
     pthread_mutex_lock(&s->lock);
     s->paused = true;
     sched_hint_locked(s);
@@ -690,6 +692,8 @@ int ax_resume(ax_sched *s)
 {
     if (!s)
         return ax_fail(AX_EINVAL, "ax_resume: scheduler is NULL");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_resume");
     pthread_mutex_lock(&s->lock);
     s->paused = false;
     sched_hint_locked(s);

@@ -411,6 +411,8 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
 {
     if (AX_UNLIKELY(!s))
         return ax_fail_static(AX_EINVAL, "scheduler is NULL");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_submit");
     uint64_t now = now_ns();
     if (AX_UNLIKELY(sp && (parent || (sp->class_id | sp->overrides))))
         return submit_derived(s, sp, id_out, parent, job_out, now);
@@ -479,6 +481,8 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_submit_batch: scheduler is NULL");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_submit_batch");
     if (!specs && n) {
         /* One refused call, counted once as a NULL spec to ax_submit is,
          * with one REJECTED event, whatever n: an n beside a NULL array is

@@ -45,6 +45,8 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
 {
     if (!s || !f)
         return ax_fail_static(AX_EINVAL, "ax_dump: NULL scheduler or file");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_dump");
     size_t cap = 1024, n = 0, total = 0;
     struct dump_line *lines = malloc(cap * sizeof *lines);
     if (!lines)
@@ -197,6 +199,41 @@ static void *dump_main(void *arg)
     }
 }
 
+/* In a child of fork(): none of ax's threads is there, and the pipe is the
+ * parent's too. A signal the child took went into the parent's pipe and
+ * dumped the parent's scheduler, while the child's registration never
+ * dumped (trial). The child starts afresh: no registration (the parent's
+ * schedulers cannot run here), its copies of the pipe closed, each signal
+ * given back to the action it had before ax took it. */
+static void dump_atfork_child(void)
+{
+    pthread_mutex_init(&reg_lock, NULL);
+    pthread_cond_init(&dump_done, NULL);
+    memset(reg, 0, sizeof reg);
+    dumping = NULL;
+    if (dump_pipe[0] >= 0) {
+        close(dump_pipe[0]);
+        close(dump_pipe[1]);
+        dump_pipe[0] = dump_pipe[1] = -1;
+    }
+    for (int signo = 1; signo < 256; signo++) {
+        if (!taken[signo])
+            continue;
+        struct sigaction cur;
+        if (sigaction(signo, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) &&
+            cur.sa_handler == on_dump_signal)
+            sigaction(signo, &saved_action[signo], NULL);
+        taken[signo] = false;
+    }
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void dump_atfork_setup(void)
+{
+    (void)pthread_atfork(NULL, NULL, dump_atfork_child);
+}
+
 /* Wait until the dump thread is done with s (reg_lock held): its file is
  * the caller's to close once ax_dump_on_signal returns (review: turning a
  * dump off, or moving it to another file, returned while the thread still
@@ -232,6 +269,9 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
         return ax_fail(AX_EINVAL, "ax_dump_on_signal: signal %d cannot be used", signo);
     if (signo && !f)
         return ax_fail_static(AX_EINVAL, "ax_dump_on_signal: file is NULL");
+    if (sched_forked(s))
+        return sched_forked_fail("ax_dump_on_signal");
+    pthread_once(&atfork_once, dump_atfork_setup);
     pthread_mutex_lock(&reg_lock);
     int slot = -1;
     for (int i = 0; i < DUMP_MAX; i++) {
