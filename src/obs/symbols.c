@@ -38,6 +38,7 @@
 
 #ifdef AX_HAVE_LIBDW
 #include <elfutils/libdwfl.h>
+#include <sys/stat.h>
 #endif
 
 static const char *base_name(const char *path)
@@ -116,12 +117,31 @@ static bool file_crc32(int fd, uint32_t *out)
             c = crc_table[(c ^ buf[i]) & 0xff] ^ (c >> 8);
     }
     *out = c ^ 0xffffffffu;
-    return lseek(fd, 0, SEEK_SET) == 0;
+    return true;
+}
+
+/* Past this, a file named by a debuglink is not read for its CRC: naming
+ * holds the symbol tables' lock, which every other report waits for up to
+ * 2 s (review: an 8 GB file at the link's place took 68 s). A larger debug
+ * file is found by its build id only (Debian's -dbgsym packages). 64 MiB
+ * read and summed: ~0.1 s here. */
+#define DEBUGLINK_CRC_MAX ((off_t)64 << 20)
+
+/* Whether fd, a candidate for the debug file, is it: a regular file (a
+ * FIFO planted at one of the places would block its reader for good: it
+ * is opened O_NONBLOCK and refused here) small enough to sum, with the
+ * link's CRC. */
+static bool debug_file_matches(int fd, GElf_Word crc)
+{
+    struct stat st;
+    uint32_t sum;
+    return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= DEBUGLINK_CRC_MAX &&
+           file_crc32(fd, &sum) && sum == crc;
 }
 
 /* The debuglink search without debuginfod: `link` beside `file`, in its
- * .debug/, and under /usr/lib/debug with file's directory; the first whose
- * CRC matches. */
+ * .debug/, and under /usr/lib/debug with file's directory; the first that
+ * matches (debug_file_matches). */
 static int find_by_debuglink(const char *file, const char *link, GElf_Word crc,
                              char **debug_file)
 {
@@ -137,12 +157,14 @@ static int find_by_debuglink(const char *file, const char *link, GElf_Word crc,
         if (snprintf(path, sizeof path, places[i], dirlen, file, link) >= (int)sizeof path ||
             strcmp(path, file) == 0) /* the module itself: its own debuglink */
             continue;
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         if (fd < 0)
             continue;
-        uint32_t got;
-        if (file_crc32(fd, &got) && got == crc && (*debug_file = strdup(path)))
+        if (debug_file_matches(fd, crc) && lseek(fd, 0, SEEK_SET) == 0 &&
+            (*debug_file = strdup(path))) {
+            fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
             return fd;
+        }
         close(fd);
     }
     return -1;
