@@ -41,8 +41,12 @@
  * them, warm runs at the depth their tasks reached, kept 387 MiB resident
  * on an idle worker (review). */
 #define STACK_WARM_BYTES (4u << 20)
-#define TRIM_FORCE_STEP 8      /* with a timer always near: this many stacks */
-#define TRIM_FORCE_EVERY_NS 10000000 /* ... at most this often */
+/* With a timer always near: at most this much stack size trimmed per
+ * TRIM_FORCE_EVERY_NS, and at least one stack (then less often). A step's
+ * madvise costs with the stacks' resident part: 8 stacks of 32 MiB delayed
+ * a 1 ms ticker by 11-21 ms (review); 512 KiB is 8 of 64 KiB, ~30 us. */
+#define TRIM_FORCE_BYTES (512u << 10)
+#define TRIM_FORCE_EVERY_NS 10000000ull
 #define TRIM_STEP 32           /* stacks trimmed between two looks at the clock */
 #define TRIM_BUDGET_NS 1000000 /* at most this much trimming per idle moment */
 #define TRIM_MIN_GAP_NS 2000000 /* and none with a timer due sooner than this */
@@ -625,14 +629,21 @@ static bool trim_stacks(struct worker *w, uint64_t next_tick)
     if (gap < TRIM_MIN_GAP_NS) {
         /* A timer is near: later. But not never: one task ticking every
          * millisecond kept a burst's 8 000 released stacks (190 MB)
-         * resident for good (review). A small step, now and then: 8
-         * madvise calls every 10 ms at most, under 1 % of the worker's
-         * time, 800 stacks a second. */
-        if (now - w->trim_forced_ns < TRIM_FORCE_EVERY_NS)
+         * resident for good (review). A small step now and then, when no
+         * timer is due yet and no work waits: TRIM_FORCE_BYTES of stack
+         * size every 10 ms (8 stacks of 64 KiB: 800 a second, ~0.3 % of
+         * the worker's time), one larger stack less often. */
+        size_t size = w->s->cfg.stack_size, step = TRIM_FORCE_BYTES / size;
+        uint64_t every = TRIM_FORCE_EVERY_NS;
+        if (step == 0) {
+            step = 1;
+            every = TRIM_FORCE_EVERY_NS * (size / TRIM_FORCE_BYTES);
+        }
+        if (gap == 0 || now - w->trim_forced_ns < every || work_hinted(w))
             return w->stacks.n_warm > keep;
         w->trim_forced_ns = now;
         size_t n = w->stacks.n_warm;
-        ax_stack_pool_trim(&w->stacks, n - keep > TRIM_FORCE_STEP ? n - TRIM_FORCE_STEP : keep);
+        ax_stack_pool_trim(&w->stacks, n - keep > step ? n - step : keep);
         return w->stacks.n_warm > keep;
     }
     uint64_t end = now + (gap / 2 < TRIM_BUDGET_NS ? gap / 2 : TRIM_BUDGET_NS);
