@@ -1459,7 +1459,8 @@ bool bt_symbolised(void);
 void bt_warm(const void *a, const void *b);
 /* Appends " (frames not named: why)" and the raw addresses (for
  * addr2line): the report of a thread that will not wait for the tables. */
-void bt_format_raw(char *out, size_t cap, void *const *bt, int n, const char *why);
+void bt_format_raw(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut,
+                   const char *why);
 
 /* obs/dump.c */
 /* ax_free: forget s for signal dumps, and wait until `until` (CLOCK_MONOTONIC

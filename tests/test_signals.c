@@ -20,7 +20,9 @@
 
 #include "internal.h" /* struct ax_task's stack: how deep a hog may go */
 
+#include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -236,6 +238,51 @@ static int child_late_urg(void)
     return 0;
 }
 
+/* C2: the host stops a thread's read() with pthread_kill(SIGURG) and a
+ * handler without SA_RESTART: after a hog lingered (ax's handler in),
+ * the read still ends with EINTR (it was restarted, the thread never
+ * woken: trial). */
+static int urg_pipe[2];
+static atomic_int reader_eintr;
+
+static void *reader(void *arg)
+{
+    (void)arg;
+    char b;
+    ssize_t r = read(urg_pipe[0], &b, 1);
+    if (r < 0 && errno == EINTR)
+        atomic_store(&reader_eintr, 1);
+    return NULL;
+}
+
+static int child_urg_eintr(void)
+{
+    alarm(20);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = host_urg;
+    sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: the host wants EINTR */
+    sigemptyset(&sa.sa_mask);
+    CHECK_EQ(sigaction(SIGURG, &sa, NULL), 0);
+    ax_sched *s = child_sched();
+    run_one(s, plain_hog); /* ax's SIGURG handler installed */
+    print_linger();
+    CHECK_EQ(pipe(urg_pipe), 0);
+    pthread_t th;
+    CHECK_EQ(pthread_create(&th, NULL, reader, NULL), 0);
+    for (int i = 0; i < 200 && !atomic_load(&reader_eintr); i++) {
+        usleep(10000);
+        pthread_kill(th, SIGURG);
+    }
+    char b = 0;
+    if (!atomic_load(&reader_eintr))
+        CHECK_EQ(write(urg_pipe[1], &b, 1), 1); /* let it end: the check below fails */
+    pthread_join(th, NULL);
+    printf("reader %s\n", atomic_load(&reader_eintr) ? "interrupted (EINTR)" : "restarted");
+    ax_free(s);
+    return 0;
+}
+
 /* D: a host handler that makes a PROT_NONE page writable when touched. */
 static char *guarded[2];
 static long page;
@@ -327,6 +374,64 @@ static int child_host_segv_faulting(void)
     return 0;
 }
 
+/* B2: a dump on signal in a host that blocks every signal: the dump
+ * thread takes it (it stayed pending for ever: trial), and only while a
+ * scheduler dumps on it. */
+static bool file_has_text(FILE *f, const char *what)
+{
+    fflush(f);
+    rewind(f);
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strstr(line, what) != NULL;
+    return found;
+}
+
+static int child_blocked_dump(void)
+{
+    alarm(30);
+    block_all();
+    ax_sched *s = child_sched();
+    FILE *f = tmpfile();
+    CHECK(f != NULL);
+    CHECK_EQ(ax_dump_on_signal(s, SIGUSR1, f), 0);
+    kill(getpid(), SIGUSR1); /* to the process: only the dump thread takes it */
+    bool dumped = WAIT_UNTIL(file_has_text(f, "ax dump:"), 20000);
+    printf("dumped: %s\n", dumped ? "yes" : "no");
+    CHECK_EQ(ax_dump_on_signal(s, 0, NULL), 0);
+    usleep(100 * 1000); /* the dump thread blocks it again */
+    kill(getpid(), SIGUSR1); /* default action: would end the process if taken */
+    usleep(100 * 1000);
+    sigset_t pend;
+    sigpending(&pend);
+    printf("pending after the dump stopped: %d\n", sigismember(&pend, SIGUSR1));
+    ax_free(s);
+    return 0;
+}
+
+/* F: overflows on two workers at once, with overflow_fails_task: each
+ * report's header line whole (8 of 1 000 were split by the other worker's
+ * writes: trial). */
+static int child_many_overflows(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 2;
+    c.stack_size = STACK;
+    c.overflow_fails_task = true;
+    ax_sched *s = test_sched_cfg(&c);
+    enum { N = 300 };
+    for (int i = 0; i < N; i++) {
+        ax_spec sp = {.fn = overflows, .timeout_ms = 60000, .on_done = on_done};
+        CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    }
+    CHECK(WAIT_UNTIL(atomic_load(&ndone) == N, 120000));
+    fflush(NULL);
+    ax_free(s);
+    return 0;
+}
+
 /* E: SIGSEGV sent to the process. */
 static int child_sent_segv(void)
 {
@@ -358,7 +463,7 @@ static char *run_child(const char *self, const char *mode, int *status)
         _exit(127);
     }
     close(out[1]);
-    size_t cap = 1 << 18, n = 0;
+    size_t cap = 1 << 23, n = 0;
     char *buf = malloc(cap);
     CHECK(buf != NULL);
     ssize_t r;
@@ -367,7 +472,11 @@ static char *run_child(const char *self, const char *mode, int *status)
     buf[n] = 0;
     close(out[0]);
     CHECK_EQ(waitpid(pid, status, 0), pid);
-    fprintf(stderr, "child (%s) said:\n%s\n", mode, buf);
+    if (n > 16384) /* a long one: its start and end */
+        fprintf(stderr, "child (%s) said (%zu bytes):\n%.8000s\n...\n%s\n", mode, n, buf,
+                buf + n - 4000);
+    else
+        fprintf(stderr, "child (%s) said:\n%s\n", mode, buf);
     return buf;
 }
 
@@ -388,8 +497,14 @@ int main(int argc, char **argv)
             return child_blocked(false);
         if (!strcmp(m, "blocked-overflow"))
             return child_blocked(true);
+        if (!strcmp(m, "many-overflows"))
+            return child_many_overflows();
+        if (!strcmp(m, "blocked-dump"))
+            return child_blocked_dump();
         if (!strcmp(m, "late-urg"))
             return child_late_urg();
+        if (!strcmp(m, "urg-eintr"))
+            return child_urg_eintr();
         if (!strcmp(m, "host-segv"))
             return child_host_segv();
         if (!strcmp(m, "host-segv-faulting"))
@@ -434,10 +549,21 @@ int main(int argc, char **argv)
 #endif
     free(buf);
 
+    buf = run_child(argv[0], "blocked-dump", &status);
+    CHECK(strstr(buf, "dumped: yes") != NULL);
+    CHECK(strstr(buf, "pending after the dump stopped: 1") != NULL);
+    CHECK(exited_0(status));
+    free(buf);
+
     /* C: ax's SIGURG, late, is not the host's. */
     buf = run_child(argv[0], "late-urg", &status);
     CHECK(strstr(buf, "did not answer within") != NULL);
     CHECK(strstr(buf, "host saw 0 SIGURG of ax's") != NULL);
+    CHECK(exited_0(status));
+    free(buf);
+
+    buf = run_child(argv[0], "urg-eintr", &status);
+    CHECK(strstr(buf, "reader interrupted (EINTR)") != NULL);
     CHECK(exited_0(status));
     free(buf);
 
@@ -460,6 +586,22 @@ int main(int argc, char **argv)
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSEGV);
 #endif
     free(buf);
+
+#if PLAIN
+    buf = run_child(argv[0], "many-overflows", &status);
+    CHECK(exited_0(status));
+    int headers = 0, whole = 0;
+    for (char *l = buf; (l = strstr(l, "ax: stack overflow")) != NULL; l++) {
+        headers++;
+        char *end = strchr(l, '\n');
+        if (end && memmem(l, (size_t)(end - l), "KiB coroutine stack", 19))
+            whole++;
+    }
+    fprintf(stderr, "many-overflows: %d report headers, %d whole\n", headers, whole);
+    CHECK_EQ(headers, 300);
+    CHECK_EQ(whole, headers);
+    free(buf);
+#endif
 
     /* E: a sent SIGSEGV ends the process as it would without ax. */
     buf = run_child(argv[0], "sent-segv", &status);

@@ -85,10 +85,28 @@ static void write_u64(uint64_t v, unsigned base)
     (void)r;
 }
 
+/* One report at a time on stderr: two workers overflowing at once wrote
+ * their many write(2)s into each other's lines (trial: 8 of 1 000 headers
+ * split). A flag, not a lock (async-signal-safe); a thread that faults
+ * again while it writes (SA_NODEFER) or one that waits past ~50 ms writes
+ * anyway rather than stall a crash. */
+static atomic_flag report_busy = ATOMIC_FLAG_INIT;
+
+static bool report_enter(void)
+{
+    for (unsigned i = 0; i < 1000000; i++) {
+        if (!atomic_flag_test_and_set_explicit(&report_busy, memory_order_acquire))
+            return true;
+        ax_cpu_relax();
+    }
+    return false;
+}
+
 /* The report: who faulted, where, and the frames. Async-signal-safe. */
 static void report_fault(int sig, const siginfo_t *si, struct worker *w, struct ax_task *t,
                          bool overflow)
 {
+    bool entered = report_enter();
     if (overflow)
         write_str("ax: stack overflow");
     else {
@@ -126,6 +144,8 @@ static void report_fault(int sig, const siginfo_t *si, struct worker *w, struct 
     void *bt[AX_BT_MAX];
     int n = backtrace(bt, AX_BT_MAX); /* the unwinder was loaded at start */
     backtrace_symbols_fd(bt, n, 2);
+    if (entered)
+        atomic_flag_clear_explicit(&report_busy, memory_order_release);
 }
 
 static void on_fault(int sig, siginfo_t *si, void *uc)
@@ -278,7 +298,7 @@ void crash_report(struct worker *w, struct ax_task *t)
      * debuginfo file) and this worker's other tasks would wait (review of
      * 5efb6e8: a panic behind a held reading stopped its worker). */
     if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, PANIC_NAME_MS))
-        bt_format_raw(text, sizeof text, t->bt, t->bt_n,
+        bt_format_raw(text, sizeof text, t->bt, t->bt_n, &cut,
                       "the symbol tables were busy 100 ms");
     _Static_assert(PANIC_NAME_MS == 100, "the text above says 100 ms");
     if (ev_on(w->s, AX_EV_PANIC)) {

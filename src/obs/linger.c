@@ -154,11 +154,20 @@ static void install_signal(void)
     /* On the alternate stack only where the interrupted SP can be read:
      * elsewhere the handler's own frame is how it tells the task's stack
      * (review: with SA_ONSTACK there, no backtrace was ever taken). */
-    sa.sa_flags = SA_RESTART | SA_SIGINFO | (AX_SIGNAL_SP_KNOWN ? SA_ONSTACK : 0);
     sigemptyset(&sa.sa_mask);
     /* The host's handler read first: a signal of the host's arriving in
      * the same call as the install found old_action still empty. */
     sigaction(LINGER_SIGNAL, NULL, &old_action);
+    /* SA_RESTART as the host chose it for its own SIGURG: a host that
+     * stops a thread's accept() with pthread_kill(SIGURG) and a handler
+     * without SA_RESTART found the call restarted, the thread never
+     * woken, once a hog had lingered (trial). With no handler of the
+     * host's, SIGURG interrupted nothing before: restarted. A hog that
+     * ax samples in a system call then sees EINTR only where the host's
+     * own SIGURG would have made it see one. */
+    bool host_fn = old_action.sa_handler != SIG_DFL && old_action.sa_handler != SIG_IGN;
+    sa.sa_flags = SA_SIGINFO | (AX_SIGNAL_SP_KNOWN ? SA_ONSTACK : 0) |
+                  (!host_fn || (old_action.sa_flags & SA_RESTART) ? SA_RESTART : 0);
     sigaction(LINGER_SIGNAL, &sa, NULL);
 }
 
@@ -398,7 +407,7 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
             e->deferred_calls = t->detached_calls > 1;
             return false;
         }
-        bt_format_raw(text, sizeof text, t->bt, t->bt_n,
+        bt_format_raw(text, sizeof text, t->bt, t->bt_n, &cut,
                       final ? "the symbol tables were busy when it returned"
                             : "the symbol tables were busy 2000 ms");
         _Static_assert(NAME_DEFER_MS == 2000, "the text above says 2000 ms");

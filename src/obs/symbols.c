@@ -355,8 +355,16 @@ void bt_format(char *out, size_t cap, void *const *bt, int n, const struct bt_cu
 #endif
 }
 
-void bt_format_raw(char *out, size_t cap, void *const *bt, int n, const char *why)
+void bt_format_raw(char *out, size_t cap, void *const *bt, int n, const struct bt_cut *cut,
+                   const char *why)
 {
+    /* Without names the capture point's frames are dropped by count (as
+     * first_frame does when names are unknown): the report starts with the
+     * task's frames, not ax's (trial). ax's coroutine entry stays at the
+     * end: without names its frames cannot be told apart. */
+    int skip = cut && cut->fallback < n ? cut->fallback : 0;
+    bt += skip;
+    n -= skip;
     size_t len = strlen(out);
     if (len + 1 >= cap)
         return;
