@@ -20,9 +20,7 @@
 
 #include "internal.h" /* struct ax_task's stack: how deep a hog may go */
 
-#include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,51 +236,6 @@ static int child_late_urg(void)
     return 0;
 }
 
-/* C2: the host stops a thread's read() with pthread_kill(SIGURG) and a
- * handler without SA_RESTART: after a hog lingered (ax's handler in),
- * the read still ends with EINTR (it was restarted, the thread never
- * woken: trial). */
-static int urg_pipe[2];
-static atomic_int reader_eintr;
-
-static void *reader(void *arg)
-{
-    (void)arg;
-    char b;
-    ssize_t r = read(urg_pipe[0], &b, 1);
-    if (r < 0 && errno == EINTR)
-        atomic_store(&reader_eintr, 1);
-    return NULL;
-}
-
-static int child_urg_eintr(void)
-{
-    alarm(20);
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_sigaction = host_urg;
-    sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: the host wants EINTR */
-    sigemptyset(&sa.sa_mask);
-    CHECK_EQ(sigaction(SIGURG, &sa, NULL), 0);
-    ax_sched *s = child_sched();
-    run_one(s, plain_hog); /* ax's SIGURG handler installed */
-    print_linger();
-    CHECK_EQ(pipe(urg_pipe), 0);
-    pthread_t th;
-    CHECK_EQ(pthread_create(&th, NULL, reader, NULL), 0);
-    for (int i = 0; i < 200 && !atomic_load(&reader_eintr); i++) {
-        usleep(10000);
-        pthread_kill(th, SIGURG);
-    }
-    char b = 0;
-    if (!atomic_load(&reader_eintr))
-        CHECK_EQ(write(urg_pipe[1], &b, 1), 1); /* let it end: the check below fails */
-    pthread_join(th, NULL);
-    printf("reader %s\n", atomic_load(&reader_eintr) ? "interrupted (EINTR)" : "restarted");
-    ax_free(s);
-    return 0;
-}
-
 /* D: a host handler that makes a PROT_NONE page writable when touched. */
 static char *guarded[2];
 static long page;
@@ -370,42 +323,6 @@ static int child_host_segv_faulting(void)
     guarded[1] = guarded[0];
     run_one(s, touches_guarded); /* on a worker: ax's handler on its alternate stack */
     printf("survived, host handler entered %d times\n", atomic_load(&host_faults));
-    ax_free(s);
-    return 0;
-}
-
-/* B2: a dump on signal in a host that blocks every signal: the dump
- * thread takes it (it stayed pending for ever: trial), and only while a
- * scheduler dumps on it. */
-static bool file_has_text(FILE *f, const char *what)
-{
-    fflush(f);
-    rewind(f);
-    char line[512];
-    bool found = false;
-    while (!found && fgets(line, sizeof line, f))
-        found = strstr(line, what) != NULL;
-    return found;
-}
-
-static int child_blocked_dump(void)
-{
-    alarm(30);
-    block_all();
-    ax_sched *s = child_sched();
-    FILE *f = tmpfile();
-    CHECK(f != NULL);
-    CHECK_EQ(ax_dump_on_signal(s, SIGUSR1, f), 0);
-    kill(getpid(), SIGUSR1); /* to the process: only the dump thread takes it */
-    bool dumped = WAIT_UNTIL(file_has_text(f, "ax dump:"), 20000);
-    printf("dumped: %s\n", dumped ? "yes" : "no");
-    CHECK_EQ(ax_dump_on_signal(s, 0, NULL), 0);
-    usleep(100 * 1000); /* the dump thread blocks it again */
-    kill(getpid(), SIGUSR1); /* default action: would end the process if taken */
-    usleep(100 * 1000);
-    sigset_t pend;
-    sigpending(&pend);
-    printf("pending after the dump stopped: %d\n", sigismember(&pend, SIGUSR1));
     ax_free(s);
     return 0;
 }
@@ -499,12 +416,8 @@ int main(int argc, char **argv)
             return child_blocked(true);
         if (!strcmp(m, "many-overflows"))
             return child_many_overflows();
-        if (!strcmp(m, "blocked-dump"))
-            return child_blocked_dump();
         if (!strcmp(m, "late-urg"))
             return child_late_urg();
-        if (!strcmp(m, "urg-eintr"))
-            return child_urg_eintr();
         if (!strcmp(m, "host-segv"))
             return child_host_segv();
         if (!strcmp(m, "host-segv-faulting"))
@@ -549,21 +462,10 @@ int main(int argc, char **argv)
 #endif
     free(buf);
 
-    buf = run_child(argv[0], "blocked-dump", &status);
-    CHECK(strstr(buf, "dumped: yes") != NULL);
-    CHECK(strstr(buf, "pending after the dump stopped: 1") != NULL);
-    CHECK(exited_0(status));
-    free(buf);
-
     /* C: ax's SIGURG, late, is not the host's. */
     buf = run_child(argv[0], "late-urg", &status);
     CHECK(strstr(buf, "did not answer within") != NULL);
     CHECK(strstr(buf, "host saw 0 SIGURG of ax's") != NULL);
-    CHECK(exited_0(status));
-    free(buf);
-
-    buf = run_child(argv[0], "urg-eintr", &status);
-    CHECK(strstr(buf, "reader interrupted (EINTR)") != NULL);
     CHECK(exited_0(status));
     free(buf);
 

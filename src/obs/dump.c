@@ -169,11 +169,10 @@ static void *dump_main(void *arg)
     pthread_setname_np(pthread_self(), "ax-dump");
     /* A dump file that is a pipe whose reader left fails with EPIPE, not
      * SIGPIPE raised on ax's thread (review: it killed the host). */
-    sigset_t pipe_set, base;
+    sigset_t pipe_set;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &base);
-    sigaddset(&base, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, NULL);
     unsigned char b;
     for (;;) {
         ssize_t r = read(dump_pipe[0], &b, 1);
@@ -181,20 +180,6 @@ static void *dump_main(void *arg)
             continue;
         if (r <= 0)
             return NULL;
-        if (b == 0) {
-            /* The signals dumped on changed (DUMP_RESYNC): this thread
-             * takes them even where every other thread blocks them (a host
-             * that takes its signals with signalfd or sigwait: the dump
-             * signal stayed pending for ever, trial), and no other. */
-            sigset_t m = base;
-            pthread_mutex_lock(&reg_lock);
-            for (int signo = 1; signo < 256 && signo < NSIG; signo++)
-                if (taken[signo])
-                    sigdelset(&m, signo);
-            pthread_mutex_unlock(&reg_lock);
-            pthread_sigmask(SIG_SETMASK, &m, NULL);
-            continue;
-        }
         /* Each registration of signal b, written outside reg_lock: a file
          * that blocks holds this thread, not ax_dump_on_signal or ax_free
          * of every scheduler (review: ax_free hung behind it). */
@@ -260,17 +245,6 @@ static void wait_dump_done_locked(ax_sched *s)
         pthread_cond_wait(&dump_done, &reg_lock);
 }
 
-/* Tell the dump thread the signals changed: it unblocks those taken, and
- * only those (reg_lock held; the byte 0 is no signal's). */
-static void dump_resync(void)
-{
-    unsigned char b = 0;
-    if (dump_pipe[1] >= 0) {
-        ssize_t r = write(dump_pipe[1], &b, 1);
-        (void)r; /* lost only behind 64 KiB of wake-ups (a signal storm) */
-    }
-}
-
 /* Give signo back if no registration uses it any more (reg_lock held). */
 static void signal_give_back(int signo)
 {
@@ -284,7 +258,6 @@ static void signal_give_back(int signo)
         cur.sa_handler == on_dump_signal)
         sigaction(signo, &saved_action[signo], NULL);
     taken[signo] = false;
-    dump_resync(); /* blocked again on the dump thread as the host had it */
 }
 
 int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
@@ -374,7 +347,6 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
         signal_give_back(old);
     if (old_f && old_f != f)
         wait_dump_done_locked(s); /* the old file is the caller's again */
-    dump_resync();
     pthread_mutex_unlock(&reg_lock);
     return AX_OK;
 }

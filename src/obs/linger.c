@@ -154,20 +154,17 @@ static void install_signal(void)
     /* On the alternate stack only where the interrupted SP can be read:
      * elsewhere the handler's own frame is how it tells the task's stack
      * (review: with SA_ONSTACK there, no backtrace was ever taken). */
+    /* SA_RESTART always: ax samples a hog that may be blocked in a system
+     * call of its own, which must not see EINTR because of ax. Following
+     * the host's own handler's choice instead (tried: a host interrupting
+     * its own threads' calls with SIGURG found them restarted) made the
+     * sampled hogs' calls fail with EINTR (review). The host's SIGURGs
+     * restart too once this is installed: README says so. */
+    sa.sa_flags = SA_RESTART | SA_SIGINFO | (AX_SIGNAL_SP_KNOWN ? SA_ONSTACK : 0);
     sigemptyset(&sa.sa_mask);
     /* The host's handler read first: a signal of the host's arriving in
      * the same call as the install found old_action still empty. */
     sigaction(LINGER_SIGNAL, NULL, &old_action);
-    /* SA_RESTART as the host chose it for its own SIGURG: a host that
-     * stops a thread's accept() with pthread_kill(SIGURG) and a handler
-     * without SA_RESTART found the call restarted, the thread never
-     * woken, once a hog had lingered (trial). With no handler of the
-     * host's, SIGURG interrupted nothing before: restarted. A hog that
-     * ax samples in a system call then sees EINTR only where the host's
-     * own SIGURG would have made it see one. */
-    bool host_fn = old_action.sa_handler != SIG_DFL && old_action.sa_handler != SIG_IGN;
-    sa.sa_flags = SA_SIGINFO | (AX_SIGNAL_SP_KNOWN ? SA_ONSTACK : 0) |
-                  (!host_fn || (old_action.sa_flags & SA_RESTART) ? SA_RESTART : 0);
     sigaction(LINGER_SIGNAL, &sa, NULL);
 }
 
@@ -203,9 +200,26 @@ void linger_thread_gone(struct worker *w)
     pthread_mutex_unlock(&w->sig_lk);
 }
 
+static atomic_int namers; /* defined below, with its comment */
+
+/* In a child of fork(): no naming thread of the parent's is there to give
+ * `namers` back (review: the child's reports were never named, and its
+ * ax_free waited out its whole budget for them); symbols.c resets its own. */
+static void linger_atfork_child(void)
+{
+    atomic_store(&namers, 0);
+}
+
+static void linger_setup(void)
+{
+    preload();
+    symbols_init();
+    (void)pthread_atfork(NULL, NULL, linger_atfork_child);
+}
+
 int linger_init(void)
 {
-    pthread_once(&once, preload);
+    pthread_once(&once, linger_setup);
     return AX_OK;
 }
 
