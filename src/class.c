@@ -192,6 +192,8 @@ static unsigned sched_cap_max(ax_sched *s)
 
 int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_class_register");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_class_register: scheduler is NULL");
     if (!cfg)
@@ -272,6 +274,8 @@ int ax_class_register(ax_sched *s, const ax_class_config *cfg, unsigned *id_out)
 
 int ax_class_find(ax_sched *s, const char *name, unsigned *id_out)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_class_find");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_class_find: scheduler is NULL");
     if (!name)
@@ -307,6 +311,8 @@ static struct ax_class_rt *class_arg(ax_sched *s, unsigned id, const char *fn)
 
 int ax_class_set_timeout(ax_sched *s, unsigned id, uint64_t timeout_ms)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_class_set_timeout");
     struct ax_class_rt *c = class_arg(s, id, "ax_class_set_timeout");
     if (!c)
         return s ? AX_ENOTFOUND : AX_EINVAL;
@@ -319,6 +325,8 @@ int ax_class_set_timeout(ax_sched *s, unsigned id, uint64_t timeout_ms)
 
 int ax_class_stats_get(ax_sched *s, unsigned id, ax_class_stats *out)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_class_stats_get");
     struct ax_class_rt *c = class_arg(s, id, "ax_class_stats_get");
     if (!c)
         return s ? AX_ENOTFOUND : AX_EINVAL;

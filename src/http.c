@@ -412,6 +412,8 @@ static int check_version(long v)
 
 int ax_http_configure(ax_sched *s, const ax_http_config *c)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_http_configure");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_http_configure: scheduler is NULL");
     if (!c)

@@ -1436,6 +1436,8 @@ struct bt_cut {
 /* The pc the signal interrupted, from a handler's ucontext; 0 where this
  * architecture's is not known. Async-signal-safe. */
 uintptr_t bt_signal_pc(const void *uctx);
+/* Once, at the first ax_new (linger_init): symbols.c's fork handler. */
+void symbols_init(void);
 /* The stack pointer a signal interrupted; 0 where not known (then
  * AX_SIGNAL_SP_KNOWN is 0, and the hog's signal handler is not asked to
  * run on the alternate stack: it tells the task's stack by its own frame). */

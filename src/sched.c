@@ -840,6 +840,8 @@ void sched_adaptive_apply_locked(struct ax_sched *s)
 
 int ax_set_max_concurrency(ax_sched *s, unsigned n)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_set_max_concurrency");
     if (!s)
         return ax_fail(AX_EINVAL, "ax_set_max_concurrency: scheduler is NULL");
     if (n == 0 || n > AX_MAX_JOBS / 2)
@@ -881,6 +883,8 @@ int ax_set_max_concurrency(ax_sched *s, unsigned n)
 
 int ax_set_quotas(ax_sched *s, unsigned high, unsigned normal, unsigned low_guaranteed)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_set_quotas");
     if (!s)
         return ax_fail(AX_EINVAL, "ax_set_quotas: scheduler is NULL");
     if (low_guaranteed == 0)
@@ -898,6 +902,8 @@ int ax_set_quotas(ax_sched *s, unsigned high, unsigned normal, unsigned low_guar
 
 int ax_set_retry_enabled(ax_sched *s, ax_priority p, bool enabled)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_set_retry_enabled");
     if (!s)
         return ax_fail(AX_EINVAL, "ax_set_retry_enabled: scheduler is NULL");
     if ((unsigned)p >= AX_PRIO_COUNT)
@@ -908,6 +914,8 @@ int ax_set_retry_enabled(ax_sched *s, ax_priority p, bool enabled)
 
 int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_set_rate_limit");
     if (!s)
         return ax_fail(AX_EINVAL, "ax_set_rate_limit: scheduler is NULL");
     if (!(per_second >= 0.0) || per_second > 1e12)

@@ -635,9 +635,9 @@ static bool trim_stacks(struct worker *w, uint64_t next_tick)
          * the worker's time), one larger stack less often. */
         size_t size = w->s->cfg.stack_size, step = TRIM_FORCE_BYTES / size;
         uint64_t every = TRIM_FORCE_EVERY_NS;
-        if (step == 0) {
+        if (step == 0) { /* one stack, as often as its size allows */
             step = 1;
-            every = TRIM_FORCE_EVERY_NS * (size / TRIM_FORCE_BYTES);
+            every = TRIM_FORCE_EVERY_NS * size / TRIM_FORCE_BYTES;
         }
         if (gap == 0 || now - w->trim_forced_ns < every || work_hinted(w))
             return w->stacks.n_warm > keep;

@@ -72,6 +72,19 @@ static void child(ax_sched *parent_s, uint64_t parent_id)
     expect_refused(ax_stats_get(parent_s, &st), "ax_stats_get");
     expect_refused(ax_pause(parent_s), "ax_pause");
     expect_refused(ax_dump(parent_s, stderr, 0), "ax_dump");
+    /* Every other call on it too (review: ax_events_flush and
+     * ax_events_callback waited for ever for the parent's event thread;
+     * ax_metrics_serve started a server over it). */
+    expect_refused(ax_events_flush(parent_s), "ax_events_flush");
+    expect_refused(ax_events_callback(parent_s, NULL, NULL), "ax_events_callback");
+    expect_refused(ax_events_lossless(parent_s, true), "ax_events_lossless");
+    ax_metrics m;
+    expect_refused(ax_metrics_get(parent_s, &m), "ax_metrics_get");
+    expect_refused(ax_metrics_serve(parent_s, "127.0.0.1:0", NULL), "ax_metrics_serve");
+    expect_refused(ax_set_max_concurrency(parent_s, 5), "ax_set_max_concurrency");
+    expect_refused(ax_set_retry_enabled(parent_s, AX_PRIO_LOW, false), "ax_set_retry_enabled");
+    unsigned cid;
+    expect_refused(ax_class_find(parent_s, "x", &cid), "ax_class_find");
     expect_refused(ax_shutdown(parent_s, 100), "ax_shutdown");
     ax_free(parent_s); /* leaked, said on stderr */
     if (UNDER_TSAN)

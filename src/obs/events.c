@@ -1171,6 +1171,8 @@ static int refuse_on_event_thread(const struct ax_sched *s, const char *what)
 
 int ax_events_json(ax_sched *s, FILE *f)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_events_json");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_events_json: scheduler is NULL");
     int rc = refuse_on_event_thread(s, "ax_events_json");
@@ -1188,6 +1190,8 @@ int ax_events_json(ax_sched *s, FILE *f)
 
 int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_events_callback");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_events_callback: scheduler is NULL");
     int rc = refuse_on_event_thread(s, "ax_events_callback");
@@ -1205,6 +1209,8 @@ int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg)
 
 int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_events_filter");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_events_filter: scheduler is NULL");
     if (mask & ~(unsigned)AX_EVMASK_ALL)
@@ -1222,6 +1228,8 @@ int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every)
 
 int ax_events_flush(ax_sched *s)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_events_flush");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_events_flush: scheduler is NULL");
     if (ax_current_worker && ax_current_worker->s == s)
@@ -1241,6 +1249,8 @@ int ax_events_flush(ax_sched *s)
 
 int ax_events_lossless(ax_sched *s, bool on)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_events_lossless");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_events_lossless: scheduler is NULL");
     s->ev_lossless = on;

@@ -104,6 +104,8 @@ static void dist(const struct ax_hist *h, ax_dist *d)
 
 int ax_metrics_get(ax_sched *s, ax_metrics *out)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_metrics_get");
     if (!s || !out)
         return ax_fail_static(AX_EINVAL, "ax_metrics_get: NULL argument");
     struct ax_metrics_snapshot *m = snapshot(s);
@@ -120,6 +122,8 @@ int ax_metrics_get(ax_sched *s, ax_metrics *out)
 
 long ax_metrics_prometheus(ax_sched *s, char *buf, size_t len)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_metrics_prometheus");
     if (!s || (!buf && len))
         return ax_fail_static(AX_EINVAL, "ax_metrics_prometheus: NULL argument");
     struct ax_metrics_snapshot *m = snapshot(s);
@@ -140,6 +144,8 @@ _Thread_local const struct ax_sched *ax_current_appender_sched;
 
 int ax_metrics_append(ax_sched *s, ax_metrics_appender fn, void *arg)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_metrics_append");
     if (!s || !fn)
         return ax_fail_static(AX_EINVAL, "ax_metrics_append: scheduler and fn are required");
     if (ax_current_appender_sched)
@@ -162,6 +168,8 @@ int ax_metrics_append(ax_sched *s, ax_metrics_appender fn, void *arg)
 
 int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_metrics_unappend");
     if (!s || !fn)
         return ax_fail_static(AX_EINVAL, "ax_metrics_unappend: scheduler and fn are required");
     if (ax_current_appender_sched)

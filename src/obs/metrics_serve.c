@@ -475,6 +475,8 @@ static int serve_start_locked(struct ax_sched *s, const char *addr,
 
 int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out)
 {
+    if (s && sched_forked(s))
+        return sched_forked_fail("ax_metrics_serve");
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_metrics_serve: scheduler is NULL");
     if (!addr)

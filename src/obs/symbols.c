@@ -185,6 +185,20 @@ static const Dwfl_Callbacks dw_callbacks = {
     .debuginfo_path = &debuginfo_path,
 };
 
+/* In a child of fork(): a naming the parent had in progress left dw_lock
+ * held by a thread that is not here, and its Dwfl perhaps half made: the
+ * child starts a fresh one (the old one leaked), or every later naming
+ * waited for ever (review). */
+static void dw_atfork_child(void)
+{
+    if (pthread_mutex_trylock(&dw_lock) == 0) {
+        pthread_mutex_unlock(&dw_lock);
+        return;
+    }
+    pthread_mutex_init(&dw_lock, NULL);
+    dw = NULL;
+}
+
 /* dw_lock held. */
 static bool dw_open(void)
 {
@@ -427,6 +441,13 @@ bool bt_format_within(char *out, size_t cap, void *const *bt, int n, const struc
     pthread_mutex_unlock(&dw_lock);
 #endif
     return true;
+}
+
+void symbols_init(void)
+{
+#ifdef AX_HAVE_LIBDW
+    (void)pthread_atfork(NULL, NULL, dw_atfork_child);
+#endif
 }
 
 bool bt_symbolised(void)
