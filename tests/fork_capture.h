@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 
 /* Fork, run child(write end of a pipe) in the child, read what it writes
@@ -98,6 +99,49 @@ static inline unsigned long long fork_capture_free_ms(const char *out)
     const char *took = strstr(out, "ax_free took ");
     CHECK(took != NULL);
     return strtoull(took + strlen("ax_free took "), NULL, 10);
+}
+
+/* This test's own binary run again in a child as `self mode` (the test's
+ * main picks the case by argv[1]), without a core file, for cases that
+ * end the process (a fatal signal, an abort). Returns its stdout and
+ * stderr together (malloc'd, NUL-terminated; up to 8 MiB), shown on
+ * stderr (a long one by its start and end); *status: waitpid's. */
+static inline char *exec_capture(const char *self, const char *mode, int *status)
+{
+    int out[2];
+    CHECK_EQ(pipe(out), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], 1);
+        dup2(out[1], 2);
+        close(out[0]);
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        execl("/proc/self/exe", self, mode, (char *)NULL);
+        _exit(127);
+    }
+    close(out[1]);
+    size_t cap = 1 << 23, n = 0;
+    char *buf = malloc(cap);
+    CHECK(buf != NULL);
+    for (ssize_t r; n < cap - 1 && (r = read(out[0], buf + n, cap - 1 - n)) != 0;) {
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            break;
+        n += (size_t)r;
+    }
+    buf[n] = 0;
+    close(out[0]);
+    CHECK_EQ(waitpid(pid, status, 0), pid);
+    if (n > 16384)
+        fprintf(stderr, "child (%s) said (%zu bytes):\n%.8000s\n...\n%s\n", mode, n, buf,
+                buf + n - 4000);
+    else
+        fprintf(stderr, "child (%s) said:\n%s\n", mode, buf);
+    return buf;
 }
 
 #endif

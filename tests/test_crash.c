@@ -4,6 +4,7 @@
  * with config.overflow_fails_task it fails only its task and the process
  * goes on. The overflows run in child processes so that a failure cannot
  * take the test runner with it. */
+#include "fork_capture.h"
 #include "util.h"
 
 #include "internal.h" /* bt_symbolised: was ax built with libdw */
@@ -116,33 +117,6 @@ static int child(bool fail_task, bool big)
 }
 
 /* Run this binary with `mode` in a child; its stdout and stderr together. */
-static char *run_child(const char *self, const char *mode, int *status)
-{
-    int out[2];
-    CHECK_EQ(pipe(out), 0);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        dup2(out[1], 2);
-        close(out[0]);
-        execl("/proc/self/exe", self, mode, (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    size_t cap = 65536, n = 0;
-    char *buf = malloc(cap);
-    CHECK(buf != NULL);
-    ssize_t r;
-    while ((r = read(out[0], buf + n, cap - 1 - n)) > 0)
-        n += (size_t)r;
-    buf[n] = 0;
-    close(out[0]);
-    CHECK_EQ(waitpid(pid, status, 0), pid);
-    fprintf(stderr, "child (%s) said:\n%s\n", mode, buf);
-    return buf;
-}
-
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "child") == 0)
@@ -179,7 +153,7 @@ int main(int argc, char **argv)
 
     /* Stack overflow, by default: report, then abort. */
     int status;
-    char *buf = run_child(argv[0], "child", &status);
+    char *buf = exec_capture(argv[0], "child", &status);
     CHECK(strstr(buf, "ax: stack overflow (fault address 0x") != NULL);
     CHECK(strstr(buf, "in task ") != NULL);
     CHECK(strstr(buf, "KiB coroutine stack") != NULL);
@@ -195,7 +169,7 @@ int main(int argc, char **argv)
 
     /* Frames of 48 KiB: each still hits the guard (stack-clash probes, a
      * 64 KiB guard), never another coroutine's stack. */
-    buf = run_child(argv[0], "child-big-frame", &status);
+    buf = exec_capture(argv[0], "child-big-frame", &status);
     CHECK(strstr(buf, "ax: stack overflow (fault address 0x") != NULL);
     CHECK(strstr(buf, "next task") == NULL);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
@@ -204,7 +178,7 @@ int main(int argc, char **argv)
     free(buf);
 
     /* Opt-in: the overflow fails only its task. */
-    buf = run_child(argv[0], "child-fail-task", &status);
+    buf = exec_capture(argv[0], "child-fail-task", &status);
     CHECK(strstr(buf, "ax: stack overflow (fault address 0x") != NULL);
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
     CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);

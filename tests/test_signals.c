@@ -16,6 +16,7 @@
  *   E  a SIGSEGV sent with kill() is raised again, not reported and lost.
  * Each case runs in a child process (this binary again, with a mode), so
  * a crash cannot take the test with it. */
+#include "fork_capture.h"
 #include "util.h"
 
 #include "internal.h" /* struct ax_task's stack: how deep a hog may go */
@@ -362,41 +363,6 @@ static int child_sent_segv(void)
     return 0;
 }
 
-/* This binary in a child with `mode`; its stdout and stderr together. */
-static char *run_child(const char *self, const char *mode, int *status)
-{
-    int out[2];
-    CHECK_EQ(pipe(out), 0);
-    fflush(NULL);
-    pid_t pid = fork();
-    CHECK(pid >= 0);
-    if (pid == 0) {
-        dup2(out[1], 1);
-        dup2(out[1], 2);
-        close(out[0]);
-        struct rlimit no_core = {0, 0};
-        setrlimit(RLIMIT_CORE, &no_core);
-        execl("/proc/self/exe", self, mode, (char *)NULL);
-        _exit(127);
-    }
-    close(out[1]);
-    size_t cap = 1 << 23, n = 0;
-    char *buf = malloc(cap);
-    CHECK(buf != NULL);
-    ssize_t r;
-    while ((r = read(out[0], buf + n, cap - 1 - n)) > 0)
-        n += (size_t)r;
-    buf[n] = 0;
-    close(out[0]);
-    CHECK_EQ(waitpid(pid, status, 0), pid);
-    if (n > 16384) /* a long one: its start and end */
-        fprintf(stderr, "child (%s) said (%zu bytes):\n%.8000s\n...\n%s\n", mode, n, buf,
-                buf + n - 4000);
-    else
-        fprintf(stderr, "child (%s) said:\n%s\n", mode, buf);
-    return buf;
-}
-
 static bool exited_0(int status)
 {
     return WIFEXITED(status) && WEXITSTATUS(status) == 0;
@@ -432,7 +398,7 @@ int main(int argc, char **argv)
     /* A: sampled within 1 and 3 KiB of the stack's end. */
     const char *deep[] = {"deep-1k", "deep-3k"};
     for (int i = 0; i < 2; i++) {
-        buf = run_child(argv[0], deep[i], &status);
+        buf = exec_capture(argv[0], deep[i], &status);
         CHECK(strstr(buf, "stack overflow") == NULL);
         CHECK(strstr(buf, "fatal signal") == NULL);
         CHECK(strstr(buf, "done: timed_out") != NULL);
@@ -448,12 +414,12 @@ int main(int argc, char **argv)
     }
 
     /* B: every signal blocked by the thread that called ax_new. */
-    buf = run_child(argv[0], "blocked-hog", &status);
+    buf = exec_capture(argv[0], "blocked-hog", &status);
     CHECK(strstr(buf, "no backtrace: SIGURG is blocked on its worker's thread") != NULL);
     CHECK(strstr(buf, "done: timed_out") != NULL);
     CHECK(exited_0(status));
     free(buf);
-    buf = run_child(argv[0], "blocked-overflow", &status);
+    buf = exec_capture(argv[0], "blocked-overflow", &status);
     CHECK(strstr(buf, "overflowing") != NULL);
     CHECK(strstr(buf, "ax: stack overflow (fault address 0x") != NULL);
     CHECK(strstr(buf, "survived") == NULL);
@@ -463,14 +429,14 @@ int main(int argc, char **argv)
     free(buf);
 
     /* C: ax's SIGURG, late, is not the host's. */
-    buf = run_child(argv[0], "late-urg", &status);
+    buf = exec_capture(argv[0], "late-urg", &status);
     CHECK(strstr(buf, "did not answer within") != NULL);
     CHECK(strstr(buf, "host saw 0 SIGURG of ax's") != NULL);
     CHECK(exited_0(status));
     free(buf);
 
     /* D: a host's recoverable faults are the host's. */
-    buf = run_child(argv[0], "host-segv", &status);
+    buf = exec_capture(argv[0], "host-segv", &status);
     CHECK(strstr(buf, "host handled 2 fault(s), the task succeeded") != NULL);
     CHECK(strstr(buf, "fatal signal") == NULL);
     CHECK(strstr(buf, "ax: stack overflow (fault address 0x") != NULL);
@@ -480,7 +446,7 @@ int main(int argc, char **argv)
 #endif
     free(buf);
 
-    buf = run_child(argv[0], "host-segv-faulting", &status);
+    buf = exec_capture(argv[0], "host-segv-faulting", &status);
     CHECK(strstr(buf, "touching") != NULL);
     CHECK(strstr(buf, "survived") == NULL);
     CHECK(!exited_0(status) && !(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM));
@@ -490,7 +456,7 @@ int main(int argc, char **argv)
     free(buf);
 
 #if PLAIN
-    buf = run_child(argv[0], "many-overflows", &status);
+    buf = exec_capture(argv[0], "many-overflows", &status);
     CHECK(exited_0(status));
     int headers = 0, whole = 0;
     for (char *l = buf; (l = strstr(l, "ax: stack overflow")) != NULL; l++) {
@@ -506,7 +472,7 @@ int main(int argc, char **argv)
 #endif
 
     /* E: a sent SIGSEGV ends the process as it would without ax. */
-    buf = run_child(argv[0], "sent-segv", &status);
+    buf = exec_capture(argv[0], "sent-segv", &status);
     CHECK(strstr(buf, "survived") == NULL);
     CHECK(!exited_0(status));
 #if PLAIN
