@@ -68,6 +68,8 @@ int ax_cancel(ax_sched *s, uint64_t id)
             unsigned attempt = js_attempt(w);
             if (!js_end_attempt(&j->sw, gen, attempt, JS_CANCELLED, &old))
                 continue; /* it moved on meanwhile: look again */
+            if (AX_UNLIKELY(j->cls))
+                class_retry_dropped(s, j, old); /* a retry not yet entered */
             struct wake_msg m = {0};
             if (js_state(old) == JS_RUNNING)
                 m = (struct wake_msg){j->run, j->run_life, 0, AX_ECANCELED};

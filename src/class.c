@@ -19,12 +19,17 @@
  *                 limiter, its outcome the breaker (only attempts whose
  *                 function ran and was not cancelled: a stack that could
  *                 not be had says nothing about the upstream);
- *   at a retry decision (class_retry_room: a peek) the retry budget, spent
- *                 by the winner of the CAS that ends the attempt only
- *                 (class_retry_decided): several parties decide, one wins.
- *                 Two attempts deciding at the same instant may both see the
- *                 last retry's room: the budget can be overdrawn by the
- *                 decisions in flight at once.
+ *   at a retry decision (class_retry_room: a peek) the retry budget,
+ *                 reserved by the winner of the CAS that ends the attempt
+ *                 only (class_retry_decided): several parties decide, one
+ *                 wins. Two attempts deciding at the same instant may both
+ *                 see the last retry's room: the budget can be overdrawn by
+ *                 the decisions in flight at once. The reservation enters
+ *                 the window when the retry's function is entered
+ *                 (class_started) and is given back if the job leaves that
+ *                 attempt otherwise (class_retry_dropped): a retry
+ *                 cancelled in its back-off, past its deadline, shut down or
+ *                 refused at dispatch never reached the upstream.
  *
  * The controllers themselves are pure state machines (overload/).
  *
@@ -569,13 +574,40 @@ void class_started(struct ax_sched *s, struct job *j)
     atomic_fetch_add_explicit(&c->started, 1, memory_order_relaxed);
     /* The retry budget's deposit: a first attempt whose function is
      * entered, before any retry decision of its own can ask (Finagle
-     * deposits per request); a hand-back or a cancel before this is none. */
-    if (c->cfg.retry_budget &&
-        js_attempt(atomic_load_explicit(&j->sw, memory_order_relaxed)) == 0) {
+     * deposits per request); a hand-back or a cancel before this is none.
+     * A retry's: its reservation enters the window (it reached the
+     * upstream). This attempt's js_begin won: no one else takes it. */
+    if (c->cfg.retry_budget) {
+        unsigned attempt = js_attempt(atomic_load_explicit(&j->sw, memory_order_relaxed));
         pthread_mutex_lock(&c->lk);
-        ax_budget_first(&c->bud, now_ns());
+        if (attempt == 0)
+            ax_budget_first(&c->bud, now_ns());
+        else
+            ax_budget_commit(&c->bud, now_ns());
         pthread_mutex_unlock(&c->lk);
     }
+}
+
+/* Did the job, as its state word `old` was, hold a reserved retry of its
+ * class's budget? From the decision (attempt >= 1 from then on) until its
+ * function is entered (RUNNING): in its back-off, its bucket, a worker's
+ * to-start list. Every attempt >= 1 was reserved when decided (a retry is
+ * decided only through class_retry_decided, and a class's budget is fixed
+ * at registration). */
+static bool retry_reserved(uint64_t old)
+{
+    return js_attempt(old) >= 1 &&
+           js_is(old, JS_BIT(JS_RETRYING) | JS_BIT(JS_QUEUED) | JS_BIT(JS_STARTING));
+}
+
+void class_retry_dropped(struct ax_sched *s, struct job *j, uint64_t old)
+{
+    struct ax_class_rt *c = s->classes[j->cls];
+    if (!c->cfg.retry_budget || !retry_reserved(old))
+        return;
+    pthread_mutex_lock(&c->lk);
+    ax_budget_unreserve(&c->bud);
+    pthread_mutex_unlock(&c->lk);
 }
 
 void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool ran,
@@ -645,27 +677,42 @@ bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now)
     return ok;
 }
 
-void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool denied, uint64_t now)
+void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool denied,
+                         uint64_t old)
 {
     struct ax_class_rt *c = s->classes[j->cls];
+    /* An attempt >= 1 that ended before its function was entered (STARTING)
+     * still held its reservation: a retry decided now carries it over;
+     * any other end gives it back. (The peek above counted it as taken: such
+     * an attempt may be denied a retry the exact count would allow.) */
+    bool held = c->cfg.retry_budget && retry_reserved(old);
     if (denied) {
         pthread_mutex_lock(&c->lk);
         /* Which rule said no, as the peek saw it (this failure pending). */
         j->end_why = ax_budget_throttled(&c->bud, 1) ? END_THROTTLED : END_BUDGET;
         ax_budget_deny(&c->bud);
+        if (held)
+            ax_budget_unreserve(&c->bud);
         pthread_mutex_unlock(&c->lk);
         atomic_fetch_add_explicit(&c->retries_denied, 1, memory_order_relaxed);
         return;
     }
-    if (to != JS_RETRYING || !c->cfg.retry_budget)
+    if (!c->cfg.retry_budget || (to != JS_RETRYING && !held))
         return;
-    pthread_mutex_lock(&c->lk);
-    /* Spent whether or not another attempt took the last room since the
-     * peek (documented above: the overdraft is bounded by the decisions in
-     * flight at once). */
-    ax_budget_spend(&c->bud, now);
-    pthread_mutex_unlock(&c->lk);
-    atomic_fetch_add_explicit(&c->retries_allowed, 1, memory_order_relaxed);
+    if (to == JS_RETRYING && !held) {
+        pthread_mutex_lock(&c->lk);
+        /* Reserved whether or not another attempt took the last room since
+         * the peek (documented above: the overdraft is bounded by the
+         * decisions in flight at once). */
+        ax_budget_reserve(&c->bud);
+        pthread_mutex_unlock(&c->lk);
+    } else if (to != JS_RETRYING) {
+        pthread_mutex_lock(&c->lk);
+        ax_budget_unreserve(&c->bud);
+        pthread_mutex_unlock(&c->lk);
+    }
+    if (to == JS_RETRYING)
+        atomic_fetch_add_explicit(&c->retries_allowed, 1, memory_order_relaxed);
 }
 
 void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state)

@@ -141,10 +141,15 @@ void class_attempt_done(struct ax_sched *s, struct job *j, unsigned state, bool 
                         uint64_t run_ns, uint64_t now, bool slot_freed);
 /* The retry budget has room for j's retry now (peek: nothing is spent). */
 bool class_retry_room(struct ax_sched *s, const struct job *j, uint64_t now);
-/* The winner of the CAS that ended an attempt: a retry (to == RETRYING)
- * spends the budget; denied (the budget refused it in finish_decide) marks
- * the job for its terminal text. Only the winner: losers decide too. */
-void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool denied, uint64_t now);
+/* The winner of the CAS that ended an attempt (old: the word it replaced):
+ * a retry (to == RETRYING) reserves the budget; denied (the budget refused
+ * it in finish_decide) marks the job for its terminal text. Only the
+ * winner: losers decide too. */
+void class_retry_decided(struct ax_sched *s, struct job *j, unsigned to, bool denied,
+                         uint64_t old);
+/* The winner of a CAS that ended a job (old: the word it replaced) before
+ * a retry's function was entered: the retry's reservation goes back. */
+void class_retry_dropped(struct ax_sched *s, struct job *j, uint64_t old);
 void class_count_terminal(struct ax_sched *s, struct job *j, unsigned state);
 /* The text of why dispatch ended j (END_EXPIRED, END_OPEN) or why its retry
  * was denied (END_BUDGET, END_THROTTLED). */

@@ -348,8 +348,11 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
     bool closing = atomic_load_explicit(&s->closing, memory_order_relaxed);
     if (closing) {
         /* Shutdown began after the decision: the retry never starts. */
-        if (js_end_queued(&j->sw, job_gen(j), JS_CANCELLED, &old))
+        if (js_end_queued(&j->sw, job_gen(j), JS_CANCELLED, &old)) {
             armed = -1;
+            if (AX_UNLIKELY(j->cls))
+                class_retry_dropped(s, j, old);
+        }
     } else {
         armed = sched_retry_locked(s, j, attempt + 1, timed_out, now + delay_ms * 1000000u,
                                    run_ns);
@@ -401,7 +404,7 @@ FIN_INLINE bool finish_running_impl(struct ax_sched *s, struct worker *w, struct
         return false;
     }
     if (AX_UNLIKELY(j->cls))
-        class_retry_decided(s, j, to, denied, now);
+        class_retry_decided(s, j, to, denied, old);
     /* An attempt that ran reports at least 1 ns: ax_result.run_ns is 0
      * exactly when it never ran, which libax_redis relies on. A coarse clock
      * (jiffies on a VM without a stable TSC) makes a short run measure 0. */

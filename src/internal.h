@@ -1010,7 +1010,8 @@ void jtimer_del_locked(struct ax_sched *s, struct job *j);
 /* A new job (its word QUEUED or DELAYED): into its bucket or the wheel. */
 void sched_enqueue_new_locked(struct ax_sched *s, struct job *j, uint64_t now, uint64_t delay_ns);
 /* A waiting job whose word just left `word` (QUEUED/DELAYED/RETRYING) for a
- * terminal state: out of its bucket and the wheel, counters adjusted. */
+ * terminal state: out of its bucket and the wheel, counters adjusted, a
+ * class's retry reservation given back (class_retry_dropped). */
 void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word);
 /* Arm the back-off of a job the CAS made RETRYING (attempt = the next one;
  * timed_out: the one that ended timed out); 0 if it was cancelled

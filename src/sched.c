@@ -321,6 +321,8 @@ void sched_enqueue_new_locked(struct ax_sched *s, struct job *j, uint64_t now, u
 
 void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word)
 {
+    if (AX_UNLIKELY(j->cls))
+        class_retry_dropped(s, j, word); /* s->lock, then c->lk: the order */
     /* `load` is folded lazily (submit.c folds it only near the shed line;
      * 64 bits, so the unfolded figure cannot wrap): a job leaving here is a
      * cold path, fold it on the way. Not in dispatch: with 2 workers that

@@ -159,7 +159,10 @@ static unsigned hand_back(struct ax_sched *s, struct worker *w, uint64_t seq)
         for (unsigned i = 0; i < n; i++) {
             struct job *j = take[i];
             unsigned attempt = js_attempt(atomic_load(&j->sw));
-            if (js_end_attempt_handed(&j->sw, job_gen(j), attempt, JS_CANCELLED, NULL)) {
+            uint64_t old;
+            if (js_end_attempt_handed(&j->sw, job_gen(j), attempt, JS_CANCELLED, &old)) {
+                if (j->cls)
+                    class_retry_dropped(s, j, old); /* a retry not yet entered */
                 job_unran(s, j);
                 job_slot_free(s, j, false);
                 cb_pool_finish(s, j, attempt, JS_CANCELLED, JS_CANCELLED, FIN_SLOT_FREED);
@@ -255,7 +258,7 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now,
         if (!js_end_attempt_handed(&j->sw, t->gen, t->attempt, to, &old))
             continue; /* JH_HAND keeps it allocated until the pool has run it */
         if (j->cls)
-            class_retry_decided(s, j, to, denied, now);
+            class_retry_decided(s, j, to, denied, old);
         /* Read back below. Still STARTING: the worker was held between
          * arming the deadline and entering the function (preempted there),
          * and the function will never run: the attempt reports no run

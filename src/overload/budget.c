@@ -26,7 +26,11 @@
  * of ratio x firsts, so 0.2 x 100 allows exactly 20). An allowed retry is
  * counted in the window (it spends budget); a denied one is not (it never
  * reached the upstream) but counts in `denied`. Retries are not first
- * attempts: they never earn budget.
+ * attempts: they never earn budget. A retry decided before a back-off is
+ * reserved (it takes room at once, so the retries of a storm decided
+ * within one back-off cannot all see the same room) and enters the window
+ * when its attempt starts; one dropped before that gives its room back,
+ * for the same reason a denied one is not counted.
  *
  * The throttle
  * ------------
@@ -88,7 +92,7 @@ static double budget_room(const struct ax_budget *b)
     }
     double cap =
         b->cfg.ratio * (double)firsts + b->cfg.min_per_s * ((double)b->cfg.window_ns / 1e9);
-    return cap - (double)retries;
+    return cap - (double)retries - (double)b->reserved;
 }
 
 void ax_budget_first(struct ax_budget *b, uint64_t now)
@@ -111,12 +115,25 @@ bool ax_budget_try_retry(struct ax_budget *b, uint64_t now)
     return true;
 }
 
-void ax_budget_spend(struct ax_budget *b, uint64_t now)
+void ax_budget_reserve(struct ax_budget *b)
 {
+    b->reserved++;
+    b->allowed++;
+}
+
+void ax_budget_commit(struct ax_budget *b, uint64_t now)
+{
+    if (b->reserved)
+        b->reserved--;
     budget_advance(b, now);
     uint32_t *c = &b->retries[b->epoch % AX_BUDGET_SLOTS];
     if (*c < UINT32_MAX) (*c)++;
-    b->allowed++;
+}
+
+void ax_budget_unreserve(struct ax_budget *b)
+{
+    if (b->reserved)
+        b->reserved--;
 }
 
 void ax_budget_deny(struct ax_budget *b)

@@ -140,6 +140,10 @@ struct ax_budget {
     uint64_t slot_ns;      /* window_ns / AX_BUDGET_SLOTS */
     uint64_t epoch;        /* index of the newest sub-window */
     uint32_t firsts[AX_BUDGET_SLOTS], retries[AX_BUDGET_SLOTS];
+    /* Retries allowed whose attempt has not started yet (a back-off, a
+     * bucket, a worker's to-start list): they take room as the window's
+     * do, and enter the window when they start or leave it when dropped. */
+    uint64_t reserved;
     uint64_t allowed, denied; /* totals since init */
     double tokens;         /* throttle: starts at max_tokens */
 };
@@ -151,12 +155,18 @@ void ax_budget_first(struct ax_budget *b, uint64_t now);
  * (counted in `denied`). Allowed while retries in the window + 1 <=
  * ratio x first attempts in the window + min_per_s x window seconds. */
 bool ax_budget_try_retry(struct ax_budget *b, uint64_t now);
-/* The two halves of try_retry for a caller that decides in two steps
- * (class.c: several parties decide, only the winner acts): spend counts a
- * retry in the window whatever the room (it was checked with
- * ax_budget_left before); deny counts a refusal. */
-void ax_budget_spend(struct ax_budget *b, uint64_t now);
+/* A refusal decided by a caller that checks the room with ax_budget_left
+ * first (class.c: several parties decide, only the winner acts). */
 void ax_budget_deny(struct ax_budget *b);
+/* A retry decided long before its attempt starts (class.c: a back-off, then
+ * a bucket): reserve takes its room at the decision, whatever the room is
+ * (checked before, as for spend); commit counts it in the window when its
+ * attempt starts; unreserve gives the room back when it is dropped before
+ * that (cancelled, past its deadline, shut down, refused at dispatch): like
+ * a denied retry, it never reached the upstream. */
+void ax_budget_reserve(struct ax_budget *b);
+void ax_budget_commit(struct ax_budget *b, uint64_t now);
+void ax_budget_unreserve(struct ax_budget *b);
 /* Whole retries still allowed in the window now (>= 0; >= 1 exactly when
  * ax_budget_try_retry would allow one), for stats and messages. */
 double ax_budget_left(struct ax_budget *b, uint64_t now);
