@@ -451,12 +451,18 @@ int ax_task_set_error(ax_task *t, const char *fmt, ...) __attribute__((format(pr
 /* Fan-out / fan-in: submit a child that this attempt may join. Same checks and
  * errors as ax_submit, and AX_ESTATE outside the parent's own coroutine; every
  * refusal with a non-NULL parent is counted in its scheduler's ax_stats
- * (under the child's priority) and emitted as REJECTED. A child not joined is released (not cancelled) when the
- * parent's attempt ends. */
+ * (under the child's priority) and emitted as REJECTED. A child not joined
+ * is released (not cancelled) when the parent's function returns. */
 int ax_spawn(ax_task *parent, const ax_spec *spec, uint64_t *id_out);
 /* Wait for a child's terminal state, at most timeout_ms (< 0: until the
  * parent's deadline). Fills *out (may be NULL) and returns 0 once the child
- * ended, AX_ETIMEDOUT / AX_ECANCELED as for every wait, AX_ENOTFOUND if id is
+ * ended and let go: its on_done returned and its function returned (its
+ * cleanups ran; a cancelled child's too), so what the parent gave it (arg,
+ * cb_arg) is the parent's again, but for on_timeout calls still on the
+ * callback pool of a child without an on_release. A child that runs on
+ * after a cancel or its deadline (an orphan) is joined only once it
+ * returns: the bound ends the wait first (AX_ETIMEDOUT, saying so).
+ * AX_ETIMEDOUT / AX_ECANCELED as for every wait, AX_ENOTFOUND if id is
  * not an unjoined child of this attempt. Joining does not wait for the
  * child's own success: check out->state. A joining parent keeps its slot
  * (max_concurrency): when every slot is held by parents waiting for

@@ -137,6 +137,8 @@ static void held_done(struct ax_sched *s, struct job *j)
     pthread_mutex_unlock(&s->lock);
     if (last && js_freeable(n))
         job_released(s, NULL, j, n);
+    else if (last && job_let_go(JH_CB, n))
+        join_let_go(s, j, n);
 }
 
 static void *cb_main(void *arg)

@@ -15,8 +15,9 @@
  *      capped at the absolute deadline) or runs the terminal path.
  *
  * The terminal path (finish_terminal) is the only place a job ends: counters,
- * load, the terminal event, the joiner's wake-up (with the error text),
- * on_done, and the release of the JH_END hold. It runs exactly once per job,
+ * load, the terminal event, a child's result for its join (its parent is
+ * woken once the child lets go: join.c), on_done, and the release of the
+ * JH_END hold. It runs exactly once per job,
  * on the thread that won: the owning worker (return, deadline, a deadline
  * that passed while queued), the caller of ax_cancel / ax_shutdown, or the
  * callback pool's finisher thread ("ax-finish") for attempts the watchdog
@@ -201,9 +202,12 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
     }
     j->code = code;
     if (j->is_child) {
-        /* The parent may join: keep the error text, and wake it if parked.
-         * Under s->lock, which ax_join takes to decide whether to park. */
-        struct wake_msg msg;
+        /* The parent may join: keep the error text and the attempt. Under
+         * s->lock, which ax_join takes to decide whether to park. The
+         * parent is woken once the child lets go (join_let_go), not here:
+         * its on_done is still to run, and a cancelled child's coroutine
+         * may not have returned yet (new user's trial: a parent that freed
+         * what its joined child's on_done or cleanups used). */
         char *copy = err && *err ? strdup(err) : NULL;
         struct job_ext *fresh = copy && !j->ext ? calloc(1, sizeof *fresh) : NULL;
         pthread_mutex_lock(&s->lock);
@@ -215,15 +219,10 @@ FIN_INLINE void terminal_path(struct ax_sched *s, struct worker *w, struct job *
         } else {
             free(copy); /* out of memory: the join reports no text */
         }
-        bool wake = join_notify_locked(s, j, &msg);
-        /* The attempt on_done reports, for ax_join: a job ended in its
-         * back-off holds the next one's number in its word. In place of
-         * the joiner's gen, which the wake-up above has taken (not in
-         * `handoff`: a finisher may still have to read that). */
-        j->ended_attempt = attempt;
+        /* The attempt on_done reports, for ax_join (a job ended in its
+         * back-off holds the next one's number in its word). */
+        join_ended_locked(j, attempt);
         pthread_mutex_unlock(&s->lock);
-        if (wake)
-            worker_post_wake(msg.run->w, &msg);
     }
     EV(s, w, j, terminal_event(state), code, err);
     /* A task with an on_release counts as a callback in progress from here

@@ -235,7 +235,11 @@ enum {
     END_THROTTLED
 };
 
-#define JOIN_DONE ((struct ax_task *)1) /* j->joiner: the child's result is published */
+/* j->joiner, besides NULL (none) and a parked parent's run: the child's
+ * terminal path recorded its result (ended_attempt) but the child has not
+ * let go yet (its on_done, its coroutine), and then that it has (join.c). */
+#define JOIN_DONE ((struct ax_task *)1)
+#define JOIN_ENDED ((struct ax_task *)2)
 
 static inline uint64_t job_gen(const struct job *j)
 {
@@ -257,12 +261,21 @@ void job_released(struct ax_sched *s, struct worker *w, struct job *j, uint64_t 
 void job_release_nouser(struct ax_sched *s, struct job *j, uint64_t hold);
 /* A freeable job's on_release (if any), on the calling thread (job.c). */
 void job_run_release(struct ax_sched *s, struct worker *w, struct job *j);
+void join_let_go(struct ax_sched *s, struct job *j, uint64_t word);
+/* A child (JH_PARENT) whose last other hold went with this release: it
+ * ended, its on_done returned, its coroutine returned. */
+static inline bool job_let_go(uint64_t hold, uint64_t n)
+{
+    return (n & JH_ALL) == JH_PARENT && (hold & ~JH_PARENT);
+}
 static inline void job_release(struct ax_sched *s, struct worker *w, struct job *j, uint64_t hold)
 {
     uint64_t n = js_release(&j->sw, hold);
     bool requeue = (hold & JH_RUN) && js_state(n) == JS_RETRYING && (n & JF_WAIT);
     if (AX_UNLIKELY(requeue) || js_freeable(n))
         job_released(s, w, j, n); /* free it, or queue its retry */
+    else if (AX_UNLIKELY(n & JH_PARENT) && job_let_go(hold, n))
+        join_let_go(s, j, n); /* its parent's ax_join may return */
 }
 void job_table_destroy(struct ax_sched *s);
 #define JOB_PREFILL_LOW AX_JOB_CHUNK /* free jobs below which submitters grow the table */
@@ -384,6 +397,11 @@ struct ax_task {
     int code;         /* the function's return */
     struct ax_stack *stack;
     struct job *join_child; /* RS_PARK_JOIN: the child waited for */
+    /* RS_PARK_JOIN, s->lock: the child ended (join_ended) and reported
+     * attempt join_attempt, kept here while the child's joiner_gen (its
+     * union with ended_attempt) names this park (join.c). */
+    uint32_t join_attempt;
+    uint8_t join_ended;
     void (*on_unpark)(struct ax_task *t); /* RS_PARK_EXT */
     void *ext;                            /* RS_PARK_EXT: the extension's state */
     uint32_t life_gen;      /* bumped when the run struct is reused */
@@ -1572,7 +1590,8 @@ extern _Thread_local bool ev_under_lock;
 
 /* join.c */
 void join_release_children(struct worker *w, struct ax_task *t);
-bool join_notify_locked(struct ax_sched *s, struct job *j, struct wake_msg *out);
+void join_ended_locked(struct job *j, unsigned attempt);
+void join_unpark_locked(struct ax_task *t, struct job *c);
 
 /* task classes (class.c) */
 #include "class.h"

@@ -388,6 +388,8 @@ void job_release_nouser(struct ax_sched *s, struct job *j, uint64_t hold)
     bool requeue = (hold & JH_RUN) && js_state(n) == JS_RETRYING && (n & JF_WAIT);
     if (requeue || js_freeable(n))
         job_released(s, NULL, j, n);
+    else if (job_let_go(hold, n))
+        join_let_go(s, j, n);
 }
 
 void job_table_destroy(struct ax_sched *s)

@@ -7,11 +7,28 @@
  * The parent records its children in its run; ax_join looks there, so only
  * the parent can join.
  *
- * Race between a child ending and its parent parking: both sides take
- * s->lock. The parent registers itself as the joiner only if the child is
- * not terminal yet; the child's finish takes the joiner out under the same
- * lock and posts a wake-up carrying the parent's (life_gen, park_gen), so a
- * wake-up that arrives after the parent gave up (timeout, cancel) is ignored.
+ * A join returns once the child has let go, not merely ended: its terminal
+ * path done (on_done returned), its coroutine returned (its cleanups ran),
+ * and for a child with an on_release its queued on_timeouts run: every
+ * hold but the parent's released. Then what the parent gave the child is
+ * the parent's again (new user's trial: the join returned before the
+ * child's on_done ran, or before a cancelled child's cleanups, and the
+ * parent freed what they used). A child that runs on without returning
+ * (an orphan) is never let go: the join's bound or the parent's deadline
+ * ends the wait.
+ *
+ * j->joiner, under s->lock: NULL, a parked parent's run, JOIN_ENDED (the
+ * terminal path recorded the result: ended_attempt) or JOIN_DONE (and the
+ * child let go). The attempt shares its field with the joiner's park
+ * generation, so while a parent is parked it is kept in the parent's run
+ * (join_attempt) and moved back when the parent leaves the park.
+ *
+ * Race between a child letting go and its parent parking: both sides take
+ * s->lock. The parent registers itself as the joiner only if the child has
+ * not let go; whoever releases the child's last other hold
+ * (job_release: job_let_go) takes the joiner out under the same lock and
+ * posts a wake-up carrying the parent's (life_gen, park_gen), so a wake-up
+ * that arrives after the parent gave up (timeout, cancel) is ignored.
  */
 #include "internal.h"
 
@@ -76,8 +93,11 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     struct job *c = t->children[i];
 
     pthread_mutex_lock(&s->lock);
-    bool done = c->joiner == JOIN_DONE; /* its terminal path published the result */
+    bool done = c->joiner == JOIN_DONE; /* ended and let go: the result is published */
     if (!done) {
+        t->join_ended = c->joiner == JOIN_ENDED;
+        if (t->join_ended)
+            t->join_attempt = c->ended_attempt; /* its field becomes joiner_gen */
         c->joiner = t;
         c->joiner_gen = park_gen_next(t->park_gen); /* the gen run_park is about to take */
         c->joiner_life = t->life_gen;
@@ -99,11 +119,19 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
          * have ended the attempt yet: the bound's tick can come before the
          * deadline's in the pass that wakes it (test_join_bound_at_deadline). */
         int ended = run_detached_rc(t);
-        if (rc == AX_ETIMEDOUT && !ended && now_ns() < t->deadline_ns)
+        if (rc == AX_ETIMEDOUT && !ended && now_ns() < t->deadline_ns) {
+            if (js_terminal(js_state(atomic_load_explicit(&c->sw, memory_order_acquire))))
+                return ax_fail(rc,
+                               "ax_join: its bound of %lld ms passed before task %llu let go: "
+                               "it ended, but its on_done or its function (cancelled or past "
+                               "its deadline, not returning: an orphan) still runs (still an "
+                               "unjoined child: ax_join may wait for it again)",
+                               (long long)timeout_ms, (unsigned long long)child_id);
             return ax_fail(rc,
                            "ax_join: its bound of %lld ms passed before task %llu ended (still "
                            "an unjoined child: ax_join may wait for it again)",
                            (long long)timeout_ms, (unsigned long long)child_id);
+        }
         /* Woken by the child's end too (rc 0) when its deadline ended the
          * attempt in the same pass (a child inherits it): the join's text
          * all the same, not the blocking entry's (test_join under TSan). */
@@ -133,19 +161,58 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     return AX_OK;
 }
 
-/* A child ended for good (s->lock held): take its joiner, if parked. */
-bool join_notify_locked(struct ax_sched *s, struct job *j, struct wake_msg *out)
+/* The child's terminal path (s->lock): its result is recorded. A parent
+ * parked on it keeps the attempt in its run (its park gen is in the job's
+ * field); else the job does, JOIN_ENDED. Never JOIN_DONE yet: letting go
+ * needs JH_END, which the terminal path drops last. */
+void join_ended_locked(struct job *j, unsigned attempt)
 {
-    (void)s;
     struct ax_task *joiner = j->joiner;
-    j->joiner = JOIN_DONE;
-    if (!joiner)
-        return false;
-    out->run = joiner;
-    out->life_gen = j->joiner_life;
-    out->park_gen = j->joiner_gen;
-    out->rc = 0;
-    return true;
+    if (joiner && joiner != JOIN_ENDED) {
+        joiner->join_attempt = attempt;
+        joiner->join_ended = 1;
+    } else {
+        j->ended_attempt = attempt;
+        j->joiner = JOIN_ENDED;
+    }
+}
+
+/* The child's last hold but its parent's went (`word`, the word that
+ * release left): wake the parent if it is parked in ax_join. Not under
+ * s->lock. The job is held until the parent releases JH_PARENT, which it
+ * may do meanwhile (its attempt ended: join_release_children), and the job
+ * then be freed and reused: under the lock the generation says whether it
+ * is still this child (a free takes the lock too). */
+void join_let_go(struct ax_sched *s, struct job *j, uint64_t word)
+{
+    struct wake_msg msg = {0};
+    pthread_mutex_lock(&s->lock);
+    uint64_t now_word = atomic_load_explicit(&j->sw, memory_order_acquire);
+    if (js_gen(now_word) == js_gen(word) && (now_word & JH_PARENT)) {
+        struct ax_task *joiner = j->joiner;
+        if (joiner != JOIN_ENDED && joiner != JOIN_DONE && joiner) {
+            msg = (struct wake_msg){joiner, j->joiner_life, j->joiner_gen, 0};
+            j->ended_attempt = joiner->join_attempt; /* joiner_gen is read */
+        }
+        j->joiner = JOIN_DONE;
+    }
+    pthread_mutex_unlock(&s->lock);
+    if (msg.run)
+        worker_post_wake(msg.run->w, &msg);
+}
+
+/* The parent parked on c left the park another way (its bound, its
+ * deadline, a cancel; s->lock held): the attempt goes back to the job. */
+void join_unpark_locked(struct ax_task *t, struct job *c)
+{
+    if (c->joiner != t)
+        return;
+    if (t->join_ended) {
+        c->ended_attempt = t->join_attempt;
+        c->joiner = JOIN_ENDED;
+    } else {
+        c->joiner = NULL; /* not ended */
+    }
 }
 
 /* The parent's attempt ended: release the children it did not join. */

@@ -373,8 +373,7 @@ void run_wake(struct ax_task *t, int rc)
     case RS_PARK_JOIN: {
         struct job *c = t->join_child;
         pthread_mutex_lock(&w->s->lock);
-        if (c->joiner == t)
-            c->joiner = NULL; /* not JOIN_DONE: the child has not ended */
+        join_unpark_locked(t, c); /* not JOIN_DONE: the child has not let go */
         pthread_mutex_unlock(&w->s->lock);
         break;
     }
