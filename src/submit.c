@@ -160,6 +160,14 @@ static __attribute__((noinline)) int submit_derive(struct ax_sched *s, const ax_
     int rc = class_resolve_spec(s, sp, eff, cls);
     if (rc)
         return rc;
+    /* The spec's own checks first, as ax_submit's (AX_EINVAL before the
+     * rest; new user's trial: a bad spec under a parent past its deadline
+     * was told AX_ETIMEDOUT, and delay_ms was multiplied below before its
+     * bound was checked). The parent's deadline only shortens the spec's
+     * below, and delay_ms is checked against it there: not again after. */
+    rc = validate(s, eff, now);
+    if (rc)
+        return rc;
     /* Its attempt ended already (cancelled, or timed out: the deadline
      * test below only sees the clock): nothing may start on its behalf. */
     int ended = parent ? run_detached_rc(parent) : 0;
@@ -332,9 +340,9 @@ enqueue_admitted_locked(struct ax_sched *s, const ax_spec *sp, struct job *j, un
  * before (deriving the spec), reported like validation's. */
 static inline __attribute__((always_inline)) int
 submit_body(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_task *parent,
-            struct job **job_out, struct ax_class_rt *cls, uint64_t now, int rc)
+            struct job **job_out, struct ax_class_rt *cls, uint64_t now, int rc, bool validated)
 {
-    if (!rc)
+    if (!rc && !validated)
         rc = validate(s, sp, now);
     bool open = AX_UNLIKELY(!rc && cls &&
                             !(cls->cfg.protect_high && sp->priority == AX_PRIO_HIGH) &&
@@ -403,7 +411,7 @@ static __attribute__((noinline)) int submit_derived(struct ax_sched *s, const ax
     ax_spec eff;
     struct ax_class_rt *cls = NULL;
     int rc = submit_derive(s, sp, &eff, &cls, parent, now);
-    return submit_body(s, &eff, id_out, parent, job_out, cls, now, rc);
+    return submit_body(s, &eff, id_out, parent, job_out, cls, now, rc, true);
 }
 
 int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struct ax_task *parent,
@@ -416,7 +424,7 @@ int submit_common(struct ax_sched *s, const ax_spec *sp, uint64_t *id_out, struc
     uint64_t now = now_ns();
     if (AX_UNLIKELY(sp && (parent || (sp->class_id | sp->overrides))))
         return submit_derived(s, sp, id_out, parent, job_out, now);
-    return submit_body(s, sp, id_out, parent, job_out, NULL, now, AX_OK);
+    return submit_body(s, sp, id_out, parent, job_out, NULL, now, AX_OK, false);
 }
 
 int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out)
@@ -427,7 +435,7 @@ int ax_submit(ax_sched *s, const ax_spec *spec, uint64_t *id_out)
 int submit_refused(struct ax_sched *s, const ax_spec *sp, int code)
 {
     if (!sp)
-        return submit_body(s, NULL, NULL, NULL, NULL, NULL, now_ns(), code);
+        return submit_body(s, NULL, NULL, NULL, NULL, NULL, now_ns(), code, false);
     /* Booked under the priority the task would have had (its class's,
      * unless the spec overrides it), as submit_derive's refusals are. */
     ax_spec eff;
@@ -438,7 +446,7 @@ int submit_refused(struct ax_sched *s, const ax_spec *sp, int code)
     if (sp->class_id | sp->overrides)
         class_resolve_spec(s, sp, &eff, &cls);
     ax_fail(code, "%s", detail);
-    return submit_body(s, &eff, NULL, NULL, NULL, NULL, now_ns(), code);
+    return submit_body(s, &eff, NULL, NULL, NULL, NULL, now_ns(), code, false);
 }
 
 /* ---- a burst ---------------------------------------------------------------- */

@@ -334,6 +334,12 @@ static int parked_fn(ax_task *t, void *arg)
 /* Another task's handle inside a task. */
 static atomic_int foreign_sleep = 1, foreign_cancelled = 1, foreign_spawn = 1, foreign_done;
 static atomic_int spawn_bad = 1, spawn_bad_named;
+/* ax_spawn checks the spec before the parent's deadline, as ax_submit checks
+ * AX_EINVAL first (new user's trial: AX_ETIMEDOUT for a bad spec whose
+ * delay_ms passed the parent's deadline; and a delay_ms too large to
+ * multiply was measured against the deadline before its bound). */
+static atomic_int spawn_bad_late = 1, spawn_bad_late_named, spawn_huge_delay = 1,
+                  spawn_huge_delay_named;
 
 static int foreign_fn(ax_task *t, void *arg)
 {
@@ -345,6 +351,14 @@ static int foreign_fn(ax_task *t, void *arg)
     sp.timeout_ms = 0; /* ax_spawn: the same checks as ax_submit */
     atomic_store(&spawn_bad, ax_spawn(t, &sp, NULL));
     atomic_store(&spawn_bad_named, strstr(ax_error_detail(), "timeout_ms") != NULL);
+    sp.delay_ms = 3600 * 1000; /* past the parent's deadline */
+    atomic_store(&spawn_bad_late, ax_spawn(t, &sp, NULL));
+    atomic_store(&spawn_bad_late_named, strstr(ax_error_detail(), "timeout_ms") != NULL);
+    sp.timeout_ms = 100;
+    sp.delay_ms = UINT64_MAX / 1000; /* times 10^6 wraps */
+    atomic_store(&spawn_huge_delay, ax_spawn(t, &sp, NULL));
+    atomic_store(&spawn_huge_delay_named, strstr(ax_error_detail(), "delay_ms") != NULL &&
+                                              strstr(ax_error_detail(), "overflows") != NULL);
     atomic_store(&foreign_done, 1);
     return 0;
 }
@@ -411,6 +425,10 @@ static void test_in_task(ax_sched *s)
     CHECK_EQ(atomic_load(&foreign_spawn), AX_ESTATE);
     CHECK_EQ(atomic_load(&spawn_bad), AX_EINVAL);
     CHECK_EQ(atomic_load(&spawn_bad_named), 1);
+    CHECK_EQ(atomic_load(&spawn_bad_late), AX_EINVAL);
+    CHECK_EQ(atomic_load(&spawn_bad_late_named), 1);
+    CHECK_EQ(atomic_load(&spawn_huge_delay), AX_EINVAL);
+    CHECK_EQ(atomic_load(&spawn_huge_delay_named), 1);
 
     /* None of that created a task, and the parked task is unharmed. */
     ax_stats st = test_stats(s);
