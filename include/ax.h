@@ -601,9 +601,15 @@ typedef struct ax_class_stats {
     uint64_t breaker_calls; /* ... of this many calls (it opens from breaker_min_calls) */
     uint64_t breaker_opened;   /* times it opened */
     uint64_t breaker_rejected; /* submissions refused and queued tasks failed: AX_EOPEN */
-    double retry_budget_left;  /* retries the budget allows now (0 while throttled) */
+    double retry_budget_left;  /* retries the budget allows now (0 while throttled);
+                                  a retry takes room when decided and gives it
+                                  back if dropped before it starts */
     double retry_tokens;       /* the throttle's tokens (retries stop at or below half
                                   of retry_throttle_tokens) */
+    /* Retries the budget allowed (decided: counted even when the retry is
+     * then cancelled, ended by its deadline or shutdown, or refused at
+     * dispatch before it starts; the retry attempts that ran are in
+     * `started`) and denied. */
     uint64_t retries_allowed, retries_denied;
     uint64_t expired;       /* failed at dispatch past the queue-time budget */
     uint64_t submitted, started, succeeded, failed, timed_out, cancelled;

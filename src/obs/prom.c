@@ -450,7 +450,9 @@ static void classes(struct out *o, const struct ax_metrics_snapshot *m)
                  "Submissions refused and queued tasks failed while the breaker was open.",
                  cf_rejected);
     class_family(o, m, "ax_class_retries_allowed_total", "counter",
-                 "Retries the class's retry budget allowed.", cf_allowed);
+                 "Retries the class's retry budget allowed (decided; some may be dropped "
+                 "before they start).",
+                 cf_allowed);
     class_family(o, m, "ax_class_retries_denied_total", "counter",
                  "Retries the class's retry budget denied.", cf_denied);
 }
