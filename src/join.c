@@ -120,6 +120,13 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
          * deadline's in the pass that wakes it (test_join_bound_at_deadline). */
         int ended = run_detached_rc(t);
         if (rc == AX_ETIMEDOUT && !ended && now_ns() < t->deadline_ns) {
+            /* The child may have let go as the bound's timer woke us (it
+             * found us unparked): joined after all (review). */
+            pthread_mutex_lock(&s->lock);
+            bool let_go = c->joiner == JOIN_DONE;
+            pthread_mutex_unlock(&s->lock);
+            if (let_go)
+                goto joined;
             if (js_terminal(js_state(atomic_load_explicit(&c->sw, memory_order_acquire))))
                 return ax_fail(rc,
                                "ax_join: its bound of %lld ms passed before task %llu let go: "
@@ -145,6 +152,7 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
                            (unsigned long long)child_id);
         }
     }
+joined:
     /* Terminal: the finishing thread wrote the result before it released
      * s->lock, and we took the lock (or were woken after it) since. */
     if (out) {

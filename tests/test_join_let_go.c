@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 struct box {
+    atomic_int entered; /* the child's function began: its cleanup is registered */
     atomic_int done_calls;
     atomic_int done_returned;
     atomic_int cleaned;
@@ -59,7 +60,9 @@ static void cleanup(void *arg)
 
 static int sleepy_child(ax_task *t, void *arg)
 {
+    struct box *b = arg;
     ax_defer(t, cleanup, arg);
+    atomic_store(&b->entered, 1);
     int rc = ax_sleep(t, 10000);
     return rc ? rc : 0;
 }
@@ -101,7 +104,8 @@ static int parent_cancel(ax_task *t, void *arg)
     ax_spec sp = {.fn = sleepy_child, .arg = b, .timeout_ms = 5000};
     uint64_t id;
     EXPECT(ax_spawn(t, &sp, &id) == AX_OK);
-    EXPECT(ax_sleep(t, 5) == AX_OK); /* the child parks in its sleep */
+    while (!atomic_load(&b->entered)) /* then it parks in its sleep */
+        EXPECT(ax_sleep(t, 1) == AX_OK);
     EXPECT(ax_cancel(ax_task_sched(t), id) == AX_OK);
     ax_result r;
     EXPECT(ax_join(t, id, -1, &r) == AX_OK);
@@ -116,6 +120,7 @@ static int parent_cancel(ax_task *t, void *arg)
  * test's main thread, not a worker) and waits there until the parent has
  * tried a bounded join. */
 static _Atomic uint64_t held_child;
+static struct box *_Atomic held_box;
 static atomic_int in_done, may_return;
 
 static void held_done(const ax_result *r, void *arg)
@@ -137,6 +142,7 @@ static int parent_held(ax_task *t, void *arg)
                   .cb_arg = b};
     uint64_t id;
     EXPECT(ax_spawn(t, &sp, &id) == AX_OK);
+    atomic_store(&held_box, b);
     atomic_store(&held_child, id);
     while (!atomic_load(&in_done))
         EXPECT(ax_sleep(t, 1) == AX_OK);
@@ -184,7 +190,7 @@ int main(void)
     ax_spec sp = {.fn = parent_held, .timeout_ms = 20000};
     CHECK_EQ(ax_submit(s, &sp, NULL), AX_OK);
     CHECK(WAIT_UNTIL(atomic_load(&held_child) != 0, 10000));
-    usleep(5 * 1000); /* the child parks in its sleep (a cancel before is as good) */
+    CHECK(WAIT_UNTIL(atomic_load(&atomic_load(&held_box)->entered), 10000));
     CHECK_EQ(ax_cancel(s, atomic_load(&held_child)), AX_OK); /* runs held_done here */
     CHECK(WAIT_UNTIL(atomic_load(&parents_done) == 1, 30000));
     CHECK_EQ(atomic_load(&failures), 0);
