@@ -902,8 +902,11 @@ static int promote(ax_task *t, ax_redis_consumer *c)
     return rc;
 }
 
-static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
+/* Claim into at most `free` slots; *taken: how many it dispatched. */
+static int claim(ax_task *t, ax_redis_consumer *c, unsigned free, unsigned *taken)
 {
+    unsigned asked = free;
+    *taken = 0;
     char idle[16], count[16], maxd[16];
     snprintf(idle, sizeof idle, "%u", c->cfg.visibility_ms);
     snprintf(maxd, sizeof maxd, "%u", c->cfg.max_deliveries);
@@ -953,6 +956,7 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free)
         }
         freeReplyObject(rep);
     }
+    *taken = asked - free;
     return AX_OK;
 }
 
@@ -1110,6 +1114,13 @@ static int puller(ax_task *t, void *arg)
     ax_redis_consumer *c = arg;
     worker_of = c->s;
     bool groups = false;
+    /* A claim pass is owed from each maintenance pass until one finds fewer
+     * entries to claim than it had slots for. It takes the slots that come
+     * free first, ahead of new messages: a consumer kept full by its
+     * backlog found no free slot at its maintenance passes and claimed a
+     * dead consumer's entries only once the backlog was gone (new user's
+     * trial: ~10 s after a 2 s visibility, 3 of 3), or never. */
+    bool claim_owed = false;
     uint64_t next_maint = 0;
     while (!atomic_load(&c->stopping) && !ax_cancelled(t) && !atomic_load(&c->sched_closed)) {
         int rc;
@@ -1126,7 +1137,7 @@ static int puller(ax_task *t, void *arg)
              * process runs must keep their idle time down in any case. */
             int prc = promote(t, c);
             if (heartbeat(t, c, 0) == AX_OK && prc == AX_OK)
-                claim(t, c, free_slots(c));
+                claim_owed = true;
             ax_redis_queue_stats qs;
             int src = ax_redis_queue_stats_get(t, c->q, -1, &qs);
             if (src == AX_OK) {
@@ -1144,6 +1155,12 @@ static int puller(ax_task *t, void *arg)
         unsigned free = free_slots(c);
         if (free == 0) {
             wait_efd(t, c->slot_efd, to_maint);
+            continue;
+        }
+        if (claim_owed) {
+            unsigned taken = 0;
+            if (claim(t, c, free, &taken) != AX_OK || taken < free)
+                claim_owed = false; /* nothing more to claim now (or a failure: next pass) */
             continue;
         }
         int got = read_rounds(t, c, free);
