@@ -468,6 +468,7 @@ endpoint /err500  error=1 error_code=500
 endpoint /err503  error=1 error_code=503
 endpoint /errmix  error=1,error_code=mix
 endpoint /hang    hang=1
+endpoint /slow    latency=fixed:3s
 endpoint /reset   reset=1 body=20000
 endpoint /big     body=100000
 endpoint /logn/*  latency=lognormal:20ms:200ms
@@ -528,6 +529,22 @@ for i in $(seq 40); do
     sleep 0.05
 done
 check "hang: no longer in flight once the client left" test "$(stats_get "$MAIN" 'd["requests"]["in_flight"]')" -eq 0
+
+# A client that gives up during the latency: not answered, not in flight
+# from then on (it counted as a 200 three seconds later, and in the load
+# the models see until then).
+un0=$(stats_get "$MAIN" 'd["requests"]["unanswered"]')
+ok0=$(stats_get "$MAIN" 'd["requests"]["by_status"].get("200", 0)')
+rc=0
+curl -s --max-time 0.5 -o /dev/null "$URL/slow" || rc=$?
+check "latency: curl --max-time 0.5 exits 28 (got $rc)" test "$rc" -eq 28
+for i in $(seq 40); do
+    [ "$(stats_get "$MAIN" 'd["requests"]["in_flight"]')" -eq 0 ] && break
+    sleep 0.05
+done
+check "latency: no longer in flight once the client left" test "$(stats_get "$MAIN" 'd["requests"]["in_flight"]')" -eq 0
+check "latency: counted unanswered" test "$(stats_get "$MAIN" 'd["requests"]["unanswered"]')" -eq $((un0 + 1))
+check "latency: not counted answered" test "$(stats_get "$MAIN" 'd["requests"]["by_status"].get("200", 0)')" -eq "$ok0"
 
 # Reset: curl fails with a receive error (56; 18 if it saw a short body).
 rc=0

@@ -118,6 +118,37 @@ static void wait_gone(struct conn *c)
     }
 }
 
+/* Wait out a simulated latency of ms, watching the connection: false as
+ * soon as the client has gone (end of file or a reset: a request it gave
+ * up on is not answered, and no longer counts in flight or in the load
+ * the models see -- new user's trial: a client's 1 s timeout left a 3 s
+ * request counted as a 200), or when cancelled. Bytes the client sends
+ * meanwhile (a pipelined request) stay for the next read; the rest of the
+ * wait is then a plain sleep. */
+static bool wait_latency(struct conn *c, uint64_t ms)
+{
+    uint64_t end = ax_now_ns() + ms * 1000000u;
+    for (;;) {
+        uint64_t now = ax_now_ns();
+        if (now >= end)
+            return true;
+        int64_t left = (int64_t)((end - now + 999999u) / 1000000u);
+        int rc = ax_wait_fd(c->t, c->fd, AX_READ, left);
+        if (rc == AX_ETIMEDOUT && ax_cancelled(c->t) == 0)
+            return true; /* its own bound: the latency is over */
+        if (rc != AX_OK)
+            return false; /* cancelled (shutdown) or the connection's lifetime ended */
+        char b;
+        ssize_t n = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            return false; /* the client left */
+        if (n > 0) {
+            now = ax_now_ns();
+            return now >= end || ax_sleep(c->t, (end - now + 999999u) / 1000000u) == 0;
+        }
+    }
+}
+
 static void serve_stats(struct conn *c, const struct http_req *rq, bool keep)
 {
     INC(up_stats.stats_requests);
@@ -162,8 +193,8 @@ static bool serve_endpoint(struct conn *c, const struct http_req *rq, unsigned e
         ok = false;
         goto out;
     }
-    if (f.latency_ms && ax_sleep(c->t, f.latency_ms) != 0) {
-        ok = false; /* cancelled (shutdown) or the connection's lifetime ended */
+    if (f.latency_ms && !wait_latency(c, f.latency_ms)) {
+        ok = false; /* the client left, cancelled, or the connection's lifetime ended */
         goto out;
     }
 
