@@ -495,7 +495,7 @@ int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst);
 int ax_pause(ax_sched *s);
 int ax_resume(ax_sched *s);
 
-/* ---- task classes and overload control (DESIGN.md §11) ------------------ */
+/* ---- task classes and overload control (README: "Task classes and overload control") -- */
 
 /* A class names a kind of work (an upstream endpoint: "quote", "search") and
  * carries its defaults and its overload controls, each off-switchable:
@@ -759,7 +759,7 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f);
 
 /* ---- lifecycle events ---------------------------------------------------- */
 
-/* One event per state change of a task (DESIGN.md §9). */
+/* One event per state change of a task (README: "Observability"). */
 typedef enum {
     AX_EV_SUBMITTED = 0,  /* admitted */
     AX_EV_REJECTED,       /* refused: invalid, full, rate, shutdown (no task exists) */

@@ -1,4 +1,5 @@
-/* ax_redis.h - shared priority queues on Redis Streams (libax_redis, DESIGN.md §12).
+/* ax_redis.h - shared priority queues on Redis Streams (libax_redis; README:
+ * "Shared queues on Redis Streams").
  *
  * Many processes on many machines share one set of priority queues held by
  * Redis; each process runs what it pulled as ax tasks, with the same
@@ -146,7 +147,7 @@ typedef struct ax_redis_queue ax_redis_queue;
 typedef struct ax_redis_queue_config {
     const char *name;        /* required: 1-63 bytes of [A-Za-z0-9_.:-] */
     ax_redis_config conn;    /* ax_redis_config_default */
-    /* Admission, as local (DESIGN.md §5): entries per stream at most
+    /* Admission, as local (ax_config's capacity and shed_ratio): entries per stream at most
      * (waiting + delivered and not yet acknowledged), indexed by ax_priority;
      * NORMAL/LOW refused with AX_ESHED once all three streams and the
      * delayed set hold shed_ratio of the total. The first producer's values
@@ -262,8 +263,8 @@ typedef struct ax_redis_consumer_config {
                                 consumers of the queue */
     unsigned slots;          /* messages held at most (pulled, not yet acknowledged)
                                 (default 64) */
-    /* Quota rounds across the three streams, as local dispatch (DESIGN.md
-     * §4): 0 = slots/2 and slots/3 (at least 1); low_guaranteed default 1. */
+    /* Quota rounds across the three streams, as local dispatch (ax_config's
+     * quotas): 0 = slots/2 and slots/3 (at least 1); low_guaranteed default 1. */
     unsigned quota_high, quota_normal, low_guaranteed;
     uint32_t block_ms;       /* an XREADGROUP waits at most this for news (default 200) */
     uint32_t visibility_ms;  /* a delivered message idle this long is claimed by another

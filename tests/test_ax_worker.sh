@@ -135,6 +135,9 @@ expect2 "--name with a space" "--name 'a b': only A-Z a-z 0-9 _ . : -" \
 # against [::1]:6379, though it is an address of its own.
 expect2 "--redis with bare IPv6" "an IPv6 address goes in brackets" \
     --url "http://$UPADDR" --redis "::1:$RPORT" --queue q
+# (trial) A URL was told "an IPv6 address goes in brackets".
+expect2 "--redis as a URL" "give HOST:PORT, not a URL" \
+    --url "http://$UPADDR" --redis "redis://127.0.0.1:$RPORT" --queue q
 
 # requests: how many requests ax-upstream has had (its /stats).
 requests() {

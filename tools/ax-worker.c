@@ -199,6 +199,8 @@ static void parse_args(int argc, char **argv, struct options *o)
 /* "HOST:PORT" (IPv6 in brackets) into host and port. */
 static void parse_redis(const char *v, char *host, size_t hostlen, uint16_t *port)
 {
+    if (strstr(v, "://"))
+        usage_error("--redis: '%s': give HOST:PORT, not a URL (no scheme: 127.0.0.1:6379)", v);
     const char *colon = strrchr(v, ':');
     if (!colon || colon == v) usage_error("--redis: '%s' is not HOST:PORT", v);
     const char *h = v;
