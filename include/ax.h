@@ -44,7 +44,7 @@ enum {
     AX_EINVAL = -1,     /* an argument or config field is invalid (see ax_error_detail) */
     AX_ENOMEM = -2,     /* out of memory, or the scheduler's task table is full */
     AX_EFULL = -3,      /* the task's priority bucket is at its bound */
-    AX_ESHED = -4,      /* overload: NORMAL/LOW shed above shed_ratio of capacity */
+    AX_ESHED = -4,      /* overload: NORMAL/LOW shed once the load reaches shed_ratio of capacity */
     AX_ERATE = -5,      /* submission rate limit exceeded */
     AX_ESHUTDOWN = -6,  /* the scheduler is shutting down */
     AX_ETIMEDOUT = -7,  /* timed out: the task's deadline, or a call's own timeout_ms,
@@ -161,7 +161,8 @@ typedef struct ax_config {
     unsigned capacity[AX_PRIO_COUNT]; /* bucket bounds, indexed by ax_priority (NORMAL is
                                          index 0): [AX_PRIO_HIGH] 10000, [AX_PRIO_NORMAL]
                                          30000, [AX_PRIO_LOW] 10000 */
-    double shed_ratio;         /* shed NORMAL/LOW above this share of total capacity (0.8) */
+    double shed_ratio;         /* shed NORMAL/LOW once the load (queued + running + delayed)
+                                  reaches this share of total capacity (0.8) */
     double rate_limit;         /* admitted submissions per second, at most 1e12; 0 = off */
     unsigned rate_burst;       /* token-bucket depth (default 0 = rate_limit, min 1) */
     size_t stack_size;         /* coroutine stack bytes (default 64 KiB, min 16 KiB) */

@@ -36,6 +36,8 @@
  */
 #include "internal.h"
 
+#include <limits.h>
+#include <math.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -653,9 +655,14 @@ void sched_recompute_locked(struct ax_sched *s)
     s->total_capacity = 0;
     for (int p = 0; p < AX_PRIO_COUNT; p++)
         s->total_capacity += s->cfg.capacity[p];
-    /* A NORMAL/LOW submission is shed once load >= shed_at, i.e. admitting
-     * it would take queued + running past shed_ratio of the total capacity. */
-    s->shed_at = (unsigned)(s->cfg.shed_ratio * (double)s->total_capacity);
+    /* A NORMAL/LOW submission is shed once load >= shed_at: once queued +
+     * running + delayed has reached shed_ratio of the total capacity, as
+     * README says. Rounded up: rounded down, 0.5 of 15 shed at a load of 7
+     * (47 %), and 1e-5 of anything shed every task into an empty scheduler
+     * (new user's trial). The 1e-9 keeps an exact product (0.8 x 10) from
+     * rounding up past it. */
+    double line = ceil(s->cfg.shed_ratio * (double)s->total_capacity - 1e-9);
+    s->shed_at = line < 1 ? 1 : line > (double)UINT_MAX ? UINT_MAX : (unsigned)line;
 }
 
 /* Wake up to n sleeping workers. Called after work appeared (a submit, a

@@ -7,7 +7,7 @@
  *   rate limit (token bucket, seed §4.3 "refuse traffic above 1.5 x peak")
  *                           -> AX_ERATE
  *   NORMAL/LOW while load >= shed_at, where load = queued + running +
- *   delayed and shed_at = shed_ratio x total capacity (seed §5.3)
+ *   delayed and shed_at = shed_ratio x total capacity, rounded up (seed §5.3)
  *                           -> AX_ESHED   (HIGH is never shed)
  *   the bucket (plus its delayed submissions) at its bound
  *                           -> AX_EFULL

@@ -77,6 +77,35 @@ int main(void)
     CHECK_EQ(atomic_load(&done), 11);
     ax_free(s);
 
+    /* A line between two loads: shed once the load has reached it, not
+     * before. 0.5 of 15 is 7.5: admitted at a load of 7 (47 %), shed at 8
+     * (rounded down, it shed at 7: new user's trial). And a line under one
+     * task still admits into an empty scheduler (1e-5 of 14 shed them all). */
+    {
+        ax_config c;
+        ax_config_default(&c);
+        c.workers = 1;
+        c.capacity[AX_PRIO_HIGH] = 5;
+        c.capacity[AX_PRIO_NORMAL] = 5;
+        c.capacity[AX_PRIO_LOW] = 5;
+        c.shed_ratio = 0.5;
+        CHECK_EQ(ax_new(&c, &s), 0);
+        CHECK_EQ(ax_pause(s), 0);
+        for (int i = 0; i < 5; i++)
+            CHECK_EQ(sub(s, AX_PRIO_HIGH), 0);
+        CHECK_EQ(sub(s, AX_PRIO_LOW), 0);
+        CHECK_EQ(sub(s, AX_PRIO_LOW), 0);  /* load 6 -> 7 */
+        CHECK_EQ(sub(s, AX_PRIO_LOW), 0);  /* load 7 (47 %) -> 8 */
+        CHECK_EQ(sub(s, AX_PRIO_LOW), AX_ESHED); /* load 8 (53 %) */
+        ax_free(s);
+        c.shed_ratio = 1e-5;
+        CHECK_EQ(ax_new(&c, &s), 0);
+        CHECK_EQ(ax_pause(s), 0);
+        CHECK_EQ(sub(s, AX_PRIO_NORMAL), 0);
+        CHECK_EQ(sub(s, AX_PRIO_NORMAL), AX_ESHED);
+        ax_free(s);
+    }
+
     /* shed_ratio 1.0: NORMAL is bounded by its bucket: EFULL at exactly 6. */
     s = make(1.0);
     for (int i = 0; i < 6; i++)

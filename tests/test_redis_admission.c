@@ -227,6 +227,23 @@ int main(void)
     CHECK_EQ(rs_int(rc, "XLEN ax:{batch}:normal"), 640);
     ax_free(s);
     ax_redis_queue_free(q);
+    /* A shed line between two loads: shed once the load has reached it, as
+     * locally (test_admission): 0.5 of 15 is 7.5, admitted at 7, shed at 8. */
+    ax_redis_queue_config lc;
+    ax_redis_queue_config_default(&lc);
+    lc.name = "adm-line";
+    lc.conn.port = (uint16_t)port;
+    lc.capacity[AX_PRIO_HIGH] = lc.capacity[AX_PRIO_NORMAL] = lc.capacity[AX_PRIO_LOW] = 5;
+    lc.shed_ratio = 0.5;
+    ax_redis_queue *lq;
+    CHECK_EQ(ax_redis_queue_new(&lc, &lq), 0);
+    int want[] = {0, 0, 0, 0, 0, 0, 0, 0, AX_ESHED}; /* 5 HIGH, then LOW at loads 5..8 */
+    for (int i = 0; i < 9; i++) {
+        ax_redis_spec sp = {.kind = "k", .priority = i < 5 ? AX_PRIO_HIGH : AX_PRIO_LOW,
+                            .payload = "x", .len = 1, .timeout_ms = 1000};
+        CHECK_EQ(ax_redis_submit(NULL, lq, &sp, 5000, NULL), want[i]);
+    }
+    ax_redis_queue_free(lq);
     redisFree(rc);
     return 0;
 }

@@ -36,7 +36,7 @@ static const char submit_lua[] =
     "local load = redis.call('ZCARD', KEYS[4])\n"
     "for i = 1, 3 do n[i] = redis.call('XLEN', KEYS[i]); load = load + n[i] end\n"
     "local total = tonumber(c[1]) + tonumber(c[2]) + tonumber(c[3])\n"
-    "if p ~= 1 and load >= math.floor(total * tonumber(c[4])) then return -4 end\n"
+    "if p ~= 1 and load >= math.ceil(total * tonumber(c[4]) - 1e-9) then return -4 end\n"
     "if n[p] >= tonumber(c[p]) then return -3 end\n"
     "if redis.call('EXISTS', KEYS[p]) == 0 then\n"
     "  redis.call('XGROUP', 'CREATE', KEYS[p], 'ax', '0', 'MKSTREAM')\n"
