@@ -610,7 +610,8 @@ typedef struct ax_class_stats {
     /* Retries the budget allowed (decided: counted even when the retry is
      * then cancelled, ended by its deadline or shutdown, or refused at
      * dispatch before it starts; the retry attempts that ran are in
-     * `started`) and denied. */
+     * `started`; HIGH's with protect_high too, which the budget does not
+     * limit) and denied. */
     uint64_t retries_allowed, retries_denied;
     uint64_t expired;       /* failed at dispatch past the queue-time budget */
     uint64_t submitted, started, succeeded, failed, timed_out, cancelled;
