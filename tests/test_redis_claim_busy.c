@@ -6,14 +6,16 @@
  * so it reached its maintenance passes full and claimed a dead consumer's
  * entries only after it had started every newer message (new user's
  * trial: the first redelivery ~10 s after a kill with 2 s of visibility, 3
- * of 3; a stalled consumer's never). Now a maintenance pass owes a claim
- * pass, which takes the next slots that come free.
+ * of 3; a stalled consumer's never). Now each maintenance pass owes a
+ * claim pass, which takes the next slots that come free (one pass per
+ * claim interval: not ahead of every new HIGH message until the dead
+ * consumer's entries are all claimed).
  *
  * A victim process takes 4 messages and parks on them; it is killed. The
- * survivor (this process, 4 slots, each message 50 ms) has a backlog of
- * 300 messages (~3.75 s of work). Its claims of the victim's 4 entries
- * must come while most of the backlog is still to run; then all 304 end
- * exactly once, the victim's 4 as redeliveries.
+ * survivor (this process, 4 slots, each message 50 ms, a claim pass due
+ * every 50 ms) has a backlog of 400 messages (~5 s of work). Its claims of
+ * the victim's 4 entries must come while most of the backlog is still to
+ * run; then all 404 end exactly once, the victim's 4 as redeliveries.
  */
 #include "redis_server.h"
 #include "util.h"
@@ -21,7 +23,7 @@
 #include <ax_redis.h>
 #include <sys/prctl.h>
 
-enum { BACKLOG = 300, HELD = 4, SLOTS = 4 };
+enum { BACKLOG = 400, HELD = 4, SLOTS = 4 };
 
 static int port;
 
@@ -58,7 +60,7 @@ static ax_redis_consumer *consumer(ax_sched *s, ax_redis_queue *q, const char *n
     cc.name = name;
     cc.slots = SLOTS;
     cc.visibility_ms = 1000;
-    cc.claim_interval_ms = 100;
+    cc.claim_interval_ms = 50;
     ax_redis_consumer *c;
     CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);
     CHECK_EQ(ax_redis_handle(c, "m", fn, NULL), 0);
@@ -116,7 +118,7 @@ int main(void)
     long long done_at_claim = rs_int(rc, "HGET ax:{busy}:stats succeeded");
     fprintf(stderr, "claimed the dead consumer's %d entries with %lld of %d messages done\n", HELD,
            done_at_claim, BACKLOG + HELD);
-    /* ~1.1 s in of ~3.75 s; before the fix, at the end of the backlog. */
+    /* ~1.2 s in of ~5 s; before the fix, at the end of the backlog. */
     CHECK(done_at_claim < BACKLOG / 2);
 
     CHECK(WAIT_UNTIL(rs_int(rc, "HGET ax:{busy}:stats succeeded") == BACKLOG + HELD, 120000));
