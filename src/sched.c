@@ -659,9 +659,12 @@ void sched_recompute_locked(struct ax_sched *s)
      * running + delayed has reached shed_ratio of the total capacity, as
      * README says. Rounded up: rounded down, 0.5 of 15 shed at a load of 7
      * (47 %), and 1e-5 of anything shed every task into an empty scheduler
-     * (new user's trial). The 1e-9 keeps an exact product (0.8 x 10) from
-     * rounding up past it. */
-    double line = ceil(s->cfg.shed_ratio * (double)s->total_capacity - 1e-9);
+     * (new user's trial). The epsilons keep an exact product (0.8 x 10)
+     * from rounding up past it when the multiplication's own rounding puts
+     * it a little above (relative: 0.55 x 5e7 came out 27500000.000000004).
+     * libax_redis's submit script computes the same line the same way. */
+    double x = s->cfg.shed_ratio * (double)s->total_capacity;
+    double line = ceil(x - 1e-9 - x * 1e-12);
     s->shed_at = line < 1 ? 1 : line > (double)UINT_MAX ? UINT_MAX : (unsigned)line;
 }
 

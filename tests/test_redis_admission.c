@@ -9,6 +9,13 @@
 #include <ax_redis.h>
 
 static int port;
+
+static int noop_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return 0;
+}
 const char *rscript_sha(int id); /* src/redis/script.c: the SHA-1 EVALSHA names */
 
 static ax_redis_queue *queue(void)
@@ -227,23 +234,57 @@ int main(void)
     CHECK_EQ(rs_int(rc, "XLEN ax:{batch}:normal"), 640);
     ax_free(s);
     ax_redis_queue_free(q);
-    /* A shed line between two loads: shed once the load has reached it, as
-     * locally (test_admission): 0.5 of 15 is 7.5, admitted at 7, shed at 8. */
-    ax_redis_queue_config lc;
-    ax_redis_queue_config_default(&lc);
-    lc.name = "adm-line";
-    lc.conn.port = (uint16_t)port;
-    lc.capacity[AX_PRIO_HIGH] = lc.capacity[AX_PRIO_NORMAL] = lc.capacity[AX_PRIO_LOW] = 5;
-    lc.shed_ratio = 0.5;
-    ax_redis_queue *lq;
-    CHECK_EQ(ax_redis_queue_new(&lc, &lq), 0);
-    int want[] = {0, 0, 0, 0, 0, 0, 0, 0, AX_ESHED}; /* 5 HIGH, then LOW at loads 5..8 */
-    for (int i = 0; i < 9; i++) {
-        ax_redis_spec sp = {.kind = "k", .priority = i < 5 ? AX_PRIO_HIGH : AX_PRIO_LOW,
-                            .payload = "x", .len = 1, .timeout_ms = 1000};
-        CHECK_EQ(ax_redis_submit(NULL, lq, &sp, 5000, NULL), want[i]);
+    /* The shed line where the local scheduler puts it, for the same ratio:
+     * a line between two loads is reached, not passed (0.5 of 15: admitted
+     * at 7, shed at 8); the ratio reaches the script with every digit
+     * ("%.6f" moved 0.4000004's line from 7 to 6, and turned 4.9e-7 into
+     * 0, which shed into an empty queue: review). */
+    static const double ratios[] = {0.5, 0.4000004, 0.4666666, 0.666666667, 4.9e-7, 1.0};
+    for (size_t r = 0; r < sizeof ratios / sizeof *ratios; r++) {
+        ax_redis_queue_config lc;
+        ax_redis_queue_config_default(&lc);
+        char name[32];
+        snprintf(name, sizeof name, "adm-line-%zu", r);
+        lc.name = name;
+        lc.conn.port = (uint16_t)port;
+        lc.capacity[AX_PRIO_HIGH] = lc.capacity[AX_PRIO_NORMAL] = lc.capacity[AX_PRIO_LOW] = 5;
+        lc.shed_ratio = ratios[r];
+        ax_redis_queue *lq;
+        CHECK_EQ(ax_redis_queue_new(&lc, &lq), 0);
+        ax_config cfg;
+        ax_config_default(&cfg);
+        cfg.workers = 1;
+        cfg.capacity[AX_PRIO_HIGH] = cfg.capacity[AX_PRIO_NORMAL] = cfg.capacity[AX_PRIO_LOW] = 5;
+        cfg.shed_ratio = ratios[r];
+        ax_sched *ls;
+        CHECK_EQ(ax_new(&cfg, &ls), 0);
+        CHECK_EQ(ax_pause(ls), 0);
+        int shed_remote = -1, shed_local = -1;
+        for (int load = 0; load < 15; load++) {
+            /* a LOW into the empty queue, five HIGH, then LOW until refused */
+            ax_priority p = load >= 1 && load <= 5 ? AX_PRIO_HIGH : AX_PRIO_LOW;
+            ax_redis_spec sp = {.kind = "k", .priority = p, .payload = "x", .len = 1,
+                                .timeout_ms = 1000};
+            int rrc = ax_redis_submit(NULL, lq, &sp, 5000, NULL);
+            ax_spec ls_sp = {.fn = noop_fn, .priority = p, .timeout_ms = 1000};
+            int lrc = ax_submit(ls, &ls_sp, NULL);
+            if (rrc == AX_ESHED && shed_remote < 0)
+                shed_remote = load;
+            if (lrc == AX_ESHED && shed_local < 0)
+                shed_local = load;
+            if (rrc != 0 || lrc != 0)
+                break;
+        }
+        fprintf(stderr, "shed_ratio %.9g: shed at load %d locally, %d in redis\n", ratios[r],
+                shed_local, shed_remote);
+        CHECK_EQ(shed_remote, shed_local);
+        if (ratios[r] == 0.5)
+            CHECK_EQ(shed_local, 8);
+        if (ratios[r] == 4.9e-7)
+            CHECK_EQ(shed_local, 6); /* the LOW into the empty one admitted */
+        ax_free(ls);
+        ax_redis_queue_free(lq);
     }
-    ax_redis_queue_free(lq);
     redisFree(rc);
     return 0;
 }

@@ -241,7 +241,10 @@ static int sub_build(ax_redis_queue *q, const ax_redis_spec *sp, struct sub_cmd 
     snprintf(b->caps[0], sizeof b->caps[0], "%u", q->cfg.capacity[AX_PRIO_HIGH]);
     snprintf(b->caps[1], sizeof b->caps[1], "%u", q->cfg.capacity[AX_PRIO_NORMAL]);
     snprintf(b->caps[2], sizeof b->caps[2], "%u", q->cfg.capacity[AX_PRIO_LOW]);
-    snprintf(b->shed, sizeof b->shed, "%.6f", q->cfg.shed_ratio);
+    /* Every digit: the script computes the shed line from it exactly as
+     * sched.c does from the double (review: "%.6f" moved 0.4000004's line
+     * from 7 to 6 and made 4.9e-7 shed into an empty queue). */
+    snprintf(b->shed, sizeof b->shed, "%.17g", q->cfg.shed_ratio);
     snprintf(b->to, sizeof b->to, "%" PRIu64, sp->timeout_ms);
     snprintf(b->mr, sizeof b->mr, "%u", sp->max_retry);
     snprintf(b->dl, sizeof b->dl, "%" PRIu64, sp->deadline_ms);
