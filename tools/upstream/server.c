@@ -119,7 +119,8 @@ static void wait_gone(struct conn *c)
 }
 
 /* Wait out a simulated latency of ms, watching the connection: false as
- * soon as the client has gone (end of file or a reset: a request it gave
+ * soon as the client has gone (end of file -- a half-close looks the same
+ * and is taken for a departure too, tools/README.md -- or a reset: a request it gave
  * up on is not answered, and no longer counts in flight or in the load
  * the models see -- new user's trial: a client's 1 s timeout left a 3 s
  * request counted as a 200), or when cancelled. Bytes the client sends
