@@ -158,7 +158,8 @@ static const char promote_lua[] =
     "  redis.call('XADD', KEYS[p], '*', unpack(f, 2))\n"
     "  redis.call('ZREM', KEYS[4], m)\n"
     "end\n"
-    "return #due\n";
+    "local nxt = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')\n"
+    "return {#due, nxt[2] or '-1'}\n";
 
 /* Hand entries back: a consumer that will not run them (their tasks were
  * cancelled: it is stopping, or its scheduler shut down) makes them
