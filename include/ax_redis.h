@@ -272,10 +272,11 @@ typedef struct ax_redis_consumer_config {
                                 consumer resets the idle time (XCLAIM JUSTID) once it
                                 passes visibility_ms / 2: only a dead or stalled
                                 process loses its messages */
-    uint32_t claim_interval_ms; /* how often to claim, move due retries and reset the idle
-                                   time of running messages (default 1000; must be under
-                                   visibility_ms / 2, else AX_EINVAL from
-                                   ax_redis_consumer_new) */
+    uint32_t claim_interval_ms; /* how often to claim and reset the idle time of running
+                                   messages, and at the latest move due retries (each is
+                                   moved when its back-off ends, give or take block_ms)
+                                   (default 1000; must be under visibility_ms / 2, else
+                                   AX_EINVAL from ax_redis_consumer_new) */
     unsigned max_deliveries; /* an entry delivered more often (consumers died holding
                                 it) is dead-lettered (default 5) */
     ax_retry_policy retry;   /* back-off of failed attempts (ax's default) */
