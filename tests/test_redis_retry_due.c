@@ -4,14 +4,15 @@
  * Due retries were moved from the delayed set to their streams only at the
  * puller's maintenance passes, every claim_interval_ms: a retry ran up to
  * that much late (1 s with the defaults; ~250 ms late on a 200 ms interval
- * in a new user's trial). Now the puller promotes the earliest retry it
- * knows of (its own acker's, and the delayed set's next at each pass) when
- * it is due.
+ * in a new user's trial). Now the acker promotes each retry it wrote when
+ * it is due, and the promote's XADD wakes the puller's blocked XREADGROUP
+ * (a first version had the puller do it: blocked in XREADGROUP, it saw
+ * them only when its block ended, up to block_ms late, review).
  *
  * 5 messages fail their first attempt and succeed on the retry; back-off a
- * fixed 100 ms, claim interval 3 s. Each retry must start well before the
- * next claim pass (here under 1.5 s after the first attempt; before the
- * fix ~3 s).
+ * fixed 100 ms, claim interval 3 s, XREADGROUP blocks of 2 s. Each retry
+ * must start well before either (under 1.5 s after the first attempt;
+ * before the fix ~3 s, with the puller's version ~2 s).
  */
 #include "redis_server.h"
 #include "util.h"
@@ -61,6 +62,7 @@ int main(void)
     cc.name = "c";
     cc.slots = 8;
     cc.claim_interval_ms = 3000;
+    cc.block_ms = 2000;
     cc.visibility_ms = 30000;
     cc.retry.mode = AX_BACKOFF_EXPONENTIAL; /* capped at max_ms: a fixed 100 ms */
     cc.retry.base_ms = 100;

@@ -112,9 +112,6 @@ struct ax_redis_consumer {
     struct rmsg *held_head; /* every message held, for the heartbeat */
     unsigned hb_pass; /* heartbeat passes (under lock) */
     atomic_uint held;
-    /* Wall ms of the earliest retry the acker has sent to the delayed set
-     * since the puller last looked (0: none): promoted when due. */
-    _Atomic uint64_t own_due;
     atomic_bool stopping, started;
     atomic_bool stop_busy; /* an ax_redis_consumer_stop is running */
     struct ax_redis_consumer *reg_next; /* the process's consumers (reg_lock) */
@@ -887,10 +884,10 @@ static int read_blocking(ax_task *t, ax_redis_consumer *c, uint32_t block_ms)
     return got;
 }
 
-/* Move due retries from the delayed set to their streams. *next_ms: in how
- * many ms the next one left there is due (0: now or none known), so the
- * puller promotes it then instead of at its next maintenance pass. */
-static int promote(ax_task *t, ax_redis_consumer *c, uint64_t *next_ms)
+/* Move due retries from the delayed set to their streams, on connection
+ * `conn`. *next_ms: in how many ms the next one left there is due (1 if it
+ * is due already: more than one call's 1 000 were; 0: none). */
+static int promote(ax_task *t, ax_redis_consumer *c, ax_redis *conn, uint64_t *next_ms)
 {
     char now[24];
     uint64_t wall = wall_ms();
@@ -900,14 +897,16 @@ static int promote(ax_task *t, ax_redis_consumer *c, uint64_t *next_ms)
                           c->q->key[KEY_DELAYED]};
     const char *args[] = {now, "1000"};
     redisReply *rep = NULL;
-    int rc = rscript_call(t, c->pull_conn, -1, RS_PROMOTE, 4, keys, 2, args, NULL, &rep);
+    int rc = rscript_call(t, conn, -1, RS_PROMOTE, 4, keys, 2, args, NULL, &rep);
     if (rc == AX_OK && rep->type == REDIS_REPLY_ERROR)
         rc = ax_fail(AX_ENET, "redis: promote: %s", rep->str);
     if (rc == AX_OK && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
         rep->element[1]->type == REDIS_REPLY_STRING) {
         /* The score: wall ms, maybe fractional; "-1" when the set is empty. */
         double due = strtod(rep->element[1]->str, NULL);
-        if (due > (double)wall)
+        if (due >= 0 && due <= (double)wall)
+            *next_ms = 1;
+        else if (due > (double)wall && due - (double)wall < 1e12) /* a score set by hand: no UB */
             *next_ms = (uint64_t)(due - (double)wall) + 1;
     }
     if (rep)
@@ -1140,11 +1139,6 @@ static int puller(ax_task *t, void *arg)
      * 2-8 ms). */
     bool claim_owed = false;
     uint64_t next_maint = 0;
-    /* The next due retry, if before the next maintenance pass: promoted then
-     * (a retry waited for the next pass, up to claim_interval_ms late: up
-     * to 1 s with the defaults, ~250 ms on a 200 ms interval in the new
-     * user's trial). 0: none. */
-    uint64_t next_promote = 0;
     while (!atomic_load(&c->stopping) && !ax_cancelled(t) && !atomic_load(&c->sched_closed)) {
         int rc;
         if (!groups) {
@@ -1158,8 +1152,10 @@ static int puller(ax_task *t, void *arg)
         if (now >= next_maint) {
             /* The heartbeat whatever promote said: the messages this
              * process runs must keep their idle time down in any case. */
+            /* Due retries: each consumer's acker promotes its own when
+             * they are due; this pass takes those a dead consumer left. */
             uint64_t due_ms;
-            int prc = promote(t, c, &due_ms);
+            int prc = promote(t, c, c->pull_conn, &due_ms);
             claim_owed = heartbeat(t, c, 0) == AX_OK && prc == AX_OK;
             ax_redis_queue_stats qs;
             int src = ax_redis_queue_stats_get(t, c->q, -1, &qs);
@@ -1172,24 +1168,9 @@ static int puller(ax_task *t, void *arg)
                 count_err(c, src);
             }
             next_maint = now + (uint64_t)c->cfg.claim_interval_ms * 1000000u;
-            next_promote = due_ms ? now + due_ms * 1000000u : 0;
-            now = ax_now_ns();
-        } else if (next_promote && now >= next_promote) {
-            uint64_t due_ms;
-            if (promote(t, c, &due_ms) != AX_OK)
-                due_ms = 0; /* the next maintenance pass tries again */
-            next_promote = due_ms ? now + due_ms * 1000000u : 0;
             now = ax_now_ns();
         }
-        uint64_t own = atomic_exchange(&c->own_due, 0);
-        if (own) {
-            uint64_t wall = wall_ms();
-            uint64_t at = now + (own > wall ? (own - wall) * 1000000u : 0) + 1000000u;
-            if (!next_promote || at < next_promote)
-                next_promote = at;
-        }
-        uint64_t wake_at = next_promote && next_promote < next_maint ? next_promote : next_maint;
-        uint64_t to_maint = wake_at > now ? (wake_at - now) / 1000000u + 1 : 1;
+        uint64_t to_maint = next_maint > now ? (next_maint - now) / 1000000u + 1 : 1;
         unsigned free = free_slots(c);
         if (free == 0) {
             wait_efd(t, c->slot_efd, to_maint);
@@ -1239,15 +1220,6 @@ static void build_ack(ax_redis_consumer *c, struct rmsg *m, struct rcmd *cmd)
     bool retry = m->outcome == OUT_RETRY || m->outcome == OUT_REQUEUE;
     args[n++] = m->outcome == OUT_OK ? "ok" : retry ? "retry" : "dead";
     args[n++] = retry ? m->due : "0";
-    if (retry) {
-        /* The puller promotes it when it is due, not at its next
-         * maintenance pass: tell it, and wake it if it waits. */
-        uint64_t due = strtoull(m->due, NULL, 10), cur = atomic_load(&c->own_due);
-        while ((cur == 0 || due < cur) && !atomic_compare_exchange_weak(&c->own_due, &cur, due)) {
-        }
-        if (cur == 0 || due < cur)
-            kick(c->slot_efd);
-    }
     if (m->outcome != OUT_OK) {
         snprintf(m->prio_idx, sizeof m->prio_idx, "%d", rq_stream_key(m->prio) + 1);
         snprintf(m->next_attempt, sizeof m->next_attempt, "%u",
@@ -1518,7 +1490,22 @@ static int acker(ax_task *t, void *arg)
     ax_redis_consumer *c = arg;
     worker_of = c->s;
     struct rmsg *batch[ACK_BATCH];
+    /* Wall ms when the earliest retry this acker wrote (or the delayed set's
+     * next, as the last promote said) is due; 0: none. The acker promotes it
+     * then, on its own connection, after the write that put it there: the
+     * puller's maintenance passes moved retries only every
+     * claim_interval_ms (up to 1 s late with the defaults, ~250 ms on a
+     * 200 ms interval in the new user's trial), and the puller, blocked in
+     * XREADGROUP, could not be woken for them (review). The XADD of a
+     * promote wakes that XREADGROUP at once. */
+    uint64_t promote_at = 0;
     for (;;) {
+        if (promote_at && wall_ms() >= promote_at) {
+            uint64_t next_ms = 0;
+            if (promote(t, c, c->ack_conn, &next_ms) != AX_OK)
+                next_ms = 0; /* the maintenance passes take them */
+            promote_at = next_ms ? wall_ms() + next_ms : 0;
+        }
         pthread_mutex_lock(&c->lock);
         size_t n = 0;
         struct rmsg *gone = NULL;
@@ -1542,11 +1529,25 @@ static int acker(ax_task *t, void *arg)
         if (n == 0) {
             if (atomic_load(&c->stopping) && atomic_load(&c->held) == 0)
                 break;
-            if (wait_efd(t, c->done_efd, 100) == AX_ECANCELED || ax_cancelled(t))
+            uint64_t wait_ms = 100, wall = wall_ms();
+            if (promote_at)
+                wait_ms = promote_at <= wall ? 1 : promote_at - wall < 100 ? promote_at - wall : 100;
+            if (wait_efd(t, c->done_efd, wait_ms) == AX_ECANCELED || ax_cancelled(t))
                 break;
             continue;
         }
-        if (ack_batch(t, c, batch, n, 0) != AX_OK) {
+        /* The earliest retry of the batch, promoted when due once written. */
+        uint64_t first_due = 0;
+        for (size_t i = 0; i < n; i++)
+            if (batch[i]->outcome == OUT_RETRY || batch[i]->outcome == OUT_REQUEUE) {
+                uint64_t due = strtoull(batch[i]->due, NULL, 10);
+                if (!first_due || due < first_due)
+                    first_due = due;
+            }
+        int arc = ack_batch(t, c, batch, n, 0); /* batch[] is freed by now */
+        if (first_due && (!promote_at || first_due < promote_at))
+            promote_at = first_due; /* a failed write's retries: the promote finds none */
+        if (arc != AX_OK) {
             /* What is not settled goes to the back of the done list and is
              * written again after a pause, with whatever is done by then:
              * one message whose record cannot be written (its queue's
