@@ -46,7 +46,7 @@ int main(void)
     c.capacity[AX_PRIO_HIGH] = 1;
     c.capacity[AX_PRIO_NORMAL] = 1;
     c.capacity[AX_PRIO_LOW] = 1;
-    c.shed_ratio = 0.34; /* shed_at = 1: shed once one task is in the load */
+    c.shed_ratio = 0.33; /* shed_at = 1 (0.99 rounded up): shed once one task is in the load */
     S = test_sched_cfg(&c);
     ax_spec sp = {.fn = first, .timeout_ms = 1000, .priority = AX_PRIO_NORMAL,
                   .on_done = on_done};
