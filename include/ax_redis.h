@@ -274,7 +274,8 @@ typedef struct ax_redis_consumer_config {
                                 process loses its messages */
     uint32_t claim_interval_ms; /* how often to claim and reset the idle time of running
                                    messages, and at the latest move due retries (each is
-                                   moved when its back-off ends, give or take block_ms)
+                                   moved by its consumer within ~10 ms of its back-off's
+                                   end; one a stopped consumer left, at the next pass)
                                    (default 1000; must be under visibility_ms / 2, else
                                    AX_EINVAL from ax_redis_consumer_new) */
     unsigned max_deliveries; /* an entry delivered more often (consumers died holding
