@@ -330,6 +330,8 @@ int ax_redis_consumer_start(ax_redis_consumer *c);
  * SIGTERM path). A stop while another stop of the same consumer runs
  * waits for it within its own timeout_ms, else returns AX_ETIMEDOUT. The
  * drain ends early if ax_shutdown cancels the consumer's tasks meanwhile.
+ * It returns 0 only once no task of the consumer touches it any more (a
+ * handler running on past its cancel: AX_ETIMEDOUT at the bound).
  * Not from one of s's tasks: from any
  * task of s (ax_task_current), or an on_done on a worker thread that has
  * run one of the consumer's tasks, it returns AX_ESTATE at once, nothing

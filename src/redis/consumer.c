@@ -1928,6 +1928,19 @@ static int stop_one(ax_redis_consumer *c, uint64_t until)
         return ax_fail(AX_ETIMEDOUT,
                        "ax_redis_consumer_stop: %u messages still held (left pending in Redis)",
                        atomic_load(&c->held));
+    /* A message's last hold hands it to the acker, then lowers inflight as
+     * its last touch of c: the acker may have written it, and held reached
+     * 0, just before. 0 from here promises ax_redis_consumer_free a consumer
+     * nothing touches any more (CI, TSan: stop returned 0 and the free that
+     * followed found 1 message in flight, and leaked the consumer). A task
+     * that runs on past a cancel keeps it: AX_ETIMEDOUT. */
+    while (atomic_load(&c->inflight) && ax_now_ns() < until)
+        usleep(100);
+    if (atomic_load(&c->inflight))
+        return ax_fail(AX_ETIMEDOUT,
+                       "ax_redis_consumer_stop: %u message tasks have not ended (a handler "
+                       "running on past its cancel)",
+                       atomic_load(&c->inflight));
     return AX_OK;
 }
 
