@@ -35,7 +35,10 @@
  *   ax:{NAME}:high  ax:{NAME}:normal  ax:{NAME}:low   streams; group "ax"
  *   ax:{NAME}:delayed  sorted set: retries waiting out their back-off
  *                      (score = due time, Unix ms)
- *   ax:{NAME}:dead     stream: dead letters, with their last error
+ *   ax:{NAME}:dead     stream: dead letters, with their last error; a
+ *                      member of the delayed set ax did not write (not one
+ *                      of its retries) is moved here when due, as fields
+ *                      e (the error) and m (its bytes), counted in dead
  *   ax:{NAME}:conf     hash: the bounds (the first producer's config wins)
  *   ax:{NAME}:stats    hash: succeeded, retried, dead, claimed counters
  * A message's fields: k (kind), p (payload), t (trace id), to (timeout ms),

@@ -897,14 +897,14 @@ static int promote(ax_task *t, ax_redis_consumer *c, ax_redis *conn, uint64_t *n
     uint64_t wall = wall_ms();
     *next_ms = 0;
     snprintf(now, sizeof now, "%" PRIu64, wall);
-    const char *keys[] = {c->q->key[KEY_HIGH], c->q->key[KEY_NORMAL], c->q->key[KEY_LOW],
-                          c->q->key[KEY_DELAYED]};
+    const char *keys[] = {c->q->key[KEY_HIGH],    c->q->key[KEY_NORMAL], c->q->key[KEY_LOW],
+                          c->q->key[KEY_DELAYED], c->q->key[KEY_DEAD],   c->q->key[KEY_STATS]};
     const char *args[] = {now, "1000"};
     redisReply *rep = NULL;
-    int rc = rscript_call(t, conn, -1, RS_PROMOTE, 4, keys, 2, args, NULL, &rep);
+    int rc = rscript_call(t, conn, -1, RS_PROMOTE, 6, keys, 2, args, NULL, &rep);
     if (rc == AX_OK && rep->type == REDIS_REPLY_ERROR)
         rc = ax_fail(AX_ENET, "redis: promote: %s", rep->str);
-    if (rc == AX_OK && rep->type == REDIS_REPLY_ARRAY && rep->elements == 2 &&
+    if (rc == AX_OK && rep->type == REDIS_REPLY_ARRAY && rep->elements == 3 &&
         rep->element[1]->type == REDIS_REPLY_STRING) {
         /* The score: wall ms, maybe fractional; "-1" when the set is empty. */
         double due = strtod(rep->element[1]->str, NULL);

@@ -144,22 +144,46 @@ static const char claim_lua[] =
     "if #out > 0 then redis.call('HINCRBY', KEYS[3], 'claimed', #out) end\n"
     "return {r[1], out, dead}\n";
 
-/* Move due retries back to their streams. KEYS: high normal low delayed.
- * ARGV: now (Unix ms), count. Returns how many moved. */
+/* Move due retries back to their streams. KEYS: high normal low delayed
+ * dead stats. ARGV: now (Unix ms), count. Returns {how many moved, the
+ * next due score or -1, how many dead-lettered}. A member that is not a
+ * retry ack_lua wrote (not msgpack, a priority other than 1-3, fields not
+ * in pairs or not strings: written by hand or by another program) goes to
+ * the dead-letter stream with an error and its raw bytes (field `m`),
+ * counted in `dead`: left in place it failed the script at every call and
+ * held every later retry back (a new user's trial). */
 static const char promote_lua[] =
+    "local function retry_of(m)\n"
+    "  local ok, f = pcall(cmsgpack.unpack, m)\n"
+    "  if not ok or type(f) ~= 'table' or #f < 3 or #f % 2 == 0 then return nil end\n"
+    "  local p = tonumber(f[1])\n"
+    "  if p ~= 1 and p ~= 2 and p ~= 3 then return nil end\n"
+    "  for i = 2, #f do\n"
+    "    local t = type(f[i])\n"
+    "    if t ~= 'string' and t ~= 'number' then return nil end\n"
+    "  end\n"
+    "  return p, f\n"
+    "end\n"
     "local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[1], 'LIMIT', 0,\n"
     "                       tonumber(ARGV[2]))\n"
+    "local bad = 0\n"
     "for _, m in ipairs(due) do\n"
-    "  local f = cmsgpack.unpack(m)\n"
-    "  local p = tonumber(f[1])\n"
-    "  if redis.call('EXISTS', KEYS[p]) == 0 then\n"
-    "    redis.call('XGROUP', 'CREATE', KEYS[p], 'ax', '0', 'MKSTREAM')\n"
+    "  local p, f = retry_of(m)\n"
+    "  if p then\n"
+    "    if redis.call('EXISTS', KEYS[p]) == 0 then\n"
+    "      redis.call('XGROUP', 'CREATE', KEYS[p], 'ax', '0', 'MKSTREAM')\n"
+    "    end\n"
+    "    redis.call('XADD', KEYS[p], '*', unpack(f, 2))\n"
+    "  else\n"
+    "    redis.call('XADD', KEYS[5], '*', 'e',\n"
+    "               'not a retry ax wrote: a member of ' .. KEYS[4] .. ' set by hand?', 'm', m)\n"
+    "    bad = bad + 1\n"
     "  end\n"
-    "  redis.call('XADD', KEYS[p], '*', unpack(f, 2))\n"
     "  redis.call('ZREM', KEYS[4], m)\n"
     "end\n"
+    "if bad > 0 then redis.call('HINCRBY', KEYS[6], 'dead', bad) end\n"
     "local nxt = redis.call('ZRANGE', KEYS[4], 0, 0, 'WITHSCORES')\n"
-    "return {#due, nxt[2] or '-1'}\n";
+    "return {#due, nxt[2] or '-1', bad}\n";
 
 /* Hand entries back: a consumer that will not run them (their tasks were
  * cancelled: it is stopping, or its scheduler shut down) makes them
