@@ -653,11 +653,14 @@ static uint64_t num(const redisReply *v)
     return v && v->type == REDIS_REPLY_STRING ? strtoull(v->str, NULL, 10) : 0;
 }
 
-static void copy_str(char *dst, size_t cap, const redisReply *v)
+/* False (dst empty) when v is absent, not a string or does not fit. */
+static bool copy_str(char *dst, size_t cap, const redisReply *v)
 {
     dst[0] = 0;
-    if (v && v->type == REDIS_REPLY_STRING && v->len < cap)
-        memcpy(dst, v->str, v->len + 1);
+    if (!v || v->type != REDIS_REPLY_STRING || v->len >= cap)
+        return false;
+    memcpy(dst, v->str, v->len + 1);
+    return true;
 }
 
 /* Take one delivered entry: hold it and start its task (or record its
@@ -680,11 +683,14 @@ static bool dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
     if (deliveries > 1)
         atomic_fetch_add(&c->redelivered, 1);
     const redisReply *k = field(fields, "k"), *p = field(fields, "p"), *o = field(fields, "o");
-    copy_str(m->kind, sizeof m->kind, k);
+    bool kind_ok = copy_str(m->kind, sizeof m->kind, k) && m->kind[0];
     copy_str(m->trace, sizeof m->trace, field(fields, "t"));
-    if (o)
-        copy_str(m->origin, sizeof m->origin, o);
-    else
+    /* The origin id is the handler's idempotency key: one that does not
+     * fit is not cut (two messages would share a key) nor emptied (every
+     * such message would share ""): the message is dead-lettered, under
+     * the id its entry gives it. */
+    bool origin_ok = !o || (copy_str(m->origin, sizeof m->origin, o) && m->origin[0]);
+    if (!o || !origin_ok)
         snprintf(m->origin, sizeof m->origin, "%c:%.40s", rq_prio_letter(m->prio), m->entry_id);
     m->timeout_ms = num(field(fields, "to"));
     m->max_retry = (unsigned)num(field(fields, "r"));
@@ -698,8 +704,15 @@ static bool dispatch(ax_redis_consumer *c, int key, const redisReply *id, const 
             m->len = p->len;
         }
     }
-    if (!m->kind[0] || m->timeout_ms == 0 || (p && !m->payload)) {
-        snprintf(m->err, sizeof m->err, "malformed message (no kind, timeout or payload)");
+    const char *bad =
+        !kind_ok    ? "malformed message: its kind (field k) is missing, empty or longer than 63 bytes"
+        : !origin_ok ? "malformed message: its origin id (field o) is empty or longer than 47 bytes"
+        : m->timeout_ms == 0 ? "malformed message: it has no timeout (field to)"
+        : (p && !m->payload) ? "out of memory for its payload"
+                             : NULL;
+    _Static_assert(AX_REDIS_KIND_MAX == 64 && AX_REDIS_ID_MAX == 48, "the messages above");
+    if (bad) {
+        snprintf(m->err, sizeof m->err, "%s", bad);
         m->outcome = OUT_DEAD;
         push_done(c, m);
         return true;
