@@ -26,19 +26,25 @@ static int sub(ax_sched *s, ax_priority p)
     return ax_submit(s, &sp, NULL);
 }
 
-static ax_sched *make(double shed_ratio)
+/* A paused scheduler of one worker with these bucket capacities. */
+static ax_sched *make_caps(unsigned high, unsigned normal, unsigned low, double shed_ratio)
 {
     ax_config c;
     ax_config_default(&c);
     c.workers = 1;
-    c.capacity[AX_PRIO_HIGH] = 4;
-    c.capacity[AX_PRIO_NORMAL] = 6;
-    c.capacity[AX_PRIO_LOW] = 4;
+    c.capacity[AX_PRIO_HIGH] = high;
+    c.capacity[AX_PRIO_NORMAL] = normal;
+    c.capacity[AX_PRIO_LOW] = low;
     c.shed_ratio = shed_ratio;
     ax_sched *s;
     CHECK_EQ(ax_new(&c, &s), 0);
     CHECK_EQ(ax_pause(s), 0);
     return s;
+}
+
+static ax_sched *make(double shed_ratio)
+{
+    return make_caps(4, 6, 4, shed_ratio);
 }
 
 int main(void)
@@ -81,30 +87,18 @@ int main(void)
      * before. 0.5 of 15 is 7.5: admitted at a load of 7 (47 %), shed at 8
      * (rounded down, it shed at 7: new user's trial). And a line under one
      * task still admits into an empty scheduler (1e-5 of 14 shed them all). */
-    {
-        ax_config c;
-        ax_config_default(&c);
-        c.workers = 1;
-        c.capacity[AX_PRIO_HIGH] = 5;
-        c.capacity[AX_PRIO_NORMAL] = 5;
-        c.capacity[AX_PRIO_LOW] = 5;
-        c.shed_ratio = 0.5;
-        CHECK_EQ(ax_new(&c, &s), 0);
-        CHECK_EQ(ax_pause(s), 0);
-        for (int i = 0; i < 5; i++)
-            CHECK_EQ(sub(s, AX_PRIO_HIGH), 0);
-        CHECK_EQ(sub(s, AX_PRIO_LOW), 0);
-        CHECK_EQ(sub(s, AX_PRIO_LOW), 0);  /* load 6 -> 7 */
-        CHECK_EQ(sub(s, AX_PRIO_LOW), 0);  /* load 7 (47 %) -> 8 */
-        CHECK_EQ(sub(s, AX_PRIO_LOW), AX_ESHED); /* load 8 (53 %) */
-        ax_free(s);
-        c.shed_ratio = 1e-5;
-        CHECK_EQ(ax_new(&c, &s), 0);
-        CHECK_EQ(ax_pause(s), 0);
-        CHECK_EQ(sub(s, AX_PRIO_NORMAL), 0);
-        CHECK_EQ(sub(s, AX_PRIO_NORMAL), AX_ESHED);
-        ax_free(s);
-    }
+    s = make_caps(5, 5, 5, 0.5);
+    for (int i = 0; i < 5; i++)
+        CHECK_EQ(sub(s, AX_PRIO_HIGH), 0);
+    CHECK_EQ(sub(s, AX_PRIO_LOW), 0);
+    CHECK_EQ(sub(s, AX_PRIO_LOW), 0);        /* load 6 -> 7 */
+    CHECK_EQ(sub(s, AX_PRIO_LOW), 0);        /* load 7 (47 %) -> 8 */
+    CHECK_EQ(sub(s, AX_PRIO_LOW), AX_ESHED); /* load 8 (53 %) */
+    ax_free(s);
+    s = make_caps(5, 5, 5, 1e-5);
+    CHECK_EQ(sub(s, AX_PRIO_NORMAL), 0);
+    CHECK_EQ(sub(s, AX_PRIO_NORMAL), AX_ESHED);
+    ax_free(s);
 
     /* shed_ratio 1.0: NORMAL is bounded by its bucket: EFULL at exactly 6. */
     s = make(1.0);
