@@ -65,9 +65,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <strings.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -96,6 +98,7 @@ struct http_worker {
  * without its dips, and room for a few hosts before the first peak. */
 #define HTTP_CACHE_MIN 16
 #define HTTP_CACHE_PER_FLIGHT 4
+#define HTTP_CACHE_FD_SHARE 4 /* idle connections: at most 1/4 of RLIMIT_NOFILE */
 #define HTTP_LIMIT_MAX 1000000L
 #define HTTP_POOL_MAX 65536u
 /* ax_http_get/post keep a response in memory: its body up to max_body
@@ -443,12 +446,25 @@ int ax_http_configure(ax_sched *s, const ax_http_config *c)
     return AX_OK;
 }
 
-/* CURLMOPT_MAXCONNECTS for the current settings and peak. */
+/* CURLMOPT_MAXCONNECTS for the current settings and peak. The auto size
+ * keeps the idle connections of all workers within a quarter of the
+ * process's open-file limit: after a burst of K in flight the cache held
+ * them all (4 K), so with K near the limit the process could open no file
+ * or socket at all once idle (a new user's trial: ulimit -n 200, 1 000 in
+ * flight, opendir failed afterwards). Read at each resize (peaks only
+ * grow, settings change rarely): a host that raises its limit later gets
+ * the room from the next peak on. */
 static long cache_want(const struct http_worker *hw)
 {
     long want = hw->conf.max_connects;
     if (want == 0) {
         want = (long)hw->peak * HTTP_CACHE_PER_FLIGHT;
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+            rlim_t share = rl.rlim_cur / HTTP_CACHE_FD_SHARE / hw->w->s->nworkers;
+            if ((rlim_t)want > share)
+                want = (long)share;
+        }
         if (want < HTTP_CACHE_MIN)
             want = HTTP_CACHE_MIN;
     }
@@ -749,15 +765,21 @@ static size_t buf_append(struct buf *b, const char *data, size_t n)
 /* Every socket ax_http_get/post opens is close-on-exec: a subprocess the
  * host starts does not inherit it (libcurl 7.88 opens them without
  * SOCK_CLOEXEC). A child holding one would keep the connection open past
- * curl's close, and keep its epoll entry alive (struct http_sock). */
-static int on_sockopt(void *clientp, curl_socket_t fd, curlsocktype purpose)
+ * curl's close, and keep its epoll entry alive (struct http_sock). And the
+ * system's reason when no socket can be had is kept: curl says only
+ * "Couldn't connect to server" for a full fd table (EMFILE; a trial), and
+ * CURLINFO_OS_ERRNO keeps the errno of an earlier connect on a reused
+ * handle ("Connection refused"). */
+static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose,
+                                    struct curl_sockaddr *a)
 {
-    (void)clientp;
     (void)purpose;
-    int fl = fcntl(fd, F_GETFD);
-    if (fl >= 0 && !(fl & FD_CLOEXEC))
-        fcntl(fd, F_SETFD, fl | FD_CLOEXEC);
-    return CURL_SOCKOPT_OK;
+    int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+    if (fd < 0) {
+        *(int *)clientp = errno;
+        return CURL_SOCKET_BAD;
+    }
+    return fd;
 }
 
 static size_t on_data(char *data, size_t size, size_t nmemb, void *userp)
@@ -829,7 +851,9 @@ static int request_do(ax_task *t, const char *url, const char *content_type, con
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &bb);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_data);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, &hb);
-    curl_easy_setopt(easy, CURLOPT_SOCKOPTFUNCTION, on_sockopt);
+    int sock_errno = 0;
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &sock_errno);
     if (hw) {
         curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, hw->conf.http_version);
         /* Wait for a connection being set up to say whether it multiplexes
@@ -868,7 +892,12 @@ static int request_do(ax_task *t, const char *url, const char *content_type, con
     }
     /* A part past its bound, or out of memory for it: curl only says
      * "Failed writing received data". */
-    if (rc && (bb.over || hb.over))
+    if (rc == AX_ENET && sock_errno) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", ax_error_detail());
+        rc = ax_fail(AX_ENET, "%s: cannot open a socket: %s%s (%s)", fn, strerror(sock_errno),
+                     sock_errno == EMFILE ? " (the process's RLIMIT_NOFILE)" : "", why);
+    } else if (rc && (bb.over || hb.over))
         rc = ax_fail(AX_ENET, "%s: the response's %s is longer than %zu bytes (%s)", fn,
                      bb.over ? "body" : "header", bb.over ? bb.max : hb.max,
                      bb.over ? "ax_http_config.max_body" : "the headers' bound");

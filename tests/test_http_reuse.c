@@ -455,6 +455,20 @@ int main(void)
     CHECK(run(20, 20, &hc) > 2);
     idle_max = -1;
 
+    /* The auto cache keeps its idle connections within a quarter of the
+     * open-file limit (over the workers): 128 of 512 here. It held all 200
+     * of a burst (4 x 200 allowed): a new user's trial with ulimit -n 200
+     * and 1 000 in flight could open no file at all once idle. */
+    struct rlimit full, low;
+    CHECK_EQ(getrlimit(RLIMIT_NOFILE, &full), 0);
+    low = full;
+    low.rlim_cur = 512;
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &low), 0);
+    idle_max = 128;
+    run(200, 5, NULL);
+    idle_max = -1;
+    CHECK_EQ(setrlimit(RLIMIT_NOFILE, &full), 0);
+
     lowered_limits();
     auto_again(up);
 
