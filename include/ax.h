@@ -820,9 +820,10 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
  *                       a valid character (task error texts) is written \ufffd
  *   ax_events_callback  the host's own logger; called on the event thread.
  *                       It may submit, cancel and read stats; it may not
- *                       wait for the event thread: ax_events_json,
+ *                       wait for an event thread: ax_events_json,
  *                       ax_events_callback and ax_events_flush from it
- *                       return AX_ESTATE, ax_shutdown too (of any
+ *                       return AX_ESTATE (of any scheduler: two callbacks
+ *                       would wait for each other), ax_shutdown too (of any
  *                       scheduler), and ax_free refuses (as from on_done);
  *                       from a metrics appender, the three events calls
  *                       return AX_ESTATE for any scheduler
@@ -845,9 +846,10 @@ int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every);
 /* Lossless mode: a producer that finds its buffer full waits for the event
  * thread instead of dropping (default off: observing never stalls the
  * scheduler; the cost when on is in bench/, "full path with every event").
- * Events produced by the event callback itself (its submits, cancels) are
- * the exception: the event thread cannot wait for itself, so with a full
- * buffer they are dropped and counted. */
+ * Events produced by an event callback (its submits, cancels, into any
+ * scheduler) are the exception: an event thread cannot wait for itself, nor
+ * for another whose callback may be waiting for it, so with a full buffer
+ * they are dropped and counted. */
 int ax_events_lossless(ax_sched *s, bool on);
 /* Write out everything buffered so far (returns when it is written). */
 int ax_events_flush(ax_sched *s);

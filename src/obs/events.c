@@ -326,8 +326,8 @@ _Thread_local bool ev_under_lock;
 void ev_reserve(struct ax_sched *s)
 {
     struct ev_state *st = s->ev;
-    if (ax_current_ev_sched == s)
-        return; /* the event thread itself: see ev_emit_attempt */
+    if (ax_current_ev_sched)
+        return; /* an event thread: see ev_emit_attempt */
     while (s->ev_lossless && atomic_load_explicit(&s->ev_mask, memory_order_relaxed)) {
         if (atomic_load_explicit(&st->shared.head, memory_order_relaxed) -
                 atomic_load_explicit(&st->shared.tail, memory_order_acquire) >=
@@ -351,9 +351,13 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
 {
     /* The event thread is the ring's only reader: an event it produces
      * itself (its callback submitting or cancelling) never waits for room,
-     * it would wait for itself. Such an event is dropped when the ring is
-     * full, even in lossless mode (ax.h: ax_events_lossless). */
-    bool may_wait = s->ev_lossless && !ev_under_lock && ax_current_ev_sched != s;
+     * it would wait for itself. Nor does one an event callback produces in
+     * another scheduler: that scheduler's callback may be waiting for room
+     * in this thread's ring (a trial: two schedulers' callbacks flushing
+     * each other hung both event threads and, lossless, every worker).
+     * Such an event is dropped when the ring is full, even in lossless mode
+     * (ax.h: ax_events_lossless). */
+    bool may_wait = s->ev_lossless && !ev_under_lock && !ax_current_ev_sched;
     if (sampled_out(kind, j))
         return;
     struct ev_state *st = s->ev;
@@ -1153,7 +1157,9 @@ static void apply_mask_locked(struct ax_sched *s)
  * host's again (it may close or free it). */
 /* The event thread of s is the one running the callback: it cannot wait
  * for its own drain, nor switch the sink the drain it is in goes on using.
- * Nor may a metrics appender wait for any scheduler's event thread: that
+ * Nor may it wait for another scheduler's event thread, whose callback may
+ * be waiting for this one (a trial: two callbacks flushing each other's
+ * scheduler, both threads stuck for good). Nor may a metrics appender wait for any scheduler's event thread: that
  * thread's callback may be stopping the appender's scheduler, which joins
  * the thread the appender runs on (review: a deadlock, 3 of 3 runs). */
 static int refuse_on_event_thread(const struct ax_sched *s, const char *what)
@@ -1162,10 +1168,16 @@ static int refuse_on_event_thread(const struct ax_sched *s, const char *what)
         return ax_fail(AX_ESTATE, "%s: called from a metrics appender (it would wait for an "
                                   "event thread); call it from another thread",
                        what);
-    if (ax_current_ev_sched != s)
+    if (!ax_current_ev_sched)
         return AX_OK;
-    return ax_fail(AX_ESTATE, "%s: called from the event callback (the event thread would wait for "
-                              "itself); call it from another thread",
+    if (ax_current_ev_sched == s)
+        return ax_fail(AX_ESTATE,
+                       "%s: called from the event callback (the event thread would wait for "
+                       "itself); call it from another thread",
+                       what);
+    return ax_fail(AX_ESTATE,
+                   "%s: called from another scheduler's event callback (two event threads "
+                   "would wait for each other); call it from another thread",
                    what);
 }
 
