@@ -28,29 +28,40 @@ static int ensure_nonblock(int fd, const char *what)
     return AX_OK;
 }
 
-/* write(2) for an fd that is not a socket (a pipe): SIGPIPE is held back
- * for the call on this thread and one the call raised is taken back, so a
- * pipe with no reader is EPIPE, as send's MSG_NOSIGNAL makes it for
- * sockets. Not for the worker's whole life: a thread's mask passes to the
- * programs a task starts (review). A SIGPIPE pending before the call is
- * someone else's and stays. */
-static ssize_t pipe_write(int fd, const void *buf, size_t len)
+void sigpipe_hold(struct sigpipe_hold *h)
 {
-    sigset_t pipe_set, old, pending;
+    sigset_t pipe_set, pending;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     sigpending(&pending);
-    bool had = sigismember(&pending, SIGPIPE) == 1;
-    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
-    ssize_t n = write(fd, buf, len);
+    h->had = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &h->old);
+}
+
+void sigpipe_release(const struct sigpipe_hold *h)
+{
     int e = errno;
-    if (n < 0 && e == EPIPE && !had) {
+    sigset_t pipe_set, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    if (!h->had && sigismember(&pending, SIGPIPE) == 1) {
         struct timespec zero = {0, 0};
         while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
             ;
     }
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_sigmask(SIG_SETMASK, &h->old, NULL);
     errno = e;
+}
+
+/* write(2) for an fd that is not a socket (a pipe): a pipe with no reader
+ * is EPIPE, as send's MSG_NOSIGNAL makes it for sockets. */
+static ssize_t pipe_write(int fd, const void *buf, size_t len)
+{
+    struct sigpipe_hold h;
+    sigpipe_hold(&h);
+    ssize_t n = write(fd, buf, len);
+    sigpipe_release(&h);
     return n;
 }
 

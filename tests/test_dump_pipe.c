@@ -12,6 +12,10 @@
  *    ax_free returns within its budget (liveness bound only), says why on
  *    stderr and leaks the scheduler.
  * C. Turning the dump off while one is being written waits for it (below).
+ * D. ax_dump itself, on the host's thread, into a pipe whose reader left,
+ *    SIGPIPE at its default: the process was killed (exit by signal 13, a
+ *    new user's trial), where ax.h promises AX_ESYS. Now AX_ESYS with
+ *    EPIPE's text, the host alive and no SIGPIPE left pending.
  * Each case in a forked child (B leaks on purpose).
  */
 #include "fork_capture.h"
@@ -53,6 +57,25 @@ static void child_reader_gone(int out_fd)
     ax_free(s);
     fprintf(stderr, "alive\n");
     fflush(stderr);
+    _exit(0);
+}
+
+static void child_dump_reader_gone(int out_fd)
+{
+    if (dup2(out_fd, STDERR_FILENO) < 0) _exit(10);
+    signal(SIGPIPE, SIG_DFL);
+    int p[2];
+    if (pipe(p) != 0) _exit(14);
+    close(p[0]);
+    FILE *f = fdopen(p[1], "w");
+    ax_sched *s = sched_new(5000);
+    int rc = ax_dump(s, f, 0);
+    sigset_t pending;
+    sigpending(&pending);
+    fprintf(stderr, "alive: rc %d, detail \"%s\", SIGPIPE pending %d\n", rc, ax_error_detail(),
+            sigismember(&pending, SIGPIPE));
+    fflush(stderr);
+    ax_free(s);
     _exit(0);
 }
 
@@ -144,6 +167,14 @@ int main(void)
 
     fork_capture_ok("A", child_reader_gone, out, sizeof out, 60000); /* not killed by SIGPIPE */
     CHECK(strstr(out, "alive") != NULL);
+
+    fork_capture_ok("D", child_dump_reader_gone, out, sizeof out, 60000);
+    CHECK(strstr(out, "alive: rc -") != NULL);
+    char want[128];
+    snprintf(want, sizeof want, "alive: rc %d, detail \"ax_dump: writing the dump failed: %s\", "
+                                "SIGPIPE pending 0",
+             AX_ESYS, strerror(EPIPE));
+    CHECK(strstr(out, want) != NULL);
 
     fork_capture_ok("B", child_reader_stalls, out, sizeof out, 60000);
     CHECK(strstr(out, "storm returned") != NULL);

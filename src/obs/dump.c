@@ -95,6 +95,11 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
     }
     pthread_mutex_unlock(&s->lock);
 
+    /* A file that is a pipe whose reader left fails the dump with EPIPE,
+     * not the host's thread killed by SIGPIPE (a trial: ax_dump never
+     * returned its AX_ESYS). */
+    struct sigpipe_hold hold;
+    sigpipe_hold(&hold);
     fprintf(f,
             "ax dump: %zu tasks (running %llu, queued high %llu normal %llu low %llu, "
             "delayed %llu, limit %llu, orphans %llu)\n",
@@ -120,6 +125,7 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
     errno = 0;
     bool failed = fflush(f) != 0 || ferror(f);
     int err = errno;
+    sigpipe_release(&hold);
     free(lines);
     if (failed)
         return ax_fail(AX_ESYS, "ax_dump: writing the dump failed: %s",
