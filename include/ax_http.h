@@ -48,7 +48,10 @@ extern "C" {
  * AX_ECANCELED, AX_EINVAL for a bad handle or URL, AX_ENET for a failed
  * transfer (refused, reset, DNS, TLS, a reply that is not HTTP, ...) with
  * curl's message in ax_error_detail(). If curl_code is not NULL it receives
- * curl's result. */
+ * curl's result, or, when ax ended or refused the transfer before curl had
+ * one, never CURLE_OK: CURLE_OPERATION_TIMEDOUT (deadline),
+ * CURLE_ABORTED_BY_CALLBACK (cancel, shutdown), CURLE_BAD_FUNCTION_ARGUMENT
+ * (AX_EINVAL, AX_ESTATE), CURLE_OUT_OF_MEMORY (AX_ENOMEM). */
 int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code);
 
 typedef struct ax_http_response {

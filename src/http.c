@@ -667,8 +667,6 @@ static int map_result(CURL *easy, CURLcode c, const char *errbuf)
 /* The transfer, bounded by `bound_ns` (the task's deadline or tighter). */
 static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_ns)
 {
-    if (curl_code)
-        *curl_code = CURLE_OK;
     if (!t)
         return ax_fail_static(AX_EINVAL, "ax_http_perform: task is NULL");
     if (t != ax_current_run)
@@ -722,9 +720,28 @@ static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_n
     return map_result(easy, wait.result, wait.errbuf);
 }
 
+/* curl's code for an ax code when curl has none (ax ended or refused the
+ * transfer): never CURLE_OK for a failure (a trial found a cancelled
+ * transfer reported CURLE_OK, read as a success). */
+static CURLcode curl_of(int rc)
+{
+    switch (rc) {
+    case AX_OK: return CURLE_OK;
+    case AX_ETIMEDOUT: return CURLE_OPERATION_TIMEDOUT;
+    case AX_ENOMEM: return CURLE_OUT_OF_MEMORY;
+    case AX_EINVAL:
+    case AX_ESTATE: return CURLE_BAD_FUNCTION_ARGUMENT;
+    default: return CURLE_ABORTED_BY_CALLBACK; /* cancelled, shut down */
+    }
+}
+
 int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code)
 {
-    return perform(t, easy, curl_code, t && t == ax_current_run ? t->deadline_ns : 0);
+    CURLcode cc = CURL_LAST; /* still CURL_LAST: curl gave no result */
+    int rc = perform(t, easy, &cc, t && t == ax_current_run ? t->deadline_ns : 0);
+    if (curl_code)
+        *curl_code = cc != CURL_LAST ? cc : curl_of(rc);
+    return rc;
 }
 
 /* ---- convenience ------------------------------------------------------------- */

@@ -126,6 +126,30 @@ static int get_path(ax_task *t, void *arg)
     return rc;
 }
 
+static size_t sink(char *d, size_t size, size_t n, void *u)
+{
+    (void)d;
+    (void)u;
+    return size * n;
+}
+
+/* ax_http_perform on a handle of its own; its rc and curl_code kept. */
+static atomic_int perform_rc, perform_cc, performed;
+
+static int perform_path(ax_task *t, void *arg)
+{
+    CURL *e = curl_easy_init();
+    curl_easy_setopt(e, CURLOPT_URL, url((const char *)arg));
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, sink);
+    CURLcode cc = CURLE_OK;
+    int rc = ax_http_perform(t, e, &cc);
+    curl_easy_cleanup(e);
+    atomic_store(&perform_rc, rc);
+    atomic_store(&perform_cc, (int)cc);
+    atomic_fetch_add(&performed, 1);
+    return rc;
+}
+
 static int sequential(ax_task *t, void *arg)
 {
     (void)arg;
@@ -137,13 +161,6 @@ static int sequential(ax_task *t, void *arg)
     }
     atomic_fetch_add(&ok_count, 1);
     return 0;
-}
-
-static size_t sink(char *d, size_t size, size_t n, void *u)
-{
-    (void)d;
-    (void)u;
-    return size * n;
 }
 
 /* The body bound (ax_http_config.max_body, set to 1000 by main for this). */
@@ -253,6 +270,9 @@ static int errors(ax_task *t, void *arg)
     check_empty(&r);
     ax_http_response_free(&r);
     CHECK_EQ(ax_http_perform(t, NULL, NULL), AX_EINVAL);
+    CURLcode cc = CURLE_OK;
+    CHECK_EQ(ax_http_perform(t, NULL, &cc), AX_EINVAL);
+    CHECK_EQ(cc, CURLE_BAD_FUNCTION_ARGUMENT); /* never CURLE_OK for a failure */
     /* A reply that is not HTTP is the server's failure, AX_ENET, on a new
      * connection and on a reused one (review: AX_EINVAL, "invalid argument",
      * which tells the caller its own request was wrong). */
@@ -391,6 +411,21 @@ int main(void)
     CHECK(WAIT_UNTIL(atomic_load(&done_calls) == 3, 2000));
     CHECK_EQ(last.state, AX_STATE_CANCELLED);
     CHECK(WAIT_UNTIL(atomic_load(&peer_closed) > closed0, 2000));
+
+    /* ax_http_perform's curl_code when ax ended the transfer: never
+     * CURLE_OK (it was, for a cancel and a deadline: a trial). */
+    sp = (ax_spec){.fn = perform_path, .arg = "/hang", .timeout_ms = 10000};
+    CHECK_EQ(ax_submit(s, &sp, &id), 0);
+    usleep(200000);
+    CHECK_EQ(ax_cancel(s, id), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&performed) == 1, 5000));
+    CHECK_EQ(atomic_load(&perform_rc), AX_ECANCELED);
+    CHECK_EQ(atomic_load(&perform_cc), CURLE_ABORTED_BY_CALLBACK);
+    sp = (ax_spec){.fn = perform_path, .arg = "/hang", .timeout_ms = 300};
+    CHECK_EQ(ax_submit(s, &sp, NULL), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&performed) == 2, 5000));
+    CHECK_EQ(atomic_load(&perform_rc), AX_ETIMEDOUT);
+    CHECK_EQ(atomic_load(&perform_cc), CURLE_OPERATION_TIMEDOUT);
 
     /* Errors, and connection reuse: 50 sequential requests, one connection. */
     int tmp = socket(AF_INET, SOCK_STREAM, 0);
