@@ -253,6 +253,15 @@ static inline redisContext *rs_connect(void)
     return c;
 }
 
+/* Field `name` of a stream entry's flat field/value reply, NULL if absent. */
+static inline const char *rs_field(const redisReply *f, const char *name)
+{
+    for (size_t i = 0; i + 1 < f->elements; i += 2)
+        if (strcmp(f->element[i]->str, name) == 0)
+            return f->element[i + 1]->str;
+    return NULL;
+}
+
 /* An integer answer (INTEGER, or a number in a STRING, nil = 0). */
 static inline long long rs_int(redisContext *c, const char *fmt, ...)
 {

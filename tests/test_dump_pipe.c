@@ -41,14 +41,21 @@ static ax_sched *sched_new(unsigned budget_ms)
     return s;
 }
 
-static void child_reader_gone(int out_fd)
+/* In a child, stderr to out_fd and SIGPIPE at its default: a file whose
+ * pipe has no reader. */
+static FILE *reader_gone_file(int out_fd)
 {
     if (dup2(out_fd, STDERR_FILENO) < 0) _exit(10);
     signal(SIGPIPE, SIG_DFL);
     int p[2];
     if (pipe(p) != 0) _exit(14);
     close(p[0]);
-    FILE *f = fdopen(p[1], "w");
+    return fdopen(p[1], "w");
+}
+
+static void child_reader_gone(int out_fd)
+{
+    FILE *f = reader_gone_file(out_fd);
     setvbuf(f, NULL, _IONBF, 0);
     ax_sched *s = sched_new(5000);
     if (ax_dump_on_signal(s, SIGUSR1, f) != 0) _exit(15);
@@ -62,12 +69,7 @@ static void child_reader_gone(int out_fd)
 
 static void child_dump_reader_gone(int out_fd)
 {
-    if (dup2(out_fd, STDERR_FILENO) < 0) _exit(10);
-    signal(SIGPIPE, SIG_DFL);
-    int p[2];
-    if (pipe(p) != 0) _exit(14);
-    close(p[0]);
-    FILE *f = fdopen(p[1], "w");
+    FILE *f = reader_gone_file(out_fd);
     ax_sched *s = sched_new(5000);
     int rc = ax_dump(s, f, 0);
     sigset_t pending;

@@ -29,14 +29,6 @@ static int flaky(ax_task *t, const ax_redis_msg *m, void *arg)
     return 0;
 }
 
-static const char *fieldv(const redisReply *f, const char *name)
-{
-    for (size_t i = 0; i + 1 < f->elements; i += 2)
-        if (strcmp(f->element[i]->str, name) == 0)
-            return f->element[i + 1]->str;
-    return NULL;
-}
-
 int main(void)
 {
     int port = rs_start();
@@ -95,7 +87,7 @@ int main(void)
     bool saw_garbage = false;
     for (size_t i = 0; i < all->elements; i++) {
         const redisReply *f = all->element[i]->element[1];
-        const char *e = fieldv(f, "e"), *m = fieldv(f, "m");
+        const char *e = rs_field(f, "e"), *m = rs_field(f, "m");
         CHECK(e && strstr(e, "not a retry ax wrote") && strstr(e, "ax:{pz}:delayed"));
         CHECK(m != NULL);
         if (strcmp(m, "garbage") == 0)

@@ -27,14 +27,6 @@ static int ok(ax_task *t, const ax_redis_msg *m, void *arg)
     return 0;
 }
 
-static const char *fieldv(const redisReply *f, const char *name)
-{
-    for (size_t i = 0; i + 1 < f->elements; i += 2)
-        if (strcmp(f->element[i]->str, name) == 0)
-            return f->element[i + 1]->str;
-    return NULL;
-}
-
 int main(void)
 {
     int port = rs_start();
@@ -89,8 +81,8 @@ int main(void)
     CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 3);
     int origin_errs = 0, kind_errs = 0;
     for (size_t i = 0; i < r->elements; i++) {
-        const char *e = fieldv(r->element[i]->element[1], "e");
-        const char *o = fieldv(r->element[i]->element[1], "o");
+        const char *e = rs_field(r->element[i]->element[1], "e");
+        const char *o = rs_field(r->element[i]->element[1], "o");
         CHECK(e && o && o[0] == 'n' && o[1] == ':'); /* named by its entry */
         if (strstr(e, "malformed message: its origin id (field o)"))
             origin_errs++;
