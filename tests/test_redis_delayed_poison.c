@@ -6,7 +6,7 @@
  * first field as a stream index: a member that was not msgpack, or had
  * another index, failed the script at every call, so no retry of the queue
  * was promoted again (a new user's trial: an acker retrying the promote
- * every 100 ms forever). Four poison members, due long ago, then one
+ * every 100 ms forever). Five poison members, due long ago, then one
  * message that fails its first attempt: its retry must run, and each
  * poison member must be in the dead-letter stream with an error and its
  * bytes, counted in the queue's `dead`.
@@ -41,12 +41,15 @@ int main(void)
     CHECK_EQ(ax_redis_queue_new(&qc, &q), 0);
 
     /* Not msgpack; msgpack with stream index 9; a field that is a table;
-     * a priority with no fields. Scores 1-4: due since 1970. */
+     * a priority with no fields; 10 000 fields. Scores 1-5: due since 1970. */
     CHECK_EQ(rs_int(rc, "ZADD ax:{pz}:delayed 1 garbage"), 1);
     const char *packs[] = {"return redis.call('ZADD', KEYS[1], 2, cmsgpack.pack({'9', 'k', 'x'}))",
                            "return redis.call('ZADD', KEYS[1], 3, cmsgpack.pack({'1', 'k', {1}}))",
-                           "return redis.call('ZADD', KEYS[1], 4, cmsgpack.pack({'2'}))"};
-    for (int i = 0; i < 3; i++) {
+                           "return redis.call('ZADD', KEYS[1], 4, cmsgpack.pack({'2'}))",
+                           /* more fields than unpack takes (review) */
+                           "local t = {'2'} for i = 1, 10000 do t[#t + 1] = 'f' end "
+                           "return redis.call('ZADD', KEYS[1], 5, cmsgpack.pack(t))"};
+    for (int i = 0; i < 4; i++) {
         redisReply *r = redisCommand(rc, "EVAL %s 1 ax:{pz}:delayed", packs[i]);
         CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
         freeReplyObject(r);
@@ -78,12 +81,12 @@ int main(void)
     CHECK_EQ(rs_int(rc, "ZCARD ax:{pz}:delayed"), 0);
     CHECK_EQ(rs_int(rc, "HGET ax:{pz}:stats succeeded"), 1);
     CHECK_EQ(rs_int(rc, "HGET ax:{pz}:stats retried"), 1);
-    CHECK_EQ(rs_int(rc, "HGET ax:{pz}:stats dead"), 4);
-    CHECK_EQ(rs_int(rc, "XLEN ax:{pz}:dead"), 4);
+    CHECK_EQ(rs_int(rc, "HGET ax:{pz}:stats dead"), 5);
+    CHECK_EQ(rs_int(rc, "XLEN ax:{pz}:dead"), 5);
 
     /* Each dead letter names the set and keeps the member's bytes. */
     redisReply *all = redisCommand(rc, "XRANGE ax:{pz}:dead - +");
-    CHECK(all && all->type == REDIS_REPLY_ARRAY && all->elements == 4);
+    CHECK(all && all->type == REDIS_REPLY_ARRAY && all->elements == 5);
     bool saw_garbage = false;
     for (size_t i = 0; i < all->elements; i++) {
         const redisReply *f = all->element[i]->element[1];
@@ -98,8 +101,8 @@ int main(void)
 
     ax_redis_queue_stats qs;
     CHECK_EQ(ax_redis_queue_stats_get(NULL, q, 5000, &qs), 0);
-    CHECK_EQ(qs.dead, 4);
-    CHECK_EQ(qs.dead_letters, 4);
+    CHECK_EQ(qs.dead, 5);
+    CHECK_EQ(qs.dead_letters, 5);
     CHECK_EQ(qs.delayed, 0);
 
     ax_free(s);

@@ -148,14 +148,21 @@ static const char claim_lua[] =
  * dead stats. ARGV: now (Unix ms), count. Returns {how many moved, the
  * next due score or -1, how many dead-lettered}. A member that is not a
  * retry ack_lua wrote (not msgpack, a priority other than 1-3, fields not
- * in pairs or not strings: written by hand or by another program) goes to
+ * in pairs or not strings, or more of them than ax writes (19; unpack's
+ * limit, ~8 000, would fail the XADD): written by hand or by another
+ * program) goes to
  * the dead-letter stream with an error and its raw bytes (field `m`),
  * counted in `dead`: left in place it failed the script at every call and
  * held every later retry back (a new user's trial). */
 static const char promote_lua[] =
+    RS_WANT_TYPE
+    "local e = want(KEYS[4], 'zset') or want(KEYS[5], 'stream') or want(KEYS[6], 'hash')\n"
+    "if e then return e end\n"
     "local function retry_of(m)\n"
     "  local ok, f = pcall(cmsgpack.unpack, m)\n"
-    "  if not ok or type(f) ~= 'table' or #f < 3 or #f % 2 == 0 then return nil end\n"
+    "  if not ok or type(f) ~= 'table' or #f < 3 or #f > 63 or #f % 2 == 0 then\n"
+    "    return nil\n"
+    "  end\n"
     "  local p = tonumber(f[1])\n"
     "  if p ~= 1 and p ~= 2 and p ~= 3 then return nil end\n"
     "  for i = 2, #f do\n"
