@@ -91,9 +91,9 @@ void ax_http_response_free(ax_http_response *r);
 typedef struct ax_http_config {
     long max_connects;         /* connections a worker's cache keeps open, busy or idle
                                   (CURLMOPT_MAXCONNECTS); 0 = follow the requests in flight:
-                                  4 x the most this worker has had at once, at least 16,
-                                  and at most a quarter of the open-file limit
-                                  (RLIMIT_NOFILE) over the workers (default 0) */
+                                  4 x the most this worker has had at once, at most a
+                                  quarter of the open-file limit (RLIMIT_NOFILE) shared
+                                  by the scheduler's workers, at least 16 (default 0) */
     long max_host_connections; /* connections per host per worker; more requests wait in
                                   curl for one (CURLMOPT_MAX_HOST_CONNECTIONS); 0 = no
                                   limit (default 0) */

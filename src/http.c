@@ -787,15 +787,23 @@ static size_t buf_append(struct buf *b, const char *data, size_t n)
  * "Couldn't connect to server" for a full fd table (EMFILE; a trial), and
  * CURLINFO_OS_ERRNO keeps the errno of an earlier connect on a reused
  * handle ("Connection refused"). */
+struct sock_opened {
+    int err;     /* errno of the last socket() that failed */
+    bool opened; /* one succeeded: the failure is not the request's (an
+                    address family the host lacks beside one it has) */
+};
+
 static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose,
                                     struct curl_sockaddr *a)
 {
     (void)purpose;
+    struct sock_opened *so = clientp;
     int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd < 0) {
-        *(int *)clientp = errno;
+        so->err = errno;
         return CURL_SOCKET_BAD;
     }
+    so->opened = true;
     return fd;
 }
 
@@ -868,9 +876,9 @@ static int request_do(ax_task *t, const char *url, const char *content_type, con
     curl_easy_setopt(easy, CURLOPT_WRITEDATA, &bb);
     curl_easy_setopt(easy, CURLOPT_HEADERFUNCTION, on_data);
     curl_easy_setopt(easy, CURLOPT_HEADERDATA, &hb);
-    int sock_errno = 0;
+    struct sock_opened so = {0, false};
     curl_easy_setopt(easy, CURLOPT_OPENSOCKETFUNCTION, on_open_socket);
-    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &sock_errno);
+    curl_easy_setopt(easy, CURLOPT_OPENSOCKETDATA, &so);
     if (hw) {
         curl_easy_setopt(easy, CURLOPT_HTTP_VERSION, hw->conf.http_version);
         /* Wait for a connection being set up to say whether it multiplexes
@@ -909,11 +917,11 @@ static int request_do(ax_task *t, const char *url, const char *content_type, con
     }
     /* A part past its bound, or out of memory for it: curl only says
      * "Failed writing received data". */
-    if (rc == AX_ENET && sock_errno) {
+    if (rc == AX_ENET && so.err && !so.opened) {
         char why[256];
         snprintf(why, sizeof why, "%s", ax_error_detail());
-        rc = ax_fail(AX_ENET, "%s: cannot open a socket: %s%s (%s)", fn, strerror(sock_errno),
-                     sock_errno == EMFILE ? " (the process's RLIMIT_NOFILE)" : "", why);
+        rc = ax_fail(AX_ENET, "%s: cannot open a socket: %s%s (%s)", fn, strerror(so.err),
+                     so.err == EMFILE ? " (the process's RLIMIT_NOFILE)" : "", why);
     } else if (rc && (bb.over || hb.over))
         rc = ax_fail(AX_ENET, "%s: the response's %s is longer than %zu bytes (%s)", fn,
                      bb.over ? "body" : "header", bb.over ? bb.max : hb.max,
