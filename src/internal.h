@@ -353,16 +353,17 @@ struct fd_wait {
 };
 /* io.c: SIGPIPE held back on the calling thread around a write ax makes
  * to a file of the host's (ax_write to a pipe, ax_dump), so that a reader
- * that left is EPIPE, not the process killed: one the writes raised is
- * taken back at the release; one pending before the hold is someone
- * else's and stays. Not for the thread's life: its mask passes to the
- * programs it starts. */
+ * that left is EPIPE, not the process killed: when the writes failed, one
+ * they raised is taken back at the release; one pending before the hold
+ * is someone else's and stays, and so does one that came while writes
+ * that did not fail were held (sent to the process by someone else). Not
+ * for the thread's life: its mask passes to the programs it starts. */
 struct sigpipe_hold {
     sigset_t old;
     bool had;
 };
 void sigpipe_hold(struct sigpipe_hold *h);
-void sigpipe_release(const struct sigpipe_hold *h);
+void sigpipe_release(const struct sigpipe_hold *h, bool failed);
 /* task.c: ax_wait_fd for the public call `who` (io.c: ax_read, ax_write,
  * ax_accept, ax_connect), whose name begins its messages. */
 int task_wait_fd(ax_task *t, const char *who, int fd, unsigned events, int64_t timeout_ms);

@@ -38,14 +38,14 @@ void sigpipe_hold(struct sigpipe_hold *h)
     pthread_sigmask(SIG_BLOCK, &pipe_set, &h->old);
 }
 
-void sigpipe_release(const struct sigpipe_hold *h)
+void sigpipe_release(const struct sigpipe_hold *h, bool failed)
 {
     int e = errno;
     sigset_t pipe_set, pending;
     sigemptyset(&pipe_set);
     sigaddset(&pipe_set, SIGPIPE);
     sigpending(&pending);
-    if (!h->had && sigismember(&pending, SIGPIPE) == 1) {
+    if (failed && !h->had && sigismember(&pending, SIGPIPE) == 1) {
         struct timespec zero = {0, 0};
         while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR)
             ;
@@ -61,7 +61,7 @@ static ssize_t pipe_write(int fd, const void *buf, size_t len)
     struct sigpipe_hold h;
     sigpipe_hold(&h);
     ssize_t n = write(fd, buf, len);
-    sigpipe_release(&h);
+    sigpipe_release(&h, n < 0 && errno == EPIPE);
     return n;
 }
 
