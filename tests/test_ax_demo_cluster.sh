@@ -39,7 +39,10 @@ trap 'rm -rf "$TMP"' EXIT
 fail=0
 
 rc=0
-"$BIN" --cluster 3 --short --out "$TMP/out" >"$TMP/stdout" 2>"$TMP/stderr" || rc=$?
+# A relative --out, as the default "." is: redis-server's log path was taken
+# relative to the directory it moves to (a new user's trial: every run failed).
+BIN=$(realpath "$BIN")
+(cd "$TMP" && "$BIN" --cluster 3 --short --out out) >"$TMP/stdout" 2>"$TMP/stderr" || rc=$?
 cat "$TMP/stdout"
 if [ "$rc" -ne 0 ]; then
     echo "FAIL: ax-demo --cluster 3 --short exited $rc" >&2

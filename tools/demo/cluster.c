@@ -487,6 +487,11 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
     char dir[PATH_MAX], path[2 * PATH_MAX];
     snprintf(dir, sizeof dir, "%s/cluster", o->out);
     mkdir(dir, 0777);
+    /* Absolute: redis-server opens its --logfile after its chdir to --dir
+     * (a relative --out, the default ".", failed every run: trial). */
+    char abs_dir[PATH_MAX];
+    if (!realpath(dir, abs_dir)) return fail(r, "%s: %s", dir, strerror(errno));
+    snprintf(dir, sizeof dir, "%s", abs_dir);
     /* Redis' files in a temporary directory of their own, removed at the
      * end (the AOF is not the demo's output; the ledgers are). */
     struct procs p = {.n = o->n, .up = {.log_fd = -1}};
