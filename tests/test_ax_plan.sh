@@ -130,9 +130,22 @@ rc=0
     2>"$TMP/err" || rc=$?
 if [ "$rc" -eq 0 ]; then ok; else bad "tiny load: exit $rc"; fi
 for want in 'queue capacity     3 tasks        0.1/s x 0.1 s x 10 s = 0.1 -> 1, 3 with the --mix' \
-    'max_concurrency    1 tasks        0.1/s x 0.1 s = 0.01 -> 1, + 20% margin' \
-    'shed_ratio 0.8 x 3'; do
+    'max_concurrency    1 tasks        0.1/s x 0.1 s = 0.01, + 20% margin = 0.012 -> 1' \
+    'shed at            3 tasks        shed_ratio 0.8 x 3'; do
     if grep -qF -- "$want" "$TMP/tiny"; then ok; else bad "tiny load lacks '$want'"; fi
+done
+
+# (trial) The shed line as ax draws it, rounded up (sched.c): 0.8 x 233 =
+# 186.4, shed from a load of 187 (the plan said 186); and the margin on the
+# product before the rounding, as the figure is (it printed "192.5 -> 193,
+# + 20% margin" beside 231).
+rc=0
+"$BIN" --qps 175 --mean-ms 1100 --p99-ms 2000 --backlog-s 1.2 --task-bytes 0 >"$TMP/odd" \
+    2>"$TMP/err" || rc=$?
+if [ "$rc" -eq 0 ]; then ok; else bad "odd load: exit $rc"; fi
+for want in 'shed at            187 tasks      shed_ratio 0.8 x 233' \
+    'max_concurrency    231 tasks      175/s x 1.1 s = 192.5, + 20% margin = 231'; do
+    if grep -qF -- "$want" "$TMP/odd"; then ok; else bad "odd load lacks '$want'"; fi
 done
 
 # The printed snippet is valid C against the real header.

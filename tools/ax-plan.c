@@ -315,7 +315,10 @@ static int make_plan(const struct inputs *in, const ax_config *def, struct plan 
     p->timeout_ms = ceil_exact(in->p99_ms * 3.0 / 2.0);
     p->rate_limit = in->qps * 3.0 / 2.0;
     p->shed_ratio = def->shed_ratio;
-    p->shed_at = floor(def->shed_ratio * p->cap_total); /* as sched.c: (unsigned)(r x total) */
+    /* As sched.c computes it: rounded up, at least 1 (a trial: the plan
+     * said 186 where ax sheds from 187). */
+    double shed_x = def->shed_ratio * p->cap_total;
+    p->shed_at = fmax(1.0, ceil(shed_x - 1e-9 - shed_x * 1e-12));
     p->drain_s = p->cap_total * (in->mean_ms / 1000.0) / p->max_concurrency;
     p->mem_queued = p->cap_total * QUEUED_TASK_BYTES;
     p->mem_running = p->max_concurrency * (in->task_bytes + in->stack_bytes);
@@ -464,11 +467,14 @@ static void print_text(const struct inputs *in, const struct plan *p)
     printf("\n");
     for (int i = 0; i < AX_PRIO_COUNT; i++)
         printf("  %-16s %-14s %u%%\n", label[order[i]], num(p->cap[order[i]]), in->mix[order[i]]);
+    /* The margin on the product, then the rounding, as make_plan does (a
+     * trial read "= 192.5 -> 193, + 20% margin" and 231, not 232). */
     double conc_raw = in->throughput * in->mean_ms / 1000.0;
-    printf("%-18s %-14s %s/s x %s s = %s%s%s, + 20%% margin\n", "max_concurrency",
+    double conc_margin = in->throughput * in->mean_ms * 12.0 / 10000.0;
+    printf("%-18s %-14s %s/s x %s s = %s, + 20%% margin = %s%s%s\n", "max_concurrency",
            unit(num(p->max_concurrency), " tasks"), num(in->throughput), num(mean_s),
-           num(conc_raw), conc_raw != p->conc_base ? " -> " : "",
-           conc_raw != p->conc_base ? num(p->conc_base) : "");
+           num(conc_raw), num(conc_margin), conc_margin != p->max_concurrency ? " -> " : "",
+           conc_margin != p->max_concurrency ? num(p->max_concurrency) : "");
     printf("%-18s %-14s p99 %s ms x 1.5\n", "timeout_ms", unit(num(p->timeout_ms), " ms"),
            num(in->p99_ms));
     printf("%-18s %-14s 1.5 x peak %s/s; traffic above it gets AX_ERATE\n", "rate_limit",
