@@ -135,6 +135,10 @@ expect2 "--name with a space" "--name 'a b': only A-Z a-z 0-9 _ . : -" \
 # against [::1]:6379, though it is an address of its own.
 expect2 "--redis with bare IPv6" "an IPv6 address goes in brackets" \
     --url "http://$UPADDR" --redis "::1:$RPORT" --queue q
+# (trial) A --metrics value that is no address exited 1, as one that cannot
+# be listened on does.
+expect2 "--metrics bogus" "--metrics bogus: ax_metrics_serve: address 'bogus' is not host:port" \
+    --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue q --metrics bogus
 # (trial) A URL was told "an IPv6 address goes in brackets".
 expect2 "--redis as a URL" "give HOST:PORT, not a URL" \
     --url "http://$UPADDR" --redis "redis://127.0.0.1:$RPORT" --queue q

@@ -388,7 +388,11 @@ int main(int argc, char **argv)
     }
     if (o.metrics) {
         uint16_t mport = 0;
-        if ((rc = ax_metrics_serve(s, o.metrics, &mport))) die("--metrics", rc);
+        /* Not an address at all is a bad argument (2); one that cannot be
+         * listened on (in use, not this host's) is a failure (1). */
+        if ((rc = ax_metrics_serve(s, o.metrics, &mport)) == AX_EINVAL)
+            usage_error("--metrics %s: %s", o.metrics, ax_error_detail());
+        if (rc) die("--metrics", rc);
         char mhost[128];
         const char *colon = strrchr(o.metrics, ':');
         snprintf(mhost, sizeof mhost, "%.*s", colon ? (int)(colon - o.metrics) : 0, o.metrics);
