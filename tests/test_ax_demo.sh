@@ -144,6 +144,26 @@ for f in results.json report.html; do
     if [ -n "$left" ]; then bad "--out with $f a directory: left [$left] in it"; else ok; fi
 done
 
+# (trial) Verdicts without data are N/A: a mix with no HIGH task compared
+# "nan % < nan %" (T6, and the HIGH success row said "nan %"); one with no
+# NORMAL task failed goal 2 on a p99 of "-".
+for m in 'high=0 normal=100 low=0:T6 HIGH success  *N/A   no HIGH task generated' \
+    'high=100 normal=0 low=0:2 NORMAL latency  *N/A   no NORMAL task started'; do
+    { cat "$TMP/mini.conf"; echo "mix ${m%%:*}"; } >"$TMP/mix.conf"
+    rc=0
+    "$BIN" --upstream "$UP" --config "$TMP/mix.conf" --only seed-tuned,ax-auto \
+        --out "$TMP/mix" "${SPEED[@]}" >"$TMP/mix.out" 2>"$TMP/err" || rc=$?
+    if [ "$rc" -ne 0 ]; then
+        bad "mix ${m%%:*}: exit $rc: $(head -2 "$TMP/err")"
+    elif ! grep -q -- "${m#*:}" "$TMP/mix.out"; then
+        bad "mix ${m%%:*}: the table lacks '${m#*:}'"
+    elif grep -qi nan "$TMP/mix.out" "$TMP/mix/results.json" "$TMP/mix/report.html"; then
+        bad "mix ${m%%:*}: nan in the output: $(grep -hi nan "$TMP/mix.out" | head -2)"
+    else
+        ok
+    fi
+done
+
 # (trial-tools) --print-config after every flag is checked, not before: it
 # exited 0 with --only bogus or --url http://.
 expect_exit2 "--print-config --only bogus" "--only: no configuration 'bogus'" --print-config --only bogus

@@ -526,7 +526,7 @@ static void print_summary(const struct dm_scenario *sc, struct dm_result *const 
     for (unsigned i = 0; i < n; i++) {
         char b[32];
         snprintf(b, sizeof b, "%.1f %%", 100 * dm_high_success(res[i]));
-        cell(res[i]->ok ? b : "-");
+        cell(res[i]->ok && isfinite(dm_high_success(res[i])) ? b : "-"); /* no HIGH task */
     }
     putchar('\n');
     row_start("  refused: breaker open");

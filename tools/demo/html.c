@@ -525,7 +525,9 @@ static void summary(FILE *f, const struct dm_scenario *sc, struct dm_result *con
     }
     summary_row(f, "recovery after the upstream's (wait p99 ≤ 2 × steady)", res, n, cells, false);
     ROW("goodput: succeeded within the deadline, per second", false, "%.1f /s", dm_goodput(sc, r));
-    ROW("HIGH success rate (of HIGH tasks generated)", false, "%.1f %%", 100 * dm_high_success(r));
+    /* No HIGH task in the mix: "-", not "nan %" (trial). */
+    ROW("HIGH success rate (of HIGH tasks generated)", false, isfinite(dm_high_success(r)) ? "%.1f %%" : "-",
+        100 * dm_high_success(r));
     ROW("refused: breaker open (AX_EOPEN)", false, "%llu", (unsigned long long)r->open_refused);
     ROW("failed: breaker open / queue-time budget (AX_EEXPIRED)", false, "%llu / %llu",
         (unsigned long long)r->open_failed, (unsigned long long)r->expired);
