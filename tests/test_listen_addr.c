@@ -86,6 +86,11 @@ int main(void)
         CHECK(strstr(ax_error_detail(), "ax_metrics_serve: bad port in '") != NULL);
         CHECK(strstr(ax_error_detail(), "digits only") != NULL);
     }
+    /* A control byte is named, not echoed (trial: a newline came back in
+     * the detail, splitting a log line). */
+    CHECK_EQ(ax_metrics_serve(s, "127.0.0.1:0\n", NULL), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "control byte (0x0a) at offset 11") != NULL);
+    CHECK(strchr(ax_error_detail(), '\n') == NULL);
     uint16_t port = 0;
     CHECK_EQ(ax_metrics_serve(s, "localhost:0", &port), AX_OK);
     CHECK(port != 0);

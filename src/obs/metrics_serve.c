@@ -398,6 +398,14 @@ void metrics_serve_stop(struct ax_sched *s)
  * "+5", " 5" or "-0". */
 static int parse_addr(const char *addr, struct sockaddr_storage *sa, socklen_t *salen)
 {
+    /* Not echoed into the detail: a newline there splits a log line
+     * (trial: "127.0.0.1:0\n" came back with its newline). */
+    for (const char *p = addr; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return ax_fail(AX_EINVAL,
+                           "ax_metrics_serve: the address has a control byte (0x%02x) at "
+                           "offset %zu",
+                           (unsigned)(unsigned char)*p, (size_t)(p - addr));
     const char *colon = strrchr(addr, ':');
     if (!colon || colon == addr || colon - addr > 63)
         return ax_fail(AX_EINVAL, "ax_metrics_serve: address '%s' is not host:port", addr);
