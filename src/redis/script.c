@@ -153,10 +153,13 @@ static const char claim_lua[] =
  * program) goes to
  * the dead-letter stream with an error and its raw bytes (field `m`),
  * counted in `dead`: left in place it failed the script at every call and
- * held every later retry back (a new user's trial). */
+ * held every later retry back (a new user's trial). The dead and stats
+ * keys' types are checked before the first such write (not up front: a
+ * wrong dead key must not hold back the retries, test_redis_wrongtype);
+ * the retries moved before it stay moved, each whole. */
 static const char promote_lua[] =
     RS_WANT_TYPE
-    "local e = want(KEYS[4], 'zset') or want(KEYS[5], 'stream') or want(KEYS[6], 'hash')\n"
+    "local e = want(KEYS[4], 'zset')\n"
     "if e then return e end\n"
     "local function retry_of(m)\n"
     "  local ok, f = pcall(cmsgpack.unpack, m)\n"
@@ -173,9 +176,14 @@ static const char promote_lua[] =
     "end\n"
     "local due = redis.call('ZRANGEBYSCORE', KEYS[4], '-inf', ARGV[1], 'LIMIT', 0,\n"
     "                       tonumber(ARGV[2]))\n"
-    "local bad = 0\n"
+    "local bad, checked = 0, false\n"
     "for _, m in ipairs(due) do\n"
     "  local p, f = retry_of(m)\n"
+    "  if not p and not checked then\n"
+    "    e = want(KEYS[5], 'stream') or want(KEYS[6], 'hash')\n"
+    "    if e then return e end\n"
+    "    checked = true\n"
+    "  end\n"
     "  if p then\n"
     "    if redis.call('EXISTS', KEYS[p]) == 0 then\n"
     "      redis.call('XGROUP', 'CREATE', KEYS[p], 'ax', '0', 'MKSTREAM')\n"
