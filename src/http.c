@@ -447,8 +447,8 @@ int ax_http_configure(ax_sched *s, const ax_http_config *c)
 }
 
 /* CURLMOPT_MAXCONNECTS for the current settings and peak. The auto size
- * keeps the idle connections of all workers within a quarter of the
- * process's open-file limit: after a burst of K in flight the cache held
+ * keeps the idle connections of a scheduler's workers within a quarter of
+ * the process's open-file limit: after a burst of K in flight the cache held
  * them all (4 K), so with K near the limit the process could open no file
  * or socket at all once idle (a new user's trial: ulimit -n 200, 1 000 in
  * flight, opendir failed afterwards). Read at each resize (peaks only
@@ -788,7 +788,7 @@ static size_t buf_append(struct buf *b, const char *data, size_t n)
  * CURLINFO_OS_ERRNO keeps the errno of an earlier connect on a reused
  * handle ("Connection refused"). */
 struct sock_opened {
-    int err;     /* errno of the last socket() that failed */
+    int err;     /* errno of a socket() that failed (EMFILE over EAFNOSUPPORT) */
     bool opened; /* one succeeded: the failure is not the request's (an
                     address family the host lacks beside one it has) */
 };
@@ -800,7 +800,9 @@ static curl_socket_t on_open_socket(void *clientp, curlsocktype purpose,
     struct sock_opened *so = clientp;
     int fd = socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
     if (fd < 0) {
-        so->err = errno;
+        /* A full fd table says more than a family the host lacks. */
+        if (!so->err || so->err == EAFNOSUPPORT)
+            so->err = errno;
         return CURL_SOCKET_BAD;
     }
     so->opened = true;

@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -194,7 +195,11 @@ int ax_connect(ax_task *t, int fd, const struct sockaddr *addr, socklen_t addrle
         return ax_fail_static(AX_EINVAL, "ax_connect: addr is NULL");
     /* A length no address has: a bad argument, not a failed system call
      * (trial: addrlen 0 was AX_ESYS "connect: Invalid argument"). */
-    if (addrlen < sizeof(sa_family_t) || addrlen > sizeof(struct sockaddr_storage))
+    /* ... nor one shorter than its family's address (trial: 3 for AF_INET
+     * was AX_ESYS too). */
+    if (addrlen < sizeof(sa_family_t) || addrlen > sizeof(struct sockaddr_storage) ||
+        (addr->sa_family == AF_INET && addrlen < sizeof(struct sockaddr_in)) ||
+        (addr->sa_family == AF_INET6 && addrlen < 24)) /* SIN6_LEN_RFC2133: no scope id */
         return ax_fail(AX_EINVAL, "ax_connect: addrlen %u is not the length of an address",
                        (unsigned)addrlen);
     if ((rc = io_enter(fd, "ax_connect")))

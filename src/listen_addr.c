@@ -19,6 +19,10 @@ int listen_addr_parse(const char *who, const char *host, uint16_t port,
     memset(ss, 0, sizeof *ss);
     if (!host)
         return ax_fail(AX_EINVAL, "%s: no host", who);
+    for (const char *p = host; *p; p++) /* named, not echoed: a newline splits a log line */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return ax_fail(AX_EINVAL, "%s: the host has a control byte (0x%02x) at offset %zu", who,
+                           (unsigned)(unsigned char)*p, (size_t)(p - host));
     struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
     struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
     const char *v4 = strcmp(host, "localhost") == 0 ? "127.0.0.1" : host;

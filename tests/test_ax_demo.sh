@@ -148,7 +148,9 @@ done
 # "nan % < nan %" (T6, and the HIGH success row said "nan %"); one with no
 # NORMAL task failed goal 2 on a p99 of "-".
 for m in 'high=0 normal=100 low=0:T6 HIGH success  *N/A   no HIGH task generated' \
-    'high=100 normal=0 low=0:2 NORMAL latency  *N/A   no NORMAL task started'; do
+    'high=0 normal=100 low=0:T1 HIGH wait in the peak  *N/A   no HIGH task started in the peak' \
+    'high=100 normal=0 low=0:2 NORMAL latency  *N/A   no NORMAL task started' \
+    'high=100 normal=0 low=0:4 priority, no starvation  *N/A   no LOW task started'; do
     { cat "$TMP/mini.conf"; echo "mix ${m%%:*}"; } >"$TMP/mix.conf"
     rc=0
     "$BIN" --upstream "$UP" --config "$TMP/mix.conf" --only seed-tuned,ax-auto \

@@ -137,7 +137,7 @@ expect2 "--redis with bare IPv6" "an IPv6 address goes in brackets" \
     --url "http://$UPADDR" --redis "::1:$RPORT" --queue q
 # (trial) A --metrics value that is no address exited 1, as one that cannot
 # be listened on does.
-expect2 "--metrics bogus" "--metrics bogus: ax_metrics_serve: address 'bogus' is not host:port" \
+expect2 "--metrics bogus" "--metrics: ax_metrics_serve: address 'bogus' is not host:port" \
     --url "http://$UPADDR" --redis "127.0.0.1:$RPORT" --queue q --metrics bogus
 # (trial) A URL was told "an IPv6 address goes in brackets".
 expect2 "--redis as a URL" "give HOST:PORT, not a URL" \

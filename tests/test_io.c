@@ -93,6 +93,10 @@ static int refused(ax_task *t, void *arg)
     CHECK_EQ(ax_connect(t, fd2, (struct sockaddr *)&a, 0, 10), AX_EINVAL);
     CHECK(strstr(ax_error_detail(), "addrlen 0") != NULL);
     CHECK_EQ(ax_connect(t, fd2, (struct sockaddr *)&a, 4096, 10), AX_EINVAL);
+    /* (trial) shorter than its family's address: AX_EINVAL too, not the
+     * kernel's EINVAL as AX_ESYS */
+    CHECK_EQ(ax_connect(t, fd2, (struct sockaddr *)&a, 3, 10), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "addrlen 3 is not the length of an address") != NULL);
     close(fd2);
     atomic_store(&refused_ok, 1);
     return 0;

@@ -86,6 +86,10 @@ int main(void)
         CHECK(strstr(ax_error_detail(), "ax_metrics_serve: bad port in '") != NULL);
         CHECK(strstr(ax_error_detail(), "digits only") != NULL);
     }
+    struct sockaddr_storage ss;
+    socklen_t len;
+    CHECK_EQ(listen_addr_parse("--bind", "127.0.0.1\n", 1, &ss, &len), AX_EINVAL);
+    CHECK(strstr(ax_error_detail(), "--bind: the host has a control byte (0x0a) at offset 9") != NULL);
     /* A control byte is named, not echoed (trial: a newline came back in
      * the detail, splitting a log line). */
     CHECK_EQ(ax_metrics_serve(s, "127.0.0.1:0\n", NULL), AX_EINVAL);

@@ -391,7 +391,7 @@ int main(int argc, char **argv)
         /* Not an address at all is a bad argument (2); one that cannot be
          * listened on (in use, not this host's) is a failure (1). */
         if ((rc = ax_metrics_serve(s, o.metrics, &mport)) == AX_EINVAL)
-            usage_error("--metrics %s: %s", o.metrics, ax_error_detail());
+            usage_error("--metrics: %s", ax_error_detail()); /* the detail names the value */
         if (rc) die("--metrics", rc);
         char mhost[128];
         const char *colon = strrchr(o.metrics, ':');

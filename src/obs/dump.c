@@ -125,7 +125,7 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks)
     errno = 0;
     bool failed = fflush(f) != 0 || ferror(f);
     int err = errno;
-    sigpipe_release(&hold, failed);
+    sigpipe_release(&hold, failed && err == EPIPE);
     free(lines);
     if (failed)
         return ax_fail(AX_ESYS, "ax_dump: writing the dump failed: %s",

@@ -275,7 +275,12 @@ void dm_verdicts(const struct dm_scenario *sc, const struct dm_profile *p,
     fmt_ms(a, sizeof a, hi);
     fmt_ms(b, sizeof b, lo);
     fmt_ms(c, sizeof c, lo / 2);
-    if (queue_formed && r->met_full_by[DM_HIGH] < MIN_HIGH_QUEUED) {
+    if (!r->wait[DM_HIGH].count || !r->wait[DM_LOW].count) {
+        /* not "HIGH waits like LOW: ... > half LOW's -" (review) */
+        v[3].mark = MARK_NA;
+        snprintf(v[3].text, sizeof v[3].text, "no %s task started: no queue jump to judge",
+                 !r->wait[DM_HIGH].count ? "HIGH" : "LOW");
+    } else if (queue_formed && r->met_full_by[DM_HIGH] < MIN_HIGH_QUEUED) {
         v[3].mark = fed ? MARK_NA : MARK_FAIL;
         snprintf(v[3].text, sizeof v[3].text,
                  "%sa queue formed (%.1f %% of tasks met every slot busy) but only %llu HIGH tasks "
@@ -403,10 +408,14 @@ void dm_targets(const struct dm_scenario *sc, const struct dm_result *a, const s
     const char *no = "no seed-tuned run to compare with";
 
     double w = a->wait_high_peak.p99;
-    target(&v[0], "T1 HIGH wait in the peak", a->wait_high_peak.count > 0, w <= TARGET_HIGH_WAIT_MS,
-           "HIGH submit -> start p99 %.1f ms %s %.0f ms (%llu HIGH tasks)", w,
-           w <= TARGET_HIGH_WAIT_MS ? "<=" : ">", TARGET_HIGH_WAIT_MS,
-           ull(a->wait_high_peak.count));
+    if (!a->wait_high_peak.count) /* not "p99 -1.0 ms <= 100 ms (0 HIGH tasks)" (review) */
+        target(&v[0], "T1 HIGH wait in the peak", false, false,
+               "no HIGH task started in the peak: nothing to judge");
+    else
+        target(&v[0], "T1 HIGH wait in the peak", true, w <= TARGET_HIGH_WAIT_MS,
+               "HIGH submit -> start p99 %.1f ms %s %.0f ms (%llu HIGH tasks)", w,
+               w <= TARGET_HIGH_WAIT_MS ? "<=" : ">", TARGET_HIGH_WAIT_MS,
+               ull(a->wait_high_peak.count));
 
     double q = dm_requests_per_degraded_task(a);
     if (!isfinite(q)) /* not "nan ... > 1.1" */
