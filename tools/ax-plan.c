@@ -363,6 +363,8 @@ static const char *num(double v)
     if (*e == '.') *e = '\0';
     if (v != 0 && (strcmp(buf, "0") == 0 || strcmp(buf, "-0") == 0))
         snprintf(buf, sizeof ring[0], "%.6g", v); /* 1.5e-05, not 0 ("off": trial) */
+    else if (!strchr(buf, '.'))
+        snprintf(buf, sizeof ring[0], "%.12g", v); /* 10.000008, not "10" beside "-> 11" (review) */
     return buf;
 }
 
