@@ -47,8 +47,8 @@ int main(void)
                            "return redis.call('ZADD', KEYS[1], 3, cmsgpack.pack({'1', 'k', {1}}))",
                            "return redis.call('ZADD', KEYS[1], 4, cmsgpack.pack({'2'}))",
                            /* more fields than unpack takes (review) */
-                           "local t = {'2'} for i = 1, 10000 do t[#t + 1] = 'f' end "
-                           "return redis.call('ZADD', KEYS[1], 5, cmsgpack.pack(t))"};
+                           ("local t = {'2'} for i = 1, 10000 do t[#t + 1] = 'f' end "
+                            "return redis.call('ZADD', KEYS[1], 5, cmsgpack.pack(t))")};
     for (int i = 0; i < 4; i++) {
         redisReply *r = redisCommand(rc, "EVAL %s 1 ax:{pz}:delayed", packs[i]);
         CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
