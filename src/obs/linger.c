@@ -201,6 +201,11 @@ void linger_thread_gone(struct worker *w)
 }
 
 static atomic_int namers; /* defined below, with its comment */
+/* The read-ahead of the symbol tables (warm_symbols): WARM_NONE, or
+ * WARM_READING while its thread reads them, then WARM_DONE (also when no
+ * thread could start: the worker reads them itself, as before). */
+enum { WARM_NONE, WARM_READING, WARM_DONE };
+static atomic_int warmed;
 
 /* In a child of fork(): no naming thread of the parent's is there to give
  * `namers` back (review: the child's reports were never named, and its
@@ -208,6 +213,8 @@ static atomic_int namers; /* defined below, with its comment */
 static void linger_atfork_child(void)
 {
     atomic_store(&namers, 0);
+    int reading = WARM_READING; /* its thread is not in the child either */
+    atomic_compare_exchange_strong(&warmed, &reading, WARM_NONE);
 }
 
 static void linger_setup(void)
@@ -313,13 +320,11 @@ static bool symbols_thread(void *(*fn)(void *), void *arg)
     return rc == 0;
 }
 
-/* The symbol tables are read, or being read, in this process. */
-static atomic_int warmed;
-
 static void *warm_main(void *fn)
 {
     pthread_setname_np(pthread_self(), "ax-symbols");
     bt_warm(fn, (const void *)run_park);
+    atomic_store(&warmed, WARM_DONE);
     atomic_fetch_sub(&namers, 1);
     return NULL;
 }
@@ -332,13 +337,31 @@ static void *warm_main(void *fn)
  * reads them). */
 static void warm_symbols(const void *fn)
 {
-    if (!bt_symbolised() || atomic_load_explicit(&warmed, memory_order_relaxed))
+    if (!bt_symbolised() || atomic_load_explicit(&warmed, memory_order_relaxed) != WARM_NONE)
         return;
     int idle = 0;
     if (!atomic_compare_exchange_strong(&namers, &idle, 1))
         return; /* a naming thread reads them; tried again at the next */
-    if (atomic_exchange(&warmed, 1) || !symbols_thread(warm_main, (void *)(uintptr_t)fn))
-        atomic_fetch_sub(&namers, 1); /* no thread: the worker reads them */
+    int none = WARM_NONE;
+    if (!atomic_compare_exchange_strong(&warmed, &none, WARM_READING)) {
+        atomic_fetch_sub(&namers, 1);
+        return;
+    }
+    if (!symbols_thread(warm_main, (void *)(uintptr_t)fn)) {
+        atomic_store(&warmed, WARM_DONE); /* no thread: the worker reads them */
+        atomic_fetch_sub(&namers, 1);
+    }
+}
+
+/* The read-ahead has started and not ended. A worker then names nothing
+ * itself, even when it finds the tables' lock free: the thread may not
+ * have taken it yet (it was started a grace_ms earlier, but on a busy
+ * machine a thread can wait longer than that for a CPU), and the worker
+ * would read the tables itself while its other tasks waited (CI, TSan:
+ * test_linger_parked_naming found the worker in libdw's first read). */
+static bool warm_reading(void)
+{
+    return atomic_load(&warmed) == WARM_READING;
 }
 
 void linger_track(struct worker *w, struct ax_task *t)
@@ -405,7 +428,7 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
         size_t len = strlen(text);
         snprintf(text + len, sizeof text - len,
                  " (no backtrace: it panicked before the frames taken were named)");
-    } else if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
+    } else if (warm_reading() || !bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
         /* Another thread reads or names with the symbol tables (the
          * warm-up, a hog's report): the worker does not wait for it --
          * its other tasks would (test_linger_parked_naming) -- but
