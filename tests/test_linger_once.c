@@ -29,9 +29,12 @@
  *   E. an orphan that calls ax_sleep on (ignoring AX_ETIMEDOUT) beside a
  *      task that spins 150 ms between yields, on the one worker: its
  *      pauses end while the spinner holds the worker, so each pass of the
- *      worker finds it woken, never parked: reported all the same (without
- *      a backtrace), once. Before: never (a new-user trial's orphans,
- *      calling on for 300 ms).
+ *      worker finds it woken, never parked: reported all the same, once,
+ *      with its frames, taken as it was resumed once it was found woken
+ *      past its time (linger.c linger_check, BT_AT_RESUME). Before: never
+ *      (a new-user trial's orphans, calling on for 300 ms); then without
+ *      a backtrace (CI: test_linger_parked_naming, one worker whose only
+ *      wake-ups were the orphan's own timers).
  *   F. beside the same spinner, a task that honours its timeout: its wait
  *      fails at the deadline, it makes two cleanup calls (each checked:
  *      the first returns at once, the second pauses) and returns when
@@ -63,6 +66,7 @@ int dwfl_linux_proc_report(void *dwfl, pid_t pid)
 static atomic_ullong ids[MAXIDS];
 static atomic_int reports[MAXIDS], named[MAXIDS], others;
 static const char *want_fn[MAXIDS];
+static char first_text[AX_EVENT_MESSAGE_MAX]; /* ids[0]'s first report */
 
 static void on_event(const ax_event *e, void *arg)
 {
@@ -70,6 +74,8 @@ static void on_event(const ax_event *e, void *arg)
     if (e->kind != AX_EV_LINGERING) return;
     for (int k = 0; k < MAXIDS; k++) {
         if (atomic_load(&ids[k]) != e->id) continue;
+        if (k == 0 && atomic_load(&reports[k]) == 0)
+            snprintf(first_text, sizeof first_text, "%s", e->message);
         atomic_fetch_add(&reports[k], 1);
         if (want_fn[k] && strstr(e->message, want_fn[k])) atomic_fetch_add(&named[k], 1);
         return;
@@ -364,6 +370,7 @@ static void part_e(void)
 {
     reset();
     ax_sched *s = make();
+    want_fn[0] = "e_orphan";
     atomic_store(&ids[0], submit(s, e_orphan, NULL));
     CHECK(WAIT_UNTIL(atomic_load(&e_in), 30000 * TEST_SLOW));
     ax_spec sp = {.fn = e_spinner, .timeout_ms = 600000};
@@ -383,6 +390,13 @@ static void part_e(void)
     CHECK_EQ(atomic_load(&reports[1]), 0);
     CHECK_EQ(atomic_load(&others), 0);
     CHECK_EQ(st.lingering, 1);
+    /* With its frames, taken as it was resumed (named unless the symbol
+     * tables were busy past the report's wait). */
+    if (strstr(first_text, "no backtrace"))
+        fprintf(stderr, "E: %s\n", first_text);
+    CHECK(strstr(first_text, "no backtrace") == NULL);
+    if (bt_symbolised() && !strstr(first_text, "not named"))
+        CHECK_EQ(atomic_load(&named[0]), 1);
 }
 
 /* ---- F ---- */

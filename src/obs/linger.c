@@ -410,7 +410,7 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
                  park_name(rs));
     if (!e->deferred && t->bt_n == 0 && t->began && t->rs != RS_EXITED && !woken) {
         /* Resume it just to record where it is; run_park switches back. */
-        t->bt_req = 1;
+        t->bt_req = BT_NOW;
         ax_current_run = t;
         ax_coro_switch(&w->main, &t->coro);
         ax_current_run = NULL;
@@ -487,6 +487,13 @@ void linger_check(struct worker *w)
         bool woken = e->deferred ? e->deferred_woken : t->rs == RS_ACTIVE;
         if (woken && !e->deferred) {
             unsigned calls = t->detached_calls;
+            /* Its frames as it next runs, for the report below: a worker
+             * that looks at its lingering tasks only as it wakes (one
+             * worker, the orphan's own timers its only wake-ups) finds it
+             * woken at every pass, and reported it without a backtrace
+             * (CI, TSan: test_linger_parked_naming). */
+            if (t->bt_n == 0)
+                t->bt_req = BT_AT_RESUME;
             if (w->now_ns < e->since_ns + grace + BT_WAIT_MS * 1000000ull || calls == 0) {
                 i++;
                 continue;
