@@ -12,7 +12,8 @@
  *  - parked (in ax_sleep, ax_wait_fd, ax_join, ax_yield): its worker tracks
  *    it from the deadline on; when grace_ms passes the worker resumes it with
  *    bt_req set, run_park records backtrace() and switches straight back, so
- *    the task itself never observes it;
+ *    the task itself never observes it (one found woken, waiting to run,
+ *    records it as it is resumed for real);
  *  - running without yielding on a held worker: the watchdog sends SIGURG
  *    to the worker thread -- only while that thread still runs that task
  *    (its published seqlock value is unchanged) -- and the handler records
@@ -473,13 +474,14 @@ void linger_check(struct worker *w)
             continue;
         }
         /* Woken but not resumed since, at this pass: a worker held by
-         * another task kept it from running, and its backtrace is taken
-         * only where it is parked. But a worker a hog holds all but the
+         * another task kept it from running (or its own timer just woke
+         * it), and a backtrace is taken where it is parked: its frames
+         * are taken as it is next resumed instead (BT_AT_RESUME). But a worker a hog holds all but the
          * moments it yields finds it woken at every pass (a new-user trial:
          * orphans calling on for 300 ms, never reported). So, BT_WAIT_MS
          * past due and once it has run since its attempt ended: its calls
-         * since (detached_calls) are noted, and it is reported, without a
-         * backtrace, at a later pass only if it has called on twice more.
+         * since (detached_calls) are noted, and it is reported at a later
+         * pass only if it has called on twice more.
          * Not for the calls alone: a task that checks its codes may make a
          * cleanup call or two and return when resumed (review of 5264f22:
          * such a task was blamed). Decided once: a deferred report is
