@@ -756,7 +756,9 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
  * another file waits for a dump in progress to be done with the old file,
  * which may then be closed. A signal that comes while the pipe to the
  * thread is full is dropped (the dumps already pending still run), never
- * waited on in the handler. */
+ * waited on in the handler. AX_EINVAL for SIGKILL, SIGSTOP, SIGSEGV, SIGBUS,
+ * SIGURG (ax's own) and the signals of a fault (SIGFPE, SIGILL, SIGTRAP,
+ * SIGSYS: a handler that returns re-runs the faulting instruction). */
 int ax_dump_on_signal(ax_sched *s, int signo, FILE *f);
 
 /* ---- lifecycle events ---------------------------------------------------- */

@@ -4,6 +4,9 @@
 
 #include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 static atomic_int running;
 
@@ -35,8 +38,35 @@ static size_t count(const char *buf, const char *needle)
     return n;
 }
 
+/* A fault's signal is refused: a handler that returns sends the thread
+ * back to the faulting instruction. In a child that executes an illegal
+ * instruction: it dies by SIGILL, as it would without ax. Before, the
+ * signal was taken, and the child faulted and dumped until the alarm
+ * killed it (20 s). */
+static void fault_signal(void)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core); /* no core file of the expected death */
+        alarm(20);
+        ax_sched *c = test_sched(1, 1);
+        int rc = ax_dump_on_signal(c, SIGILL, stderr);
+        fprintf(stderr, "child: ax_dump_on_signal(SIGILL) %d: %s\n", rc, ax_error_detail());
+        __builtin_trap(); /* an illegal instruction (ud2 on x86, brk on arm64) */
+    }
+    int st = 0;
+    CHECK_EQ(waitpid(pid, &st, 0), pid);
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGILL)
+        fprintf(stderr, "child ended %s %d\n", WIFSIGNALED(st) ? "by signal" : "with exit",
+                WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGILL);
+}
+
 int main(void)
 {
+    fault_signal();
     ax_sched *s = test_sched(2, 3);
     for (int i = 0; i < 3; i++) {
         ax_spec sp = {.fn = hold, .priority = AX_PRIO_HIGH, .timeout_ms = 20000,
@@ -84,6 +114,11 @@ int main(void)
     CHECK(fd >= 0);
     FILE *out = fdopen(fd, "w+");
     CHECK_EQ(ax_dump_on_signal(s, SIGKILL, out), AX_EINVAL);
+    int faults[] = {SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ(ax_dump_on_signal(s, faults[i], out), AX_EINVAL);
+        CHECK(strstr(ax_error_detail(), "reports a fault") != NULL);
+    }
     CHECK_EQ(ax_dump_on_signal(s, SIGUSR1, NULL), AX_EINVAL);
     CHECK_EQ(ax_dump_on_signal(s, SIGUSR1, out), 0);
     CHECK_EQ(raise(SIGUSR1), 0);

@@ -273,6 +273,14 @@ int ax_dump_on_signal(ax_sched *s, int signo, FILE *f)
     if (signo < 0 || signo >= NSIG || signo == SIGKILL || signo == SIGSTOP || signo == SIGSEGV ||
         signo == SIGBUS || signo == SIGURG || signo > 255)
         return ax_fail(AX_EINVAL, "ax_dump_on_signal: signal %d cannot be used", signo);
+    /* A fault's signal: the handler returns to the faulting instruction,
+     * which faults again, for ever (an illegal instruction hung the process,
+     * dumping, where it would have died). */
+    if (signo == SIGFPE || signo == SIGILL || signo == SIGTRAP || signo == SIGSYS)
+        return ax_fail(AX_EINVAL,
+                       "ax_dump_on_signal: signal %d (%s) reports a fault in the thread that "
+                       "raised it, and cannot be used",
+                       signo, sigabbrev_np(signo));
     if (signo && !f)
         return ax_fail_static(AX_EINVAL, "ax_dump_on_signal: file is NULL");
     if (sched_forked(s))
