@@ -97,7 +97,10 @@ static void in_bucket(const char *how)
     atomic_store(&ndone, 0);
     atomic_store(&rc_running, 0);
     ax_sched *s = test_sched(1, 16);
-    ax_class_config c = budget_class(10);
+    /* The blocker must hold the limit before the back-off ends: 2 s, not
+     * 10 ms (CI, TSan on a loaded machine: the retry ran before the
+     * blocker did and failed with the function's code). */
+    ax_class_config c = budget_class(2000);
     c.limit_max = 1;
     bool expired = strcmp(how, "expired") == 0;
     if (expired) {
@@ -138,7 +141,7 @@ static void breaker_open(void)
 {
     atomic_store(&ndone, 0);
     ax_sched *s = test_sched(1, 16);
-    ax_class_config c = budget_class(100);
+    ax_class_config c = budget_class(2000); /* the second fails within it */
     c.breaker = true;
     c.breaker_min_calls = 2;
     c.breaker_failure_rate = 0.5;
