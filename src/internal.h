@@ -1523,6 +1523,10 @@ struct linger_entry {
 #define LINGER_UNSEEN 0xffffu
 void linger_track(struct worker *w, struct ax_task *t);
 void linger_check(struct worker *w); /* worker loop; cheap when nothing tracked */
+/* Wait up to max_ms (1 ms steps) while the symbol tables' read-ahead is
+ * under way: the ms waited, or max_ms + 1 if it still is. A worker never
+ * reads the tables itself meanwhile (crash.c crash_report). */
+unsigned linger_warm_wait(unsigned max_ms);
 /* run_complete: t, a hog, returned grace_ms or more past its deadline;
  * report it unless it was while it ran on (a watchdog kept off its CPU
  * missed it: test_linger_returned). */

@@ -26,10 +26,12 @@
  * report has the raw addresses. Before (review of 5efb6e8): the worker
  * waited for the tables to name the panic's frames, Q with it.
  * With "late": the read-ahead thread (ax-symbols) held before it takes
- * the tables' lock, for 400 ms past O's timeout, then as above. Checked
- * the same: Q runs while the reading is held. Before (CI, TSan, 2 of 25
- * runs on a loaded machine): the worker found the lock free when O's
- * report was due, read the tables itself, and Q waited for them.
+ * the tables' lock, for 400 ms past O's timeout, a task panicking on the
+ * worker meanwhile; then as above. Checked the same: Q runs while the
+ * reading is held, and the panic's report has the raw addresses. Before
+ * (CI, TSan, 2 of 25 runs on a loaded machine): the worker found the lock
+ * free when O's report was due, or at the panic (review), read the tables
+ * itself, and Q waited for them.
  * Skipped (77) without libdw. */
 #include "util.h"
 
@@ -149,7 +151,10 @@ int main(int argc, char **argv)
     CHECK_EQ(ax_submit(s, &o, &id), AX_OK);
     atomic_store(&o_id, id);
     if (late) {
-        usleep(400000); /* O's report due meanwhile, the read-ahead not begun */
+        usleep(200000); /* O's report due meanwhile, the read-ahead not begun */
+        ax_spec pk = {.fn = panicker, .timeout_ms = 60000};
+        CHECK_EQ(ax_submit(s, &pk, NULL), AX_OK);
+        usleep(200000);
         atomic_store(&warm_release, 1);
     }
     CHECK(WAIT_UNTIL(atomic_load(&in_naming), 30000 * TEST_SLOW));
@@ -190,7 +195,7 @@ int main(int argc, char **argv)
                         "worker waits for them\n");
     CHECK(ran);
     CHECK_EQ(atomic_load(&lingering_n), 0);
-    if (panic)
+    if (panic || late)
         CHECK(WAIT_UNTIL(atomic_load(&panic_raw), 10000 * TEST_SLOW));
 
     atomic_store(&let_go, 1);

@@ -333,7 +333,9 @@ void crash_report(struct worker *w, struct ax_task *t)
      * reading them (the warm-up, a hog's naming; libdw stuck on a
      * debuginfo file) and this worker's other tasks would wait (review of
      * 5efb6e8: a panic behind a held reading stopped its worker). */
-    if (!bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, PANIC_NAME_MS))
+    unsigned waited = linger_warm_wait(PANIC_NAME_MS); /* the read-ahead's thread reads them */
+    if (waited > PANIC_NAME_MS ||
+        !bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, PANIC_NAME_MS - waited))
         bt_format_raw(text, sizeof text, t->bt, t->bt_n, &cut,
                       "the symbol tables were busy 100 ms");
     _Static_assert(PANIC_NAME_MS == 100, "the text above says 100 ms");

@@ -365,6 +365,16 @@ static bool warm_reading(void)
     return atomic_load(&warmed) == WARM_READING;
 }
 
+unsigned linger_warm_wait(unsigned max_ms)
+{
+    unsigned k = 0;
+    for (; k < max_ms && warm_reading(); k++) {
+        struct timespec ts = {0, 1000000};
+        nanosleep(&ts, NULL);
+    }
+    return warm_reading() ? max_ms + 1 : k;
+}
+
 void linger_track(struct worker *w, struct ax_task *t)
 {
     if (t->expect_sw == atomic_load_explicit(&t->lg_reported_sw, memory_order_relaxed))
