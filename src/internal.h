@@ -307,9 +307,6 @@ enum {
     RS_EXITED,     /* returned, panicked or never began: to be recycled */
 };
 
-/* t->bt_req: why a lingering run's frames are wanted (obs/linger.c). */
-enum { BT_NONE = 0, BT_NOW, BT_AT_RESUME };
-
 struct defer_entry {
     void (*fn)(void *);
     void *arg;
@@ -429,9 +426,7 @@ struct ax_task {
     struct job *child_inline[AX_CHILD_INLINE];
     char err[AX_ERROR_MAX];
     char trace[AX_TRACE_ID_MAX]; /* formatted on first ax_task_trace_id */
-    uint8_t bt_req;              /* BT_NOW: resumed only to record where it is parked;
-                                    BT_AT_RESUME: record it when next resumed (run.c
-                                    run_bt_serve) */
+    uint8_t bt_req;              /* resumed only to record where it is parked */
     uint8_t bt_in_park;          /* ... and it was parked in run_park (else in the
                                     yield hand-off): run_bt_serve */
     uint8_t overflowed;          /* ran into its guard page (obs/crash.c) */

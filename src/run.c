@@ -333,19 +333,16 @@ int run_detached_block(struct ax_task *t, const char *who)
 }
 
 /* Resumed only so that a lingering report can say where we are
- * (linger.c entry_report, BT_NOW): the frames, then straight back to the
- * loop, until resumed for real. BT_AT_RESUME (a lingering task found
- * waiting to run, linger_check): the frames as it is resumed for real,
- * then on into its own code. */
+ * (linger.c entry_report): the frames, then straight back to the loop,
+ * until resumed for real. Parked or woken alike: a woken run resumed here
+ * is still in the ready queue, and its real resume returns from run_park
+ * with its wake-up's code. */
 __attribute__((noinline)) void run_bt_serve(struct ax_task *t, bool in_park)
 {
     while (t->bt_req) {
         t->bt_n = backtrace(t->bt, AX_BT_MAX);
         t->bt_in_park = in_park; /* the report cuts run_park's frame too */
-        bool back = t->bt_req == BT_NOW;
         t->bt_req = 0;
-        if (!back)
-            return;
         ax_coro_switch(&t->coro, &t->w->main);
     }
 }

@@ -30,11 +30,11 @@
  *      task that spins 150 ms between yields, on the one worker: its
  *      pauses end while the spinner holds the worker, so each pass of the
  *      worker finds it woken, never parked: reported all the same, once,
- *      with its frames, taken as it was resumed once it was found woken
- *      past its time (linger.c linger_check, BT_AT_RESUME). Before: never
- *      (a new-user trial's orphans, calling on for 300 ms); then without
- *      a backtrace (CI: test_linger_parked_naming, one worker whose only
- *      wake-ups were the orphan's own timers).
+ *      with its frames (where it parked last: resumed for them, as a
+ *      parked task is). Before: never (a new-user trial's orphans, calling
+ *      on for 300 ms); then without a backtrace (CI:
+ *      test_linger_parked_naming, one worker whose only wake-ups were the
+ *      orphan's own timers).
  *   F. beside the same spinner, a task that honours its timeout: its wait
  *      fails at the deadline, it makes two cleanup calls (each checked:
  *      the first returns at once, the second pauses) and returns when
@@ -390,8 +390,8 @@ static void part_e(void)
     CHECK_EQ(atomic_load(&reports[1]), 0);
     CHECK_EQ(atomic_load(&others), 0);
     CHECK_EQ(st.lingering, 1);
-    /* With its frames, taken as it was resumed (named unless the symbol
-     * tables were busy past the report's wait). */
+    /* With its frames (named unless the symbol tables were busy past the
+     * report's wait). */
     if (strstr(first_text, "no backtrace"))
         fprintf(stderr, "E: %s\n", first_text);
     CHECK(strstr(first_text, "no backtrace") == NULL);

@@ -17,7 +17,8 @@
  * for real at once, returned unreported: a run that honours its timeout
  * when first resumed is not blamed, test_linger_once F). A round where H
  * began only after A's deadline (this thread kept off its CPU for 50 ms)
- * is run again. Rounds 3-5: H alone, which A yields to straight. */
+ * is run again. Rounds 3-5: H alone (A is then parked in the ready queue
+ * through the loop, run_park, not in the hand-off: the ordinary case). */
 #include "util.h"
 
 #include <stdlib.h>

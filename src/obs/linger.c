@@ -13,7 +13,7 @@
  *    it from the deadline on; when grace_ms passes the worker resumes it with
  *    bt_req set, run_park records backtrace() and switches straight back, so
  *    the task itself never observes it (one found woken, waiting to run,
- *    records it as it is resumed for real);
+ *    the same: its frames are where it parked);
  *  - running without yielding on a held worker: the watchdog sends SIGURG
  *    to the worker thread -- only while that thread still runs that task
  *    (its published seqlock value is unchanged) -- and the handler records
@@ -387,8 +387,10 @@ void linger_track(struct worker *w, struct ax_task *t)
         w->linger = e;
         w->linger_cap = cap;
     }
-    w->linger[w->nlinger++] = (struct linger_entry){
-        .run = t, .life_gen = t->life_gen, .woken_calls = LINGER_UNSEEN, .since_ns = t->deadline_ns};
+    w->linger[w->nlinger++] = (struct linger_entry){.run = t,
+                                                    .life_gen = t->life_gen,
+                                                    .woken_calls = LINGER_UNSEEN,
+                                                    .since_ns = t->deadline_ns};
     warm_symbols((const void *)t->job->fn);
 }
 
@@ -419,9 +421,11 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
     else
         snprintf(text, sizeof text, "still running %s after its timeout, parked in %s:", over,
                  park_name(rs));
-    if (!e->deferred && t->bt_n == 0 && t->began && t->rs != RS_EXITED && !woken) {
+    /* Parked, or woken and not resumed since (its frames are where it
+     * parked last: run_park, which its real resume returns from later). */
+    if (!e->deferred && t->bt_n == 0 && t->began && t->rs != RS_EXITED) {
         /* Resume it just to record where it is; run_park switches back. */
-        t->bt_req = BT_NOW;
+        t->bt_req = 1;
         ax_current_run = t;
         ax_coro_switch(&w->main, &t->coro);
         ax_current_run = NULL;
@@ -430,11 +434,7 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
      * was parked there (not in the yield hand-off). */
     struct bt_cut cut = {(const void *)run_bt_serve, t->bt_in_park, 1 + t->bt_in_park,
                          (const void *)t->job->fn, 0};
-    if (woken && t->bt_n == 0) {
-        size_t len = strlen(text);
-        snprintf(text + len, sizeof text - len,
-                 " (no backtrace: its worker was held by other tasks whenever it was parked)");
-    } else if (final && (t->panicked || t->overflowed)) {
+    if (final && (t->panicked || t->overflowed)) {
         /* Its panic wrote its own frames over the ones taken (review). */
         size_t len = strlen(text);
         snprintf(text + len, sizeof text - len,
@@ -485,10 +485,9 @@ void linger_check(struct worker *w)
         }
         /* Woken but not resumed since, at this pass: a worker held by
          * another task kept it from running (or its own timer just woke
-         * it), and a backtrace is taken where it is parked: its frames
-         * are taken as it is next resumed instead (BT_AT_RESUME). But a worker a hog holds all but the
-         * moments it yields finds it woken at every pass (a new-user trial:
-         * orphans calling on for 300 ms, never reported). So, BT_WAIT_MS
+         * it). But a worker a hog holds all but the moments it yields
+         * finds it woken at every pass (a new-user trial: orphans calling
+         * on for 300 ms, never reported). So, BT_WAIT_MS
          * past due and once it has run since its attempt ended: its calls
          * since (detached_calls) are noted, and it is reported at a later
          * pass only if it has called on twice more.
@@ -499,13 +498,6 @@ void linger_check(struct worker *w)
         bool woken = e->deferred ? e->deferred_woken : t->rs == RS_ACTIVE;
         if (woken && !e->deferred) {
             unsigned calls = t->detached_calls;
-            /* Its frames as it next runs, for the report below: a worker
-             * that looks at its lingering tasks only as it wakes (one
-             * worker, the orphan's own timers its only wake-ups) finds it
-             * woken at every pass, and reported it without a backtrace
-             * (CI, TSan: test_linger_parked_naming). */
-            if (t->bt_n == 0)
-                t->bt_req = BT_AT_RESUME;
             if (w->now_ns < e->since_ns + grace + BT_WAIT_MS * 1000000ull || calls == 0) {
                 i++;
                 continue;
