@@ -54,7 +54,7 @@ static double left(ax_sched *s, unsigned id)
 }
 
 /* N failing tasks whose retries wait out a 3 s back-off, then dropped by
- * `how`: "cancel", "deadline" (a 200 ms deadline ends the back-off),
+ * `how`: "cancel", "deadline" (a 1 s deadline ends the back-off),
  * "shutdown". */
 static void in_backoff(const char *how)
 {
@@ -70,7 +70,7 @@ static void in_backoff(const char *how)
     for (int i = 0; i < N; i++) {
         ax_spec sp = {.fn = fail_fn, .class_id = id, .on_done = on_done};
         if (deadline)
-            sp.deadline_ns = ax_now_ns() + 200000000ull;
+            sp.deadline_ns = ax_now_ns() + 1000000000ull; /* room for the checks below */
         CHECK_EQ(ax_submit(s, &sp, &ids[i]), AX_OK);
     }
     CHECK(WAIT_UNTIL(rc_cstats(s, id).retries_allowed == N, 5000));
@@ -91,7 +91,7 @@ static void in_backoff(const char *how)
 
 /* A retry whose back-off is over, waiting in its bucket behind its class's
  * limit of 1 (a blocked task holds it): "cancel" ends it there, "expired"
- * lets its 100 ms queue-time budget end it at dispatch. */
+ * lets its 1 s queue-time budget end it at dispatch. */
 static void in_bucket(const char *how)
 {
     atomic_store(&ndone, 0);
@@ -105,7 +105,7 @@ static void in_bucket(const char *how)
     bool expired = strcmp(how, "expired") == 0;
     if (expired) {
         c.queue_budget = true;
-        c.queue_budget_ms = 100;
+        c.queue_budget_ms = 1000; /* the first attempt and the blocker start within it */
     }
     unsigned id;
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);

@@ -14,7 +14,8 @@
  * records 0, the quiet holds at once, and two clean windows double the
  * limit while the other attempt (stalled on the same held worker) is out.
  *
- * Here: one worker; an adaptive class. Ten tasks B park in ax_sleep (in
+ * Here: one worker; an adaptive class. Ten tasks B sleep in ax_sleep until
+ * the test has looked (in
  * flight, begun before the drop: a window's samples, the fewest the count
  * is trusted with, limit.c); A spins without yielding, past its 50 ms
  * timeout, until the test has looked (so the B stay out however slow the
@@ -34,7 +35,14 @@ static int sleeper(ax_task *t, void *arg)
 {
     (void)arg;
     atomic_fetch_add(&b_parked, 1);
-    return ax_sleep(t, 300);
+    /* Out until the test has looked, not a fixed 300 ms: A must start
+     * before any B returns, and on a loaded machine (TSan) it may not. */
+    while (!atomic_load(&release_hog)) {
+        int rc = ax_sleep(t, 5);
+        if (rc)
+            return rc;
+    }
+    return 0;
 }
 
 static int hog(ax_task *t, void *arg)
@@ -55,7 +63,7 @@ int main(void)
     CHECK_EQ(ax_class_register(s, &c, &id), AX_OK);
     struct ax_class_rt *cr = s->classes[id];
 
-    ax_spec b = {.fn = sleeper, .class_id = id, .timeout_ms = 5000, .on_done = rc_on_done};
+    ax_spec b = {.fn = sleeper, .class_id = id, .timeout_ms = 60000, .on_done = rc_on_done};
     for (int i = 0; i < NB; i++)
         CHECK_EQ(ax_submit(s, &b, NULL), AX_OK);
     CHECK(WAIT_UNTIL(atomic_load(&b_parked) == NB && rc_cstats(s, id).in_flight == NB, 10000));

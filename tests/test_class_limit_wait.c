@@ -162,7 +162,7 @@ static void t1_done(const ax_result *r, void *arg)
 {
     (void)r;
     (void)arg;
-    usleep(800 * 1000); /* a slow on_done, on the worker */
+    usleep(2000 * 1000); /* a slow on_done, on the worker, past T2's deadline */
 }
 
 static void j_on_done(const ax_result *r, void *arg)
@@ -189,9 +189,10 @@ static void stale_case(void)
     b.arg = (void *)(uintptr_t)8000;
     CHECK_EQ(ax_submit(s, &b, NULL), AX_OK);
     CHECK(WAIT_UNTIL(rc_cstats(s, id).in_flight == 11, 5000));
-    /* T2 times out at 300 ms while the worker is held in T1's on_done: the
-     * watchdog's drop. */
-    ax_spec t2 = {.fn = long_sleep, .class_id = id, .timeout_ms = 300};
+    /* T2 times out at 1 s while the worker is held in T1's on_done: the
+     * watchdog's drop. (300 ms: on a loaded machine T1, 100 ms asleep, was
+     * not back by then, and was counted beside the drop: 12.) */
+    ax_spec t2 = {.fn = long_sleep, .class_id = id, .timeout_ms = 1000};
     CHECK_EQ(ax_submit(s, &t2, NULL), AX_OK);
     ax_spec t1 = {.fn = t1_fn, .class_id = id, .on_done = t1_done};
     CHECK_EQ(ax_submit(s, &t1, NULL), AX_OK);

@@ -5,7 +5,7 @@
  * its job into it: ASan, heap-use-after-free in job_free_locked).
  *
  * In a forked child (ax_free leaks the scheduler): a delayed task with an
- * on_release that takes 600 ms; another thread cancels it, which runs the
+ * on_release that runs until ax_free has returned; another thread cancels it, which runs the
  * on_release in that thread; once it runs, ax_free with
  * shutdown_timeout_ms 200. Expected: ax_free returns, says on stderr that
  * a callback still ran and that it leaks the scheduler, and the on_release
@@ -17,7 +17,7 @@
 #include <pthread.h>
 #include <string.h>
 
-static atomic_int in_rel, rel_done;
+static atomic_int in_rel, rel_done, free_returned;
 static ax_sched *sched;
 static uint64_t task_id;
 static atomic_int cancel_rc = -1;
@@ -33,7 +33,9 @@ static void slow_release(void *arg)
 {
     (void)arg;
     atomic_store(&in_rel, 1);
-    usleep(600 * 1000);
+    /* Until ax_free has returned (a cap of 30 s): not a fixed 600 ms, which
+     * a loaded machine could use up before ax_free's 200 ms did. */
+    WAIT_UNTIL(atomic_load(&free_returned), 30000);
     atomic_store(&rel_done, 1);
 }
 
@@ -58,8 +60,9 @@ static void child(int out_fd)
     if (pthread_create(&th, NULL, canceller, NULL) != 0) _exit(13);
     if (!WAIT_UNTIL(atomic_load(&in_rel) == 1, 30000)) _exit(14);
     ax_free(sched);
-    fprintf(stderr, "ax_free returned, on_release %s\n",
-            atomic_load(&rel_done) ? "done" : "still running");
+    bool done = atomic_load(&rel_done);
+    atomic_store(&free_returned, 1);
+    fprintf(stderr, "ax_free returned, on_release %s\n", done ? "done" : "still running");
     pthread_join(th, NULL);
     fprintf(stderr, "ax_cancel returned %d\n", atomic_load(&cancel_rc));
     fflush(stderr);

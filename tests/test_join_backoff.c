@@ -9,8 +9,8 @@
  * ... attempts 1", every run).
  *
  * Two parents, each spawning a child that fails at once with one retry after
- * a 300 ms back-off. The first cancels its child in that back-off; the
- * second's child has a deadline 100 ms ahead, which passes in it. Each
+ * a 3 s back-off. The first cancels its child in that back-off; the
+ * second's child has a deadline 1 s ahead, which passes in it. Each
  * parent then joins. Both results must equal on_done's: state, code and
  * attempts 1.
  */
@@ -38,12 +38,14 @@ static void child_done(const ax_result *r, void *arg)
 
 static int parent(ax_task *t, void *arg)
 {
-    static const ax_retry_policy slow = {AX_BACKOFF_EXPONENTIAL, 300, 300, 0};
+    /* Seconds, not 300/100 ms: the parent acts within the back-off, and
+     * attempt 0 runs within the deadline, on a loaded machine too. */
+    static const ax_retry_policy slow = {AX_BACKOFF_EXPONENTIAL, 3000, 3000, 0};
     int mode = (int)(intptr_t)arg; /* 0: cancelled in the back-off; 1: its deadline there */
     ax_spec c = {.fn = child, .timeout_ms = 1000, .max_retry = 1, .retry = &slow,
                  .on_done = child_done, .cb_arg = arg};
     if (mode == 1)
-        c.deadline_ns = ax_now_ns() + 100 * 1000000ull;
+        c.deadline_ns = ax_now_ns() + 1000 * 1000000ull;
     uint64_t id;
     CHECK_EQ(ax_spawn(t, &c, &id), AX_OK);
     /* Attempt 0 fails at once: wait until its back-off is armed (the

@@ -307,9 +307,10 @@ static void test_shutdown_leak(void)
 
 /* ---- 4. max_orphans --------------------------------------------------------- */
 
-#define X_SPIN_MS 400
+#define X_SPIN_CAP_MS 30000 /* liveness only: X spins until released */
 
 static _Atomic uint64_t x_end_ns, y_start_ns;
+static atomic_int x_release;
 static atomic_int x_running, x_done_calls, x_done_state = -1, y_done_calls, y_done_state = -1;
 
 static int x_fn(ax_task *t, void *arg)
@@ -317,7 +318,12 @@ static int x_fn(ax_task *t, void *arg)
     (void)t;
     (void)arg;
     atomic_store(&x_running, 1);
-    spin_ms(X_SPIN_MS); /* ignores its 50 ms timeout */
+    /* Ignores its 50 ms timeout until the test has looked: not a fixed
+     * 400 ms, which a loaded machine (TSan) could use up before the
+     * watchdog, the callback pool and the test had each had their turn. */
+    uint64_t end = mono_ns() + X_SPIN_CAP_MS * 1000000ull;
+    while (!atomic_load(&x_release) && mono_ns() < end)
+        ;
     atomic_store(&x_end_ns, mono_ns());
     return 0;
 }
@@ -364,8 +370,11 @@ static void test_max_orphans(void)
     CHECK_EQ(st.orphans, 1);
     CHECK_EQ(st.running, 0);
 
-    ax_spec ys = {.fn = y_fn, .timeout_ms = 5000, .on_done = y_done};
+    ax_spec ys = {.fn = y_fn, .timeout_ms = 30000, .on_done = y_done};
     CHECK_EQ(ax_submit(s, &ys, NULL), 0);
+    usleep(100000);
+    CHECK_EQ(atomic_load(&y_start_ns), 0); /* held back while X is out */
+    atomic_store(&x_release, 1);
     CHECK(WAIT_UNTIL(atomic_load(&y_done_calls) == 1, 5000));
     CHECK_EQ(atomic_load(&y_done_state), AX_STATE_SUCCEEDED);
     uint64_t xe = atomic_load(&x_end_ns), ys0 = atomic_load(&y_start_ns);

@@ -14,7 +14,7 @@ static int long_one(ax_task *t, const ax_redis_msg *m, void *arg)
     (void)arg;
     CHECK_EQ(m->deliveries, 1);
     atomic_fetch_add(&calls, 1);
-    int rc = ax_sleep(t, 1500); /* visibility_ms is 300 */
+    int rc = ax_sleep(t, 3000); /* visibility_ms is 1000: three times over */
     atomic_fetch_add(&done, 1);
     return rc;
 }
@@ -35,7 +35,10 @@ static ax_redis_consumer *consumer(ax_sched *s, ax_redis_queue *q, const char *n
     ax_redis_consumer_config_default(&cc);
     cc.name = name;
     cc.slots = 4;
-    cc.visibility_ms = 300;
+    /* 1 s, not 300 ms: the running consumer's resets of the idle time
+     * come at its passes, which a loaded machine (TSan) can delay by more
+     * than half of 300 ms. */
+    cc.visibility_ms = 1000;
     cc.claim_interval_ms = 50;
     ax_redis_consumer *c;
     CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &c), 0);

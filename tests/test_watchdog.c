@@ -6,8 +6,9 @@
  *                 on_done (on the worker) sleeps 1.5 s, is not "lingering":
  *                 no LINGERING event, stats.lingering 0, and no signal cuts
  *                 the callback's nanosleep short.
- *  hog_deadline   1 worker: B parks in ax_sleep(5000) with a 300 ms timeout,
- *                 then A hogs the worker for 2 s. B ends TIMED_OUT near its
+ *  hog_deadline   1 worker: B parks in ax_sleep(5000) with a 1 s timeout,
+ *                 then A hogs the worker until the test has looked. B ends
+ *                 TIMED_OUT near its
  *                 deadline while A still spins (not when A returns), its slot
  *                 is freed (running 1), and its on_done does not run on the
  *                 watchdog thread.
@@ -142,14 +143,14 @@ static void part_linger(void)
 
 /* ---- hog_deadline: a hog does not hold the deadline of a parked task ------ */
 
-#define HD_HOG_MS 2000
-#define HD_B_TIMEOUT_MS 300
+#define HD_HOG_CAP_MS 30000 /* liveness only: A spins until the test has looked */
+#define HD_B_TIMEOUT_MS 1000 /* A starts within it (300 ms: not on a loaded machine) */
 
 static atomic_int hd_b_parked, hd_b_returned, hd_b_sleep_rc = 1, hd_b_done_calls;
 static atomic_int hd_b_state = -1, hd_b_saw_a_spinning = -1;
 static _Atomic uint64_t hd_b_deadline_ns, hd_b_done_ms;
 static char hd_b_thread[16], hd_b_error[128];
-static atomic_int hd_a_spinning, hd_a_done_calls, hd_a_state = -1;
+static atomic_int hd_a_spinning, hd_a_done_calls, hd_a_state = -1, hd_a_release;
 static _Atomic uint64_t hd_a_start_ns;
 
 static int hd_b(ax_task *t, void *arg)
@@ -180,7 +181,9 @@ static int hd_a(ax_task *t, void *arg)
     (void)arg;
     atomic_store(&hd_a_start_ns, ax_now_ns());
     atomic_store(&hd_a_spinning, 1);
-    spin_ms(HD_HOG_MS);
+    uint64_t end = mono_ms() + HD_HOG_CAP_MS;
+    while (!atomic_load(&hd_a_release) && mono_ms() < end)
+        ;
     atomic_store(&hd_a_spinning, 0);
     return 0;
 }
@@ -215,13 +218,15 @@ static void part_hog_deadline(void)
             (unsigned long long)took, atomic_load(&hd_b_saw_a_spinning), hd_b_thread);
     CHECK_EQ(atomic_load(&hd_b_state), AX_STATE_TIMED_OUT);
     /* B's message says why it could not return: another task held it. */
-    CHECK_STR(hd_b_error, "timed out after 300 ms (its worker was held)");
-    CHECK_LE(took, 1000); /* near its deadline, not when A returns (~2000) */
+    CHECK_STR(hd_b_error, "timed out after 1000 ms (its worker was held)");
+    _Static_assert(HD_B_TIMEOUT_MS == 1000, "the text above");
+    CHECK_LE(took, HD_B_TIMEOUT_MS + 700); /* near its deadline, not when A returns */
     CHECK_EQ(atomic_load(&hd_b_saw_a_spinning), 1);
     /* B's slot is free while A still spins. */
     CHECK(WAIT_UNTIL(test_stats(s).running == 1, 500));
     CHECK_EQ(atomic_load(&hd_a_spinning), 1);
     check_not_watchdog(hd_b_thread);
+    atomic_store(&hd_a_release, 1);
 
     /* A ends on its own; B's coroutine then sees its timeout. */
     CHECK(WAIT_UNTIL(atomic_load(&hd_a_done_calls) == 1, 5000));
