@@ -102,7 +102,10 @@ static void child_reader_stalls(int out_fd)
     /* A one-page pipe: the dump of 100 tasks (~10 KB) fills it. */
     if (fcntl(p[1], F_SETPIPE_SZ, 4096) < 0) _exit(17);
     FILE *f = fdopen(p[1], "w"); /* p[0] stays open, never read */
-    ax_sched *s = sched_new(300);
+    /* 3 s: the worker leaves within it (300 ms was too short under TSan
+     * on a loaded machine: ax_free leaked for a worker still held, not
+     * for the dump, and TSan reported the thread). */
+    ax_sched *s = sched_new(3000);
     for (int i = 0; i < 100; i++) {
         ax_spec sp = {.fn = held_until_released, .timeout_ms = 600000};
         if (ax_submit(s, &sp, NULL) != 0) _exit(12);
