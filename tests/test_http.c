@@ -16,6 +16,7 @@
 /* ---- the upstream --------------------------------------------------------- */
 
 static atomic_int accepted, peer_closed, reset_done;
+static atomic_int hang_seen; /* /hang requests received */
 static int lfd;
 static uint16_t port;
 
@@ -42,8 +43,10 @@ static int conn(ax_task *t, void *arg)
         memmove(req, req + used, n - used);
         n -= used;
         int ms;
-        if (strcmp(path, "/hang") == 0)
+        if (strcmp(path, "/hang") == 0) {
+            atomic_fetch_add(&hang_seen, 1);
             continue; /* never answer; notice when the client goes */
+        }
         if (strcmp(path, "/reset-once") == 0 && atomic_exchange(&reset_done, 1) == 0) {
             /* Mid-response: headers and part of the body, then a reset. */
             const char *part = "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nhal";
@@ -405,8 +408,9 @@ int main(void)
     closed0 = atomic_load(&peer_closed);
     uint64_t id;
     sp = (ax_spec){.fn = get_path, .arg = "/hang", .timeout_ms = 10000, .on_done = on_done};
+    int hang0 = atomic_load(&hang_seen);
     CHECK_EQ(ax_submit(s, &sp, &id), 0);
-    usleep(200000);
+    CHECK(WAIT_UNTIL(atomic_load(&hang_seen) > hang0, 5000)); /* the request is out */
     CHECK_EQ(ax_cancel(s, id), 0);
     CHECK(WAIT_UNTIL(atomic_load(&done_calls) == 3, 2000));
     CHECK_EQ(last.state, AX_STATE_CANCELLED);
@@ -415,8 +419,9 @@ int main(void)
     /* ax_http_perform's curl_code when ax ended the transfer: never
      * CURLE_OK (it was, for a cancel and a deadline: a trial). */
     sp = (ax_spec){.fn = perform_path, .arg = "/hang", .timeout_ms = 10000};
+    hang0 = atomic_load(&hang_seen);
     CHECK_EQ(ax_submit(s, &sp, &id), 0);
-    usleep(200000);
+    CHECK(WAIT_UNTIL(atomic_load(&hang_seen) > hang0, 5000));
     CHECK_EQ(ax_cancel(s, id), 0);
     CHECK(WAIT_UNTIL(atomic_load(&performed) == 1, 5000));
     CHECK_EQ(atomic_load(&perform_rc), AX_ECANCELED);
