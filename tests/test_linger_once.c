@@ -39,6 +39,10 @@
  *      fails at the deadline, it makes two cleanup calls (each checked:
  *      the first returns at once, the second pauses) and returns when
  *      resumed. Not reported (E's first rule blamed it: review).
+ *   G. a task that panics after its timeout, one of its cleanups calling
+ *      ax_sleep on: its report names the cleanup, where it is. Before
+ *      (review of 874737d): the frames of its panic, kept for the panic's
+ *      report, were taken for where it was.
  * States and counts only; the waits bound liveness. */
 #include "util.h"
 
@@ -68,9 +72,16 @@ static atomic_int reports[MAXIDS], named[MAXIDS], others;
 static const char *want_fn[MAXIDS];
 static char first_text[AX_EVENT_MESSAGE_MAX]; /* ids[0]'s first report */
 
+static char panic_text[AX_EVENT_MESSAGE_MAX]; /* the last panic's report (G) */
+static atomic_int panics;
+
 static void on_event(const ax_event *e, void *arg)
 {
     (void)arg;
+    if (e->kind == AX_EV_PANIC) {
+        snprintf(panic_text, sizeof panic_text, "%s", e->message);
+        atomic_fetch_add(&panics, 1);
+    }
     if (e->kind != AX_EV_LINGERING) return;
     for (int k = 0; k < MAXIDS; k++) {
         if (atomic_load(&ids[k]) != e->id) continue;
@@ -439,6 +450,57 @@ static void part_f(void)
     CHECK_EQ(atomic_load(&others), 0);
 }
 
+/* ---- G ---- */
+static atomic_int g_stop, g_panicked;
+static ax_task *g_task;
+
+static __attribute__((noinline)) void g_cleanup_waits(void *a)
+{
+    (void)a;
+    while (!atomic_load(&g_stop))
+        (void)ax_sleep(g_task, 5); /* AX_ETIMEDOUT: its attempt is over */
+}
+
+static __attribute__((noinline)) void g_go_panic(ax_task *t)
+{
+    atomic_store(&g_panicked, 1);
+    ax_panic(t, "after its timeout");
+}
+
+static int g_orphan(ax_task *t, void *a)
+{
+    (void)a;
+    g_task = t;
+    CHECK_EQ(ax_defer(t, g_cleanup_waits, NULL), AX_OK);
+    (void)ax_sleep(t, 10); /* AX_ETIMEDOUT at 5 ms */
+    g_go_panic(t);
+    return 0;
+}
+
+static void part_g(void)
+{
+    reset();
+    ax_sched *s = make();
+    want_fn[0] = "g_cleanup_waits";
+    atomic_store(&ids[0], submit(s, g_orphan, NULL));
+    CHECK(WAIT_UNTIL(atomic_load(&reports[0]) == 1, 30000 * TEST_SLOW));
+    atomic_store(&g_stop, 1);
+    CHECK_EQ(ax_shutdown(s, 10000), AX_OK);
+    ax_free(s);
+    fprintf(stderr, "G: %s\n", first_text);
+    CHECK_EQ(atomic_load(&g_panicked), 1);
+    CHECK_EQ(atomic_load(&reports[0]), 1);
+    if (bt_symbolised() && !strstr(first_text, "not named")) {
+        CHECK_EQ(atomic_load(&named[0]), 1); /* where it is: its cleanup */
+    }
+    /* Its panic's report, at its end, still has where it panicked. */
+    CHECK_EQ(atomic_load(&panics), 1);
+    fprintf(stderr, "G's panic: %.200s\n", panic_text);
+    CHECK(strstr(panic_text, "g_cleanup_waits") == NULL);
+    if (bt_symbolised() && !strstr(panic_text, "not named"))
+        CHECK(strstr(panic_text, "g_orphan") != NULL);
+}
+
 int main(void)
 {
     real_report = (int (*)(void *, pid_t))dlsym(RTLD_NEXT, "dwfl_linux_proc_report");
@@ -449,6 +511,7 @@ int main(void)
     part_a();
     part_e();
     part_f();
+    part_g();
 #ifndef TEST_TSAN
     part_c();
     if (bt_symbolised()) part_d();

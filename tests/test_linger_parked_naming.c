@@ -32,6 +32,11 @@
  * (CI, TSan, 2 of 25 runs on a loaded machine): the worker found the lock
  * free when O's report was due, or at the panic (review), read the tables
  * itself, and Q waited for them.
+ * With "hog": no read-ahead; a hog lingers and its naming thread is held
+ * before the tables' lock; a task then panics on the worker. Checked: the
+ * panic is reported with raw addresses and nobody has entered libdw's
+ * reading. Before (review of 5278c09): the worker found the lock free and
+ * read the tables itself.
  * Skipped (77) without libdw. */
 #include "util.h"
 
@@ -52,15 +57,17 @@ int dwfl_linux_proc_report(void *dwfl, pid_t pid)
     return real_report(dwfl, pid);
 }
 
-static atomic_int hold_warm, warm_release;
+static atomic_int hold_warm, warm_release, symbols_held;
 static int (*real_setname)(pthread_t, const char *);
 
 /* libax names its read-ahead thread first thing: held there, before it
  * takes the tables' lock ("late"). */
 int pthread_setname_np(pthread_t th, const char *name)
 {
-    if (atomic_load(&hold_warm) && strcmp(name, "ax-symbols") == 0)
+    if (atomic_load(&hold_warm) && strcmp(name, "ax-symbols") == 0) {
+        atomic_fetch_add(&symbols_held, 1);
         WAIT_UNTIL(atomic_load(&warm_release), 60000);
+    }
     return real_setname(th, name);
 }
 
@@ -81,6 +88,18 @@ static int ticker(ax_task *t, void *arg)
     (void)arg;
     while (!atomic_load(&tick_stop))
         ax_sleep(t, 1);
+    return 0;
+}
+
+static atomic_int hog_stop;
+
+static int hog_fn(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    uint64_t end = ax_now_ns() + 60000 * 1000000ull; /* liveness only */
+    while (!atomic_load(&hog_stop) && ax_now_ns() < end)
+        ;
     return 0;
 }
 
@@ -130,6 +149,7 @@ int main(int argc, char **argv)
     bool returned = argc > 1 && strcmp(argv[1], "returned") == 0;
     bool panic = argc > 1 && strcmp(argv[1], "panic") == 0;
     bool late = argc > 1 && strcmp(argv[1], "late") == 0;
+    bool hog_naming = argc > 1 && strcmp(argv[1], "hog") == 0;
     if (!bt_symbolised()) {
         fprintf(stderr, "skipped: ax built without libdw\n");
         return 77;
@@ -138,13 +158,37 @@ int main(int argc, char **argv)
     CHECK(real_report != NULL);
     real_setname = (int (*)(pthread_t, const char *))dlsym(RTLD_NEXT, "pthread_setname_np");
     CHECK(real_setname != NULL);
-    atomic_store(&hold_warm, late);
+    atomic_store(&hold_warm, late || hog_naming);
     ax_config c;
     ax_config_default(&c);
     c.workers = 1;
     c.grace_ms = 20;
     ax_sched *s = test_sched_cfg(&c);
     CHECK_EQ(ax_events_callback(s, on_event, NULL), 0);
+
+    if (hog_naming) {
+        /* A hog's report: its naming thread held before the tables' lock
+         * (no read-ahead: the naming thread is the first symbols thread).
+         * A panic on the worker then must not read the tables itself. */
+        ax_spec h = {.fn = hog_fn, .timeout_ms = 5};
+        CHECK_EQ(ax_submit(s, &h, NULL), AX_OK);
+        CHECK(WAIT_UNTIL(atomic_load(&symbols_held) == 1, 30000 * TEST_SLOW));
+        atomic_store(&hog_stop, 1);
+        ax_spec pk = {.fn = panicker, .timeout_ms = 60000};
+        CHECK_EQ(ax_submit(s, &pk, NULL), AX_OK);
+        bool raw = WAIT_UNTIL(atomic_load(&panic_raw), 10000 * TEST_SLOW);
+        if (!raw)
+            fprintf(stderr, "the panic's report did not come: the worker reads the tables (%d)\n",
+                    atomic_load(&in_naming));
+        CHECK(raw);
+        CHECK_EQ(atomic_load(&in_naming), 0); /* nobody reads them yet */
+        atomic_store(&warm_release, 1);
+        atomic_store(&let_go, 1);
+        CHECK(WAIT_UNTIL(atomic_load(&lingering_n) == 1, 30000 * TEST_SLOW)); /* the hog's */
+        CHECK_EQ(ax_shutdown(s, 10000), AX_OK);
+        ax_free(s);
+        return 0;
+    }
 
     uint64_t id = 0;
     ax_spec o = {.fn = orphan_fn, .timeout_ms = 5};

@@ -207,6 +207,9 @@ static atomic_int namers; /* defined below, with its comment */
  * thread could start: the worker reads them itself, as before). */
 enum { WARM_NONE, WARM_READING, WARM_DONE };
 static atomic_int warmed;
+/* A symbols thread (the read-ahead, or a hog's naming) has read the
+ * tables once: a naming on a worker then takes microseconds. */
+static atomic_int tables_read;
 
 /* In a child of fork(): no naming thread of the parent's is there to give
  * `namers` back (review: the child's reports were never named, and its
@@ -325,6 +328,7 @@ static void *warm_main(void *fn)
 {
     pthread_setname_np(pthread_self(), "ax-symbols");
     bt_warm(fn, (const void *)run_park);
+    atomic_store(&tables_read, 1);
     atomic_store(&warmed, WARM_DONE);
     atomic_fetch_sub(&namers, 1);
     return NULL;
@@ -365,14 +369,23 @@ static bool warm_reading(void)
     return atomic_load(&warmed) == WARM_READING;
 }
 
+/* The tables may be read at this moment by a thread of ours that has not
+ * taken their lock yet: the read-ahead, or a hog's naming thread before
+ * any thread has read them (review: a worker found the lock free while a
+ * hog's naming thread was starting, and read them itself). */
+static bool symbols_busy(void)
+{
+    return warm_reading() || (atomic_load(&namers) > 0 && !atomic_load(&tables_read));
+}
+
 unsigned linger_warm_wait(unsigned max_ms)
 {
     unsigned k = 0;
-    for (; k < max_ms && warm_reading(); k++) {
+    for (; k < max_ms && symbols_busy(); k++) {
         struct timespec ts = {0, 1000000};
         nanosleep(&ts, NULL);
     }
-    return warm_reading() ? max_ms + 1 : k;
+    return symbols_busy() ? max_ms + 1 : k;
 }
 
 void linger_track(struct worker *w, struct ax_task *t)
@@ -422,8 +435,20 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
         snprintf(text, sizeof text, "still running %s after its timeout, parked in %s:", over,
                  park_name(rs));
     /* Parked, or woken and not resumed since (its frames are where it
-     * parked last: run_park, which its real resume returns from later). */
-    if (!e->deferred && t->bt_n == 0 && t->began && t->rs != RS_EXITED) {
+     * parked last: run_park, which its real resume returns from later).
+     * One that panicked and runs its cleanups holds its panic's frames in
+     * t->bt, for the panic's report at its end: kept aside and put back
+     * (review: the report named where it had panicked, not the cleanup
+     * it was in). */
+    void *panic_bt[AX_BT_MAX];
+    int panic_n = -1;
+    uint8_t panic_in_park = 0;
+    if (!e->deferred && (t->bt_n == 0 || t->panicked) && t->began && t->rs != RS_EXITED) {
+        if (t->panicked) {
+            memcpy(panic_bt, t->bt, sizeof panic_bt);
+            panic_n = t->bt_n;
+            panic_in_park = t->bt_in_park;
+        }
         /* Resume it just to record where it is; run_park switches back. */
         t->bt_req = 1;
         ax_current_run = t;
@@ -434,12 +459,12 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
      * was parked there (not in the yield hand-off). */
     struct bt_cut cut = {(const void *)run_bt_serve, t->bt_in_park, 1 + t->bt_in_park,
                          (const void *)t->job->fn, 0};
-    if (final && (t->panicked || t->overflowed)) {
+    if (e->deferred && (t->panicked || t->overflowed)) {
         /* Its panic wrote its own frames over the ones taken (review). */
         size_t len = strlen(text);
         snprintf(text + len, sizeof text - len,
                  " (no backtrace: it panicked before the frames taken were named)");
-    } else if (warm_reading() || !bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
+    } else if (symbols_busy() || !bt_format_within(text, sizeof text, t->bt, t->bt_n, &cut, 0)) {
         /* Another thread reads or names with the symbol tables (the
          * warm-up, a hog's report): the worker does not wait for it --
          * its other tasks would (test_linger_parked_naming) -- but
@@ -448,7 +473,7 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
          * addresses (addr2line): libdw may be stuck on a debuginfo
          * file (review: a naming that never ended stopped the worker's
          * queued work too, and ax_free leaked it). */
-        if (!final && w->now_ns < e->since_ns + grace + NAME_DEFER_MS * 1000000ull) {
+        if (!final && panic_n < 0 && w->now_ns < e->since_ns + grace + NAME_DEFER_MS * 1000000ull) {
             e->deferred = 1;
             e->deferred_rs = (uint8_t)rs;
             e->deferred_woken = woken;
@@ -456,9 +481,15 @@ static bool entry_report(struct worker *w, struct linger_entry *e, bool woken, b
             return false;
         }
         bt_format_raw(text, sizeof text, t->bt, t->bt_n, &cut,
-                      final ? "the symbol tables were busy when it returned"
-                            : "the symbol tables were busy 2000 ms");
+                      final       ? "the symbol tables were busy when it returned"
+                      : panic_n >= 0 ? "the symbol tables were busy"
+                                     : "the symbol tables were busy 2000 ms");
         _Static_assert(NAME_DEFER_MS == 2000, "the text above says 2000 ms");
+    }
+    if (panic_n >= 0) {
+        memcpy(t->bt, panic_bt, sizeof panic_bt);
+        t->bt_n = panic_n;
+        t->bt_in_park = panic_in_park;
     }
     struct ev_attempt a = attempt_of(t, e->since_ns);
     if (claim(t, t->expect_sw))
@@ -679,6 +710,7 @@ static void *naming_main(void *arg)
     struct linger_pending *p = arg;
     pthread_setname_np(pthread_self(), "ax-symbols");
     bt_format(p->text, sizeof p->text, p->bt, p->bt_n, &p->cut);
+    atomic_store(&tables_read, 1);
     atomic_store_explicit(&p->named, 1, memory_order_release);
     pending_unref(p);
     atomic_fetch_sub(&namers, 1);
