@@ -39,10 +39,17 @@ static size_t count(const char *buf, const char *needle)
 }
 
 /* A fault's signal is refused: a handler that returns sends the thread
- * back to the faulting instruction. In a child that executes an illegal
- * instruction: it dies by SIGILL, as it would without ax. Before, the
- * signal was taken, and the child faulted and dumped until the alarm
- * killed it (20 s). */
+ * back to the faulting instruction. A child registers the signal that
+ * __builtin_trap() raises on this architecture (SIGILL for x86's ud2,
+ * SIGTRAP for arm64's brk), then traps: it dies by that signal, as it
+ * would without ax. Before, the signal was taken, and the child faulted
+ * and dumped until the alarm killed it (20 s). */
+#if defined(__aarch64__)
+#define TRAP_SIG SIGTRAP
+#else
+#define TRAP_SIG SIGILL
+#endif
+
 static void fault_signal(void)
 {
     pid_t pid = fork();
@@ -52,16 +59,16 @@ static void fault_signal(void)
         setrlimit(RLIMIT_CORE, &no_core); /* no core file of the expected death */
         alarm(20);
         ax_sched *c = test_sched(1, 1);
-        int rc = ax_dump_on_signal(c, SIGILL, stderr);
-        fprintf(stderr, "child: ax_dump_on_signal(SIGILL) %d: %s\n", rc, ax_error_detail());
-        __builtin_trap(); /* an illegal instruction (ud2 on x86, brk on arm64) */
+        int rc = ax_dump_on_signal(c, TRAP_SIG, stderr);
+        fprintf(stderr, "child: ax_dump_on_signal(%d) %d: %s\n", TRAP_SIG, rc, ax_error_detail());
+        __builtin_trap();
     }
     int st = 0;
     CHECK_EQ(waitpid(pid, &st, 0), pid);
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGILL)
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != TRAP_SIG)
         fprintf(stderr, "child ended %s %d\n", WIFSIGNALED(st) ? "by signal" : "with exit",
                 WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
-    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == SIGILL);
+    CHECK(WIFSIGNALED(st) && WTERMSIG(st) == TRAP_SIG);
 }
 
 int main(void)
