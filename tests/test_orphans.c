@@ -536,7 +536,8 @@ static void test_orphan_bound_sleeps(void)
 /* ---- 5, 6. retries waiting for their orphan's return ------------------------ */
 
 #define WQ_MAX 4
-#define WQ_TIMEOUT_MS 100 /* the waiters' attempt timeout; R parks this long too */
+#define WQ_TIMEOUT_MS 1000 /* the waiters' attempt timeout; R parks this long too: R, the
+                            * W and H start within it (all queued at ax_resume) */
 #define WQ_DELAY_MS 1000  /* N's delay (test 5) */
 #ifdef TEST_TSAN
 #define WQ_SETTLE_MS 300 /* H holds on this long after the last on_timeout */
