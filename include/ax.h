@@ -579,7 +579,9 @@ int ax_class_register(ax_sched *s, const ax_class_config *c, unsigned *id_out);
 /* The id of a class by name; AX_ENOTFOUND if none. */
 int ax_class_find(ax_sched *s, const char *name, unsigned *id_out);
 /* Change a class's timeout at run time (seed §4.2 "raise the task timeout"):
- * submissions from now on that take the class's timeout get this one. */
+ * submissions from now on that take the class's timeout get this one.
+ * After ax_shutdown it still returns AX_OK, as the calls of "run-time
+ * control": no submission can use it. */
 int ax_class_set_timeout(ax_sched *s, unsigned id, uint64_t timeout_ms);
 
 typedef enum { AX_BREAKER_CLOSED = 0, AX_BREAKER_OPEN = 1, AX_BREAKER_HALF_OPEN = 2 } ax_breaker_state;
@@ -725,7 +727,9 @@ int ax_metrics_serve(ax_sched *s, const char *addr, uint16_t *port_out);
  * scheduler: they return AX_ESTATE there), nor ax_shutdown / ax_free (of
  * any scheduler: refused there; they wait for scrapes). Not part of
  * ax_metrics_prometheus. At most AX_METRICS_APPENDERS per scheduler
- * (AX_ENOMEM beyond); the same fn and arg twice is AX_EBUSY. */
+ * (AX_ENOMEM beyond); the same fn and arg twice is AX_EBUSY; AX_ESHUTDOWN
+ * once ax_shutdown began (the endpoint stops; ax_metrics_unappend still
+ * works). */
 #define AX_METRICS_APPENDERS 16
 typedef long (*ax_metrics_appender)(char *buf, size_t len, void *arg);
 int ax_metrics_append(ax_sched *s, ax_metrics_appender fn, void *arg);
@@ -758,7 +762,9 @@ int ax_dump(ax_sched *s, FILE *f, size_t max_tasks);
  * thread is full is dropped (the dumps already pending still run), never
  * waited on in the handler. AX_EINVAL for SIGKILL, SIGSTOP, SIGSEGV, SIGBUS,
  * SIGURG (ax's own) and the signals of a fault (SIGFPE, SIGILL, SIGTRAP,
- * SIGSYS: a handler that returns re-runs the faulting instruction). */
+ * SIGSYS: a handler that returns re-runs the faulting instruction).
+ * Allowed after ax_shutdown (a dump then shows what is left: orphans,
+ * nothing queued); ax_free turns it off. */
 int ax_dump_on_signal(ax_sched *s, int signo, FILE *f);
 
 /* ---- lifecycle events ---------------------------------------------------- */
@@ -835,7 +841,10 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
  * full disk), the first such failure said on stderr. Switching a sink first writes out what was buffered to the
  * old one; once the call returns, the old file and callback are not used
  * again (the file may be closed, the callback's arg freed) -- except when
- * the call is made from a task, which cannot wait for the event thread. */
+ * the call is made from a task, which cannot wait for the event thread.
+ * Allowed after ax_shutdown: the event thread runs until ax_free, and a
+ * sink set then gets the events still to come (an orphan's end, the
+ * REJECTED of a late submission). */
 int ax_events_json(ax_sched *s, FILE *f);
 int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg);
 /* Which kinds are produced (AX_EVMASK bits; default AX_EVMASK_ALL once a sink

@@ -11,6 +11,11 @@
  *  - two appenders writing the same family are merged: one HELP, one TYPE;
  *  - after unappend it is gone; NULLs are AX_EINVAL, the same pair twice
  *    AX_EBUSY, a 17th AX_ENOMEM, an unknown one AX_ENOTFOUND;
+ *  - an unappend that succeeds leaves the thread's ax_error_detail alone
+ *    (before, it set "not registered" first: the Redis consumer's clean-up
+ *    after a refused start replaced the refusal's own text with it);
+ *  - after ax_shutdown an append is AX_ESHUTDOWN (before, AX_OK, and the
+ *    appender was never called: its endpoint had stopped); unappend works.
  *  - many series (test_many): 20 000 label sets in one family and 20 000
  *    single-sample families, repeated in part by a second appender, merge
  *    to exactly the text expected (one group per family in first-seen
@@ -240,14 +245,25 @@ int main(void)
     for (int i = 0; i < added; i++)
         CHECK_EQ(ax_metrics_unappend(s, fixed, more[i]), AX_OK);
 
+    CHECK_EQ(ax_metrics_append(s, NULL, NULL), AX_EINVAL);
+    char before[256];
+    snprintf(before, sizeof before, "%s", ax_error_detail());
+    CHECK(strstr(before, "scheduler and fn are required") != NULL);
     CHECK_EQ(ax_metrics_unappend(s, fixed, a_text), AX_OK);
+    CHECK_EQ(strcmp(ax_error_detail(), before), 0); /* a success leaves it */
     CHECK_EQ(ax_metrics_unappend(s, fixed, a_text), AX_ENOTFOUND);
+    CHECK(strstr(ax_error_detail(), "not registered") != NULL);
     CHECK_EQ(ax_metrics_unappend(s, NULL, NULL), AX_EINVAL);
     t = scrape(s);
     CHECK(strstr(t, "my_up{x=\"a\"}") == NULL);
     CHECK(strstr(t, "my_up{x=\"b\"} 2\n") != NULL);
     free(t);
     free(base);
+
+    CHECK_EQ(ax_shutdown(s, 1000), AX_OK);
+    CHECK_EQ(ax_metrics_append(s, fixed, a_text), AX_ESHUTDOWN);
+    CHECK(strstr(ax_error_detail(), "ax_metrics_append: the scheduler is shutting down") != NULL);
+    CHECK_EQ(ax_metrics_unappend(s, fixed, b_text), AX_OK);
     ax_free(s);
     return 0;
 }

@@ -151,6 +151,12 @@ int ax_metrics_append(ax_sched *s, ax_metrics_appender fn, void *arg)
     if (ax_current_appender_sched)
         return ax_fail_static(AX_ESTATE, "ax_metrics_append: called from a metrics appender "
                                          "(the scrape holds the lock it needs)");
+    /* After ax_shutdown the endpoint has stopped: an appender taken then
+     * would never be called (user trial: AX_OK, and nothing). One taken
+     * while shutdown begins is as one taken before it. */
+    if (atomic_load(&s->closing))
+        return ax_fail_static(AX_ESHUTDOWN, "ax_metrics_append: the scheduler is shutting down "
+                                            "(its /metrics endpoint has stopped)");
     int rc = AX_OK;
     pthread_mutex_lock(&s->mappend_lock);
     for (unsigned i = 0; i < s->nmappend && rc == AX_OK; i++)
@@ -175,16 +181,18 @@ int ax_metrics_unappend(ax_sched *s, ax_metrics_appender fn, void *arg)
     if (ax_current_appender_sched)
         return ax_fail_static(AX_ESTATE, "ax_metrics_unappend: called from a metrics appender "
                                          "(the scrape holds the lock it needs)");
-    int rc = ax_fail_static(AX_ENOTFOUND, "ax_metrics_unappend: not registered");
+    bool found = false;
     pthread_mutex_lock(&s->mappend_lock);
     for (unsigned i = 0; i < s->nmappend; i++)
         if (s->mappend[i].fn == fn && s->mappend[i].arg == arg) {
             s->mappend[i] = s->mappend[--s->nmappend];
-            rc = AX_OK;
+            found = true;
             break;
         }
     pthread_mutex_unlock(&s->mappend_lock);
-    return rc;
+    /* The detail only on failure: a clean-up's unappend after another
+     * call failed must leave that call's text (ax_redis_consumer_start). */
+    return found ? AX_OK : ax_fail_static(AX_ENOTFOUND, "ax_metrics_unappend: not registered");
 }
 
 /* An appender's text at most (beyond: left out of the scrape, as an error). */
