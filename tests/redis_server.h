@@ -143,6 +143,39 @@ static inline int rs_free_port(void)
     return ntohs(a.sin_port);
 }
 
+/* Whether a loopback TCP port can be bound now (then let go). */
+static inline bool rs_port_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0)
+        return false;
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    bool ok = bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+    close(fd);
+    return ok;
+}
+
+/* A port for a cluster node: redis-server also listens on port + 10000 (the
+ * cluster bus) and refuses a port above 55535. The kernel's free ports
+ * (rs_free_port) come from 32768-60999 and one after another, so several
+ * in a row were above 55535 (CI: "Redis port number too high", the node
+ * exited five times). A random port of 20000-55535 whose bus port is free
+ * too. */
+static inline int rs_free_cluster_port(void)
+{
+    static unsigned seed;
+    if (!seed)
+        seed = (unsigned)getpid() ^ (unsigned)time(NULL);
+    for (int tries = 0; tries < 1000; tries++) {
+        int p = 20000 + (int)(rand_r(&seed) % (55535 - 20000 + 1));
+        if (rs_port_free(p) && rs_port_free(p + 10000))
+            return p;
+    }
+    fprintf(stderr, "rs_free_cluster_port: no free pair of ports\n");
+    abort();
+}
+
 /* Whether the server answering on `port` is up (PONG) and is the process
  * `pid`: a server that lost the port to another process between
  * rs_free_port and its bind exits, but a PING meanwhile may reach whoever
@@ -330,7 +363,7 @@ static inline void rs_cluster_start(int n, int *ports)
     for (int i = 0; i < n; i++) {
         bool up = false;
         for (int attempt = 0; attempt < 5 && !up; attempt++) {
-            int p = rs_free_port();
+            int p = rs_free_cluster_port();
             char ps[16], logf[200], conf[200];
             snprintf(ps, sizeof ps, "%d", p);
             snprintf(logf, sizeof logf, "%s/redis-%d.log", rs_dir, p);
