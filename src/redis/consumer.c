@@ -667,13 +667,17 @@ static bool copy_str(char *dst, size_t cap, const redisReply *v)
  * outcome at once). */
 /* False when it could not take the message (out of memory): it stays
  * pending, claimed after visibility_ms, and is not counted as pulled or
- * claimed (the books: pulled + claimed = what was held since). */
+ * claimed (the books: pulled + claimed = what was held since). `taken`
+ * (pulled or claimed) is counted here, before its task is submitted: the
+ * task may run and end on another worker before the caller's next line
+ * (CI, ASan: a claimed message succeeded while claimed still read 0). */
 static bool dispatch(ax_redis_consumer *c, int key, const redisReply *id, const redisReply *fields,
-                     unsigned deliveries)
+                     unsigned deliveries, _Atomic uint64_t *taken)
 {
     struct rmsg *m = calloc(1, sizeof *m);
     if (!m)
         return false;
+    atomic_fetch_add(taken, 1);
     m->c = c;
     m->key = key;
     m->prio = key_prio[key];
@@ -823,12 +827,11 @@ static int take_read(ax_redis_consumer *c, const redisReply *rep)
                 const redisReply *e = es->element[j];
                 if (e->type == REDIS_REPLY_ARRAY && e->elements == 2 &&
                     e->element[1]->type == REDIS_REPLY_ARRAY) {
-                    if (dispatch(c, k, e->element[0], e->element[1], 1))
+                    if (dispatch(c, k, e->element[0], e->element[1], 1, &c->pulled))
                         got++;
                 }
             }
         }
-    atomic_fetch_add(&c->pulled, (uint64_t)got);
     return got;
 }
 
@@ -979,9 +982,8 @@ static int claim(ax_task *t, ax_redis_consumer *c, unsigned free, unsigned *take
                 if (e->element[0]->type != REDIS_REPLY_STRING ||
                     is_held(c, k, e->element[0]->str))
                     continue; /* ours, still running (this process stalled): not twice */
-                if (!dispatch(c, k, e->element[0], e->element[1], d))
+                if (!dispatch(c, k, e->element[0], e->element[1], d, &c->claimed))
                     continue;
-                atomic_fetch_add(&c->claimed, 1);
                 free--;
             }
         }
