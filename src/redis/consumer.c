@@ -480,18 +480,22 @@ int ax_redis_consumer_stats_get(ax_redis_consumer *c, ax_redis_consumer_stats *o
     if (!c || !o)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_stats_get: consumer and out are required");
     /* held first: a settled message is counted in its outcome before it
-     * leaves held, so a held of 0 read here comes with complete outcomes. */
+     * leaves held, so a held of 0 read here comes with complete outcomes.
+     * The takes (pulled, claimed) last: a message is counted taken before
+     * its task exists (dispatch), so takes read after the outcomes are at
+     * least the outcomes, never behind them (review: read first, a message
+     * taken and settled between the reads showed succeeded ahead). */
     o->held = atomic_load(&c->held);
-    o->pulled = atomic_load(&c->pulled);
-    o->claimed = atomic_load(&c->claimed);
-    o->redelivered = atomic_load(&c->redelivered);
     o->succeeded = atomic_load(&c->succeeded);
     o->retried = atomic_load(&c->retried);
     o->dead = atomic_load(&c->dead);
     o->ack_lost = atomic_load(&c->ack_lost);
-    o->redis_errors = atomic_load(&c->errors);
     o->abandoned = atomic_load(&c->abandoned);
     o->handed_back = atomic_load(&c->handed_back);
+    o->redis_errors = atomic_load(&c->errors);
+    o->redelivered = atomic_load(&c->redelivered);
+    o->pulled = atomic_load(&c->pulled);
+    o->claimed = atomic_load(&c->claimed);
     return AX_OK;
 }
 
