@@ -511,6 +511,30 @@ static void test_mprotect_mode(void)
     ax_stack_pool_destroy(&p);
 }
 
+/* A stack's guard goes in at its first acquire, not for the whole slab when
+ * the slab is mapped (a new slab's 120 guards in a row stalled the worker
+ * that needed one stack: stack.c guard_install). mprotect guards show it in
+ * /proc/self/maps: each one in splits the slab's mapping. */
+static void test_guard_lazy(void)
+{
+    struct ax_stack_pool p;
+    struct ax_stack *s[3];
+    pool_new(&p, 16 * 1024, 100, 0, AX_STACK_GUARD_MPROTECT);
+    CHECK_EQ(ax_stack_acquire(&p, &s[0]), 0);
+    CHECK_EQ(count_pool_maps(&p), 2); /* s[0]'s guard, then the rest of the slab */
+    CHECK_EQ(ax_stack_acquire(&p, &s[1]), 0);
+    CHECK_EQ(count_pool_maps(&p), 4);
+    /* Back cold and out again: its guard is not put in twice. */
+    ax_stack_release(&p, s[1]);
+    CHECK_EQ(s[1]->state, AX_STACK_COLD);
+    CHECK_EQ(ax_stack_acquire(&p, &s[2]), 0);
+    CHECK(s[2] == s[1]);
+    CHECK_EQ(count_pool_maps(&p), 4);
+    ax_stack_release(&p, s[0]);
+    ax_stack_release(&p, s[2]);
+    ax_stack_pool_destroy(&p);
+}
+
 /* ---- two threads, each with its own pool and coroutines ------------------- */
 
 /* Under TSan every parked coroutine is a TSan fiber, whose creation faults
@@ -548,6 +572,7 @@ int main(void)
     test_owner();
     test_parked_rss();
     test_mprotect_mode();
+    test_guard_lazy();
     /* 100,000 live stacks fit only with MADV_GUARD_INSTALL under the default
      * vm.max_map_count (65530): mprotect guards cost 2 mappings a stack. */
     size_t live = ax_stack_guard_madvise_supported() ? 100000 : 20000;

@@ -177,17 +177,6 @@ static int slab_new(struct ax_stack_pool *p)
     /* Whole mapping: changes flags without splitting it. Best effort. */
     (void)madvise(base, len, MADV_NOHUGEPAGE);
 #endif
-    for (size_t i = 0; i < n; i++) {
-        char *guard = base + i * p->slot_size;
-        int rc = p->guard_mode == AX_STACK_GUARD_MADVISE
-                     ? madvise(guard, p->cfg.guard_size, MADV_GUARD_INSTALL)
-                     : mprotect(guard, p->cfg.guard_size, PROT_NONE);
-        if (rc != 0) { /* typically ENOMEM: vm.max_map_count reached */
-            munmap(base, len);
-            free(sl);
-            return -ENOMEM;
-        }
-    }
     sl->base = base;
     sl->len = len;
     sl->n = n;
@@ -200,6 +189,7 @@ static int slab_new(struct ax_stack_pool *p)
         s->user = NULL;
         s->slab = sl;
         s->state = AX_STACK_COLD;
+        s->guarded = false; /* at its first acquire: guard_install */
         list_push(&p->cold, s);
     }
     sl->prev = NULL;
@@ -248,6 +238,27 @@ static void make_cold(struct ax_stack_pool *p, struct ax_stack *s)
 
 /* ---- hot path ------------------------------------------------------------ */
 
+/* A stack's guard goes in when the stack is first handed out, not when its
+ * slab is mapped: one madvise (or mprotect) of ~2 us each, but 120 of them
+ * in a row for a new 8 MiB slab took 0.25 ms alone, and the start that
+ * needed the slab took 0.4-2.8 ms while the other threads of a burst were
+ * busy, inside a dispatch's batch of starts with the due timers waiting
+ * (bench ax_lateness, 2026-12-06). Spread over the stacks' first uses, a
+ * batch of 16 starts pays at most 16. Timer lateness p99 with 100 000
+ * sleepers: 5.19 -> 1.75 ms, medians of 15 interleaved pairs
+ * (SCALING.md "Timer lateness"). */
+static int guard_install(struct ax_stack_pool *p, struct ax_stack *s)
+{
+    char *guard = (char *)s->lo - p->cfg.guard_size;
+    int rc = p->guard_mode == AX_STACK_GUARD_MADVISE
+                 ? madvise(guard, p->cfg.guard_size, MADV_GUARD_INSTALL)
+                 : mprotect(guard, p->cfg.guard_size, PROT_NONE);
+    if (rc != 0) /* typically ENOMEM: vm.max_map_count reached */
+        return -ENOMEM;
+    s->guarded = true;
+    return 0;
+}
+
 int ax_stack_acquire(struct ax_stack_pool *p, struct ax_stack **out)
 {
     struct ax_stack *s;
@@ -260,6 +271,10 @@ int ax_stack_acquire(struct ax_stack_pool *p, struct ax_stack **out)
             if (rc) return rc;
         }
         s = p->cold.next;
+        if (__builtin_expect(!s->guarded, 0)) {
+            int rc = guard_install(p, s);
+            if (rc) return rc; /* still cold, still first on the list */
+        }
         p->n_cold--;
         if (s->slab->n_cold-- == s->slab->n) p->n_empty_slabs--;
     }

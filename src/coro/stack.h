@@ -34,12 +34,14 @@
  *
  * Complexity: acquire/release O(1); they are HOT and make no syscall on a
  * cache hit (acquire from warm/cold lists, release into the warm cache).
- * A slab refill costs one mmap + one madvise/mprotect per stack; a release
+ * A slab refill costs one mmap; a stack's first acquire one madvise or
+ * mprotect (its guard, put in then and kept for the slab's life); a release
  * past the cap one madvise. ax_stack_owner_of is O(slabs), not hot.
  */
 #ifndef AX_CORO_STACK_H
 #define AX_CORO_STACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 struct ax_stack_slab;
@@ -55,6 +57,7 @@ struct ax_stack {
     struct ax_stack_slab *slab;
     struct ax_stack *next, *prev; /* warm or cold list while free */
     enum ax_stack_state state;
+    bool guarded; /* its guard is in: from its first acquire on */
 };
 
 enum ax_stack_guard_mode {
