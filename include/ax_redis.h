@@ -301,7 +301,8 @@ void ax_redis_consumer_config_default(ax_redis_consumer_config *c);
  * left pending). It starts two long-lived tasks
  * (HIGH priority) that hold two of s's concurrency slots: the puller (reads,
  * claims, moves due retries) and the acker. Each message runs as one more
- * task of s, at the message's priority and timeout. */
+ * task of s, at the message's priority and timeout. AX_ESHUTDOWN once
+ * ax_shutdown(s) was called. */
 int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consumer_config *c,
                           ax_redis_consumer **out);
 /* Register the handler of a kind (before start). AX_EBUSY if taken. A

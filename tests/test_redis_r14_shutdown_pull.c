@@ -45,6 +45,12 @@ int main(void)
     usleep(500000);
     int src = ax_shutdown(s, 1000);
     printf("shutdown rc=%d %s\n", src, src ? ax_error_detail() : "");
+    /* A consumer made after ax_shutdown is refused at once, not first at
+     * its start; out stays NULL. */
+    ax_redis_consumer *late = (ax_redis_consumer *)&late;
+    CHECK_EQ(ax_redis_consumer_new(s, q, &cc, &late), AX_ESHUTDOWN);
+    CHECK(late == NULL);
+    CHECK(strstr(ax_error_detail(), "ax_redis_consumer_new: the scheduler is shutting down"));
     int rc = ax_redis_consumer_stop(c, 1000);
     ax_redis_consumer_stats st;
     ax_redis_consumer_stats_get(c, &st);

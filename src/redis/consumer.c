@@ -370,6 +370,11 @@ int ax_redis_consumer_new(ax_sched *s, ax_redis_queue *q, const ax_redis_consume
     if (!s || !q || !out)
         return ax_fail_static(AX_EINVAL, "ax_redis_consumer_new: s, q and out are required");
     *out = NULL;
+    /* Said here, not first at ax_redis_consumer_start: a consumer of a
+     * scheduler that is shutting down could never run one message. */
+    if (atomic_load(&s->closing))
+        return ax_fail_static(AX_ESHUTDOWN, "ax_redis_consumer_new: the scheduler is shutting "
+                                            "down (ax_shutdown was called)");
     ax_redis_consumer_config d;
     if (!cfg) {
         ax_redis_consumer_config_default(&d);
