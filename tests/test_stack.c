@@ -511,27 +511,77 @@ static void test_mprotect_mode(void)
     ax_stack_pool_destroy(&p);
 }
 
-/* A stack's guard goes in at its first acquire, not for the whole slab when
- * the slab is mapped (a new slab's 120 guards in a row stalled the worker
- * that needed one stack: stack.c guard_install). mprotect guards show it in
- * /proc/self/maps: each one in splits the slab's mapping. */
+/* A stack's guard goes in when it is first handed out (with the guard of
+ * the slot above it), not for the whole slab when the slab is mapped (a new
+ * slab's guards in a row stalled the worker that needed one stack:
+ * stack.c guards_for). mprotect guards show in /proc/self/maps: each one
+ * splits the slab's mapping. */
 static void test_guard_lazy(void)
 {
     struct ax_stack_pool p;
-    struct ax_stack *s[3];
+    struct ax_stack_stats st;
+    struct ax_stack *s[4];
     pool_new(&p, 16 * 1024, 100, 0, AX_STACK_GUARD_MPROTECT);
     CHECK_EQ(ax_stack_acquire(&p, &s[0]), 0);
-    CHECK_EQ(count_pool_maps(&p), 2); /* s[0]'s guard, then the rest of the slab */
+    ax_stack_pool_stats(&p, &st);
+    CHECK_EQ(st.guards, 2); /* s[0]'s and the one above it; not 100 */
+    CHECK_EQ(count_pool_maps(&p), 4); /* guard, s[0], guard, the rest */
+    CHECK(s[0]->guarded);
     CHECK_EQ(ax_stack_acquire(&p, &s[1]), 0);
-    CHECK_EQ(count_pool_maps(&p), 4);
-    /* Back cold and out again: its guard is not put in twice. */
+    CHECK(s[1]->guarded);
+    ax_stack_pool_stats(&p, &st);
+    CHECK_EQ(st.guards, 3);
+    CHECK_EQ(count_pool_maps(&p), 6);
+    /* Back cold and out again: no guard put in twice. */
     ax_stack_release(&p, s[1]);
     CHECK_EQ(s[1]->state, AX_STACK_COLD);
     CHECK_EQ(ax_stack_acquire(&p, &s[2]), 0);
     CHECK(s[2] == s[1]);
-    CHECK_EQ(count_pool_maps(&p), 4);
+    ax_stack_pool_stats(&p, &st);
+    CHECK_EQ(st.guards, 3);
+    CHECK_EQ(count_pool_maps(&p), 6);
     ax_stack_release(&p, s[0]);
     ax_stack_release(&p, s[2]);
+    ax_stack_pool_destroy(&p);
+}
+
+/* A guard that cannot be put in: the acquire fails with -ENOMEM, takes no
+ * stack and leaves *out alone; once it can, the same stack is handed out
+ * with its guard. Made to fail by unmapping the guard's pages (mprotect
+ * and MADV_GUARD_INSTALL both refuse an unmapped range). */
+static void test_guard_fails(enum ax_stack_guard_mode mode)
+{
+    struct ax_stack_pool p;
+    struct ax_stack_stats st, st2;
+    struct ax_stack *s0, *s1, *out;
+    size_t stack = 16 * 1024;
+    pool_new(&p, stack, 4, 0, mode);
+    size_t slot = p.slot_size, guard = p.cfg.guard_size;
+    CHECK_EQ(ax_stack_acquire(&p, &s0), 0); /* slots 0 and 1 guarded */
+    char *g2 = (char *)s0->lo - guard + 2 * slot; /* slot 2's guard */
+    CHECK(munmap(g2, guard) == 0);
+    /* s1's own guard is in; the one above it (slot 2's) fails, quietly. */
+    CHECK_EQ(ax_stack_acquire(&p, &s1), 0);
+    ax_stack_pool_stats(&p, &st);
+    CHECK_EQ(st.guards, 2);
+    CHECK_EQ(st.in_use, 2);
+    out = (struct ax_stack *)&out;
+    CHECK_EQ(ax_stack_acquire(&p, &out), -ENOMEM);
+    CHECK(out == (struct ax_stack *)&out);
+    ax_stack_pool_stats(&p, &st2);
+    CHECK_EQ(st2.in_use, 2);
+    CHECK_EQ(st2.cold, st.cold);
+    CHECK_EQ(st2.guards, 2);
+    CHECK(mmap(g2, guard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1,
+               0) == g2);
+    CHECK_EQ(ax_stack_acquire(&p, &out), 0);
+    CHECK((char *)out->lo == g2 + guard);
+    CHECK(out->guarded);
+    ax_stack_pool_stats(&p, &st2);
+    CHECK_EQ(st2.guards, 4); /* slot 2's, and slot 3's above it */
+    ax_stack_release(&p, out);
+    ax_stack_release(&p, s1);
+    ax_stack_release(&p, s0);
     ax_stack_pool_destroy(&p);
 }
 
@@ -573,6 +623,8 @@ int main(void)
     test_parked_rss();
     test_mprotect_mode();
     test_guard_lazy();
+    test_guard_fails(AX_STACK_GUARD_MPROTECT);
+    if (ax_stack_guard_madvise_supported()) test_guard_fails(AX_STACK_GUARD_MADVISE);
     /* 100,000 live stacks fit only with MADV_GUARD_INSTALL under the default
      * vm.max_map_count (65530): mprotect guards cost 2 mappings a stack. */
     size_t live = ax_stack_guard_madvise_supported() ? 100000 : 20000;

@@ -7,7 +7,10 @@
  *   - slab->n_cold counts its COLD stacks; a slab with n_cold == n is
  *     "empty"; at most one empty slab is kept outside ax_stack_pool_trim;
  *   - descriptors live in malloc'd slab headers, never inside the mapped
- *     stack memory, so bookkeeping never faults a stack page back in.
+ *     stack memory, so bookkeeping never faults a stack page back in;
+ *   - every IN_USE or WARM stack has its guard (`guarded`); a COLD one may
+ *     not yet, if it was never handed out. Guards are never taken out: a
+ *     slab loses them only with its mapping.
  */
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
 #include "stack.h"
@@ -189,7 +192,7 @@ static int slab_new(struct ax_stack_pool *p)
         s->user = NULL;
         s->slab = sl;
         s->state = AX_STACK_COLD;
-        s->guarded = false; /* at its first acquire: guard_install */
+        s->guarded = false; /* at its first acquire, or the one below's: guards_for */
         list_push(&p->cold, s);
     }
     sl->prev = NULL;
@@ -239,23 +242,51 @@ static void make_cold(struct ax_stack_pool *p, struct ax_stack *s)
 /* ---- hot path ------------------------------------------------------------ */
 
 /* A stack's guard goes in when the stack is first handed out, not when its
- * slab is mapped: one madvise (or mprotect) of ~2 us each, but 120 of them
- * in a row for a new 8 MiB slab took 0.25 ms alone, and the start that
- * needed the slab took 0.4-2.8 ms while the other threads of a burst were
- * busy, inside a dispatch's batch of starts with the due timers waiting
- * (bench ax_lateness, 2026-12-06). Spread over the stacks' first uses, a
- * batch of 16 starts pays at most 16. Timer lateness p99 with 100 000
- * sleepers: 5.19 -> 1.75 ms, medians of 15 interleaved pairs
- * (SCALING.md "Timer lateness"). */
-static int guard_install(struct ax_stack_pool *p, struct ax_stack *s)
+ * slab is mapped. One madvise (or mprotect) of ~2 us each, but a new
+ * slab's 64 of them in a row (the workers' pool: 64 KiB stacks, 64 KiB
+ * guards, 8 MiB slabs) took 0.13-0.23 ms alone, and in a burst the start
+ * that made the slab took 0.4-2.8 ms, inside a dispatch's batch of starts
+ * with the due timers waiting (bench ax_lateness, 2026-12-06). Spread over
+ * the stacks' first uses: timer lateness p99 with 100 000 sleepers down
+ * by a third to a half in five rounds of interleaved runs of six
+ * (SCALING.md "A new slab's guards, one at a time").
+ *
+ * A guard MADV_GUARD_INSTALL refuses (EINVAL once the slab is mlock'd:
+ * mlockall(MCL_CURRENT) after it was mapped) is made by mprotect instead:
+ * else that stack, first on the cold list, would fail every acquire for
+ * good (review). */
+static int guard_put(struct ax_stack_pool *p, struct ax_stack *s)
 {
     char *guard = (char *)s->lo - p->cfg.guard_size;
-    int rc = p->guard_mode == AX_STACK_GUARD_MADVISE
-                 ? madvise(guard, p->cfg.guard_size, MADV_GUARD_INSTALL)
-                 : mprotect(guard, p->cfg.guard_size, PROT_NONE);
+    int rc = -1;
+    if (p->guard_mode == AX_STACK_GUARD_MADVISE)
+        rc = madvise(guard, p->cfg.guard_size, MADV_GUARD_INSTALL);
+    if (rc != 0)
+        rc = mprotect(guard, p->cfg.guard_size, PROT_NONE);
     if (rc != 0) /* typically ENOMEM: vm.max_map_count reached */
         return -ENOMEM;
     s->guarded = true;
+    p->n_guards++;
+    return 0;
+}
+
+/* A cold stack about to be handed out: its own guard, and the guard of the
+ * slot above it (the next stack of its slab, handed out next), so that the
+ * stack lies between two guards from its first run. With mprotect guards
+ * the untouched rest of a slab is one read-write mapping; where
+ * MADV_NOHUGEPAGE is ignored (qemu-user) a first touch at a stack's top
+ * could then be backed by a 2 MiB huge page spanning the stacks above
+ * (review). The slot above is best effort: tried again at its own
+ * acquire. No system call once both are in. */
+static int guards_for(struct ax_stack_pool *p, struct ax_stack *s)
+{
+    if (!s->guarded) {
+        int rc = guard_put(p, s);
+        if (rc) return rc;
+    }
+    struct ax_stack_slab *sl = s->slab;
+    struct ax_stack *above = s + 1;
+    if (above < sl->stacks + sl->n && !above->guarded) (void)guard_put(p, above);
     return 0;
 }
 
@@ -271,10 +302,8 @@ int ax_stack_acquire(struct ax_stack_pool *p, struct ax_stack **out)
             if (rc) return rc;
         }
         s = p->cold.next;
-        if (__builtin_expect(!s->guarded, 0)) {
-            int rc = guard_install(p, s);
-            if (rc) return rc; /* still cold, still first on the list */
-        }
+        int rc = guards_for(p, s);
+        if (rc) return rc; /* still cold, still first on the list */
         p->n_cold--;
         if (s->slab->n_cold-- == s->slab->n) p->n_empty_slabs--;
     }
@@ -353,4 +382,5 @@ void ax_stack_pool_stats(const struct ax_stack_pool *p, struct ax_stack_stats *s
     st->slabs = p->n_slabs;
     st->bytes_mapped = p->bytes_mapped;
     st->guard_mode = p->guard_mode;
+    st->guards = p->n_guards;
 }

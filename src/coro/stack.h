@@ -33,10 +33,12 @@
  * avoid mmap churn at a slab boundary.
  *
  * Complexity: acquire/release O(1); they are HOT and make no syscall on a
- * cache hit (acquire from warm/cold lists, release into the warm cache).
- * A slab refill costs one mmap; a stack's first acquire one madvise or
- * mprotect (its guard, put in then and kept for the slab's life); a release
- * past the cap one madvise. ax_stack_owner_of is O(slabs), not hot.
+ * cache hit (acquire from the warm list or of a cold stack handed out
+ * before, release into the warm cache). A slab refill costs one mmap; a
+ * stack's first acquire one madvise or mprotect (the guard of the slot
+ * above it; its own went in with the stack below, or goes in now: two
+ * calls), kept for the slab's life; a release past the cap one madvise.
+ * ax_stack_owner_of is O(slabs), not hot.
  */
 #ifndef AX_CORO_STACK_H
 #define AX_CORO_STACK_H
@@ -81,6 +83,7 @@ struct ax_stack_stats {
     size_t slabs;                        /* mappings made (each 1 VMA with madvise guards) */
     size_t bytes_mapped;                 /* address space held, guards included */
     enum ax_stack_guard_mode guard_mode; /* mode in effect: MADVISE or MPROTECT */
+    size_t guards;                       /* guards put in, ever (one per stack handed out, about) */
 };
 
 struct ax_stack_pool {
@@ -89,7 +92,7 @@ struct ax_stack_pool {
     size_t page, slot_size, slab_bytes;
     enum ax_stack_guard_mode guard_mode;
     struct ax_stack warm, cold; /* list sentinels */
-    size_t n_in_use, n_warm, n_cold, n_slabs, n_empty_slabs, bytes_mapped;
+    size_t n_in_use, n_warm, n_cold, n_slabs, n_empty_slabs, bytes_mapped, n_guards;
     struct ax_stack_slab *slabs; /* registry for ax_stack_owner_of */
 };
 
@@ -104,7 +107,8 @@ void ax_stack_pool_destroy(struct ax_stack_pool *p);
 
 /* HOT. Hand out a stack: the most recently released warm one, else a cold
  * one, else a new slab. Returns 0, or -ENOMEM (mmap failed or the mapping
- * limit was hit; *out untouched). */
+ * limit was hit: *out untouched and no stack taken, though a slab mapped
+ * for it stays, empty, for a trim or the next acquire). */
 int ax_stack_acquire(struct ax_stack_pool *p, struct ax_stack **out);
 
 /* HOT. Give a stack back. Its memory content is garbage from now on. */
