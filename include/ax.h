@@ -160,7 +160,9 @@ typedef struct ax_config {
     unsigned low_guaranteed;   /* LOW per round (default 1) */
     unsigned capacity[AX_PRIO_COUNT]; /* bucket bounds, indexed by ax_priority (NORMAL is
                                          index 0): [AX_PRIO_HIGH] 10000, [AX_PRIO_NORMAL]
-                                         30000, [AX_PRIO_LOW] 10000 */
+                                         30000, [AX_PRIO_LOW] 10000. Counts the
+                                         bucket and its tasks in a delay or a
+                                         retry's back-off */
     double shed_ratio;         /* shed NORMAL/LOW once the load (queued + running + delayed)
                                   reaches this share of total capacity (0.8) */
     double rate_limit;         /* admitted submissions per second, at most 1e12; 0 = off */

@@ -667,7 +667,8 @@ struct ax_sched {
                                        limit below it when config.adaptive_limit */
     unsigned delayed;               /* DELAYED + RETRYING */
     unsigned parked_total;          /* class jobs parked off their bucket's list (sched.c) */
-    unsigned delayed_new[AX_PRIO_COUNT]; /* DELAYED, counted in bucket bounds */
+    unsigned delayed_prio[AX_PRIO_COUNT]; /* `delayed` by priority (DELAYED, and RETRYING
+                                             in its back-off): counted in bucket bounds */
     unsigned total_capacity;
     unsigned shed_at;               /* load at which NORMAL/LOW are shed */
     unsigned max_orphans;

@@ -314,7 +314,7 @@ void sched_enqueue_new_locked(struct ax_sched *s, struct job *j, uint64_t now, u
 {
     if (delay_ns) {
         s->delayed++;
-        s->delayed_new[j->prio]++;
+        s->delayed_prio[j->prio]++;
         jtimer_arm_locked(s, j, now + delay_ns);
     } else {
         enqueue_locked(s, j, now);
@@ -338,11 +338,13 @@ void sched_leave_locked(struct ax_sched *s, struct job *j, uint64_t word)
         break;
     case JS_DELAYED:
         s->delayed--;
-        s->delayed_new[j->prio]--;
+        s->delayed_prio[j->prio]--;
         break;
     case JS_RETRYING:
-        if (word & JF_RETRY_ARMED)
+        if (word & JF_RETRY_ARMED) {
             s->delayed--;
+            s->delayed_prio[j->prio]--;
+        }
         break;
     default:
         break;
@@ -364,6 +366,7 @@ int sched_retry_locked(struct ax_sched *s, struct job *j, unsigned attempt, bool
      * attempt ended is, for the text if the deadline ends the wait. */
     j->end_why = timed_out ? END_DEADLINE_RETRY_TIMED : 0;
     s->delayed++;
+    s->delayed_prio[j->prio]++; /* a back-off holds its bucket's room (submit.c) */
     s->st.retried++;
     if (j->deadline_ns && at_ns > j->deadline_ns)
         at_ns = j->deadline_ns; /* ends TIMED_OUT then, not after a longer back-off */
@@ -376,8 +379,10 @@ void sched_orphan_returned_locked(struct ax_sched *s, struct job *j, uint64_t ge
     uint64_t w;
     if (js_requeue(&j->sw, gen, &w) != 1)
         return; /* cancelled or timed out meanwhile */
-    if (w & JF_RETRY_ARMED)
+    if (w & JF_RETRY_ARMED) {
         s->delayed--;
+        s->delayed_prio[j->prio]--;
+    }
     jtimer_del_locked(s, j); /* the deadline armed while it waited */
     enqueue_locked(s, j, now);
 }
@@ -426,11 +431,9 @@ unsigned sched_expire_locked(struct ax_sched *s, uint64_t now, struct job **ende
         }
         int r = js_requeue(&j->sw, job_gen(j), &w);
         if (r == 1) {
-            if (st == JS_DELAYED) {
+            if (st == JS_DELAYED || (w & JF_RETRY_ARMED)) {
                 s->delayed--;
-                s->delayed_new[j->prio]--;
-            } else if (w & JF_RETRY_ARMED) {
-                s->delayed--;
+                s->delayed_prio[j->prio]--;
             }
             enqueue_locked(s, j, now);
             requeued++;

@@ -9,13 +9,21 @@
  *   NORMAL/LOW while load >= shed_at, where load = queued + running +
  *   delayed and shed_at = shed_ratio x total capacity, rounded up (seed §5.3)
  *                           -> AX_ESHED   (HIGH is never shed)
- *   the bucket (plus its delayed submissions) at its bound
+ *   the bucket, plus its tasks waiting out a delay or a retry's back-off
+ *   (delayed_prio), at its bound
  *                           -> AX_EFULL
  * A rejection returns before a job is taken from the table: it allocates
  * nothing and only bumps a counter. Memory is bounded by configuration.
  *
  * Retries re-enter their bucket without the bound check: they were admitted
- * once, and ax never drops an admitted task.
+ * once, and ax never drops an admitted task. A retry holds its bucket's room
+ * while it waits out its back-off, so a new submission cannot take the room
+ * a failed attempt left (a new-user trial: HIGH tasks failing into a 60 s
+ * back-off, never shed, let 1 000 000 be admitted against a capacity of 10).
+ * Only an admission adds a live task, and it needs queued + delayed of its
+ * priority under capacity[p]; so the live tasks of a priority are at most
+ * capacity[p] + max_concurrency (the running ones may all fail into
+ * back-offs while the bucket is full).
  *
  * The new job's state word (state.h) is written here, under the lock and
  * before the job is in a bucket: QUEUED (or DELAYED), attempt 0, holding
@@ -241,11 +249,17 @@ static inline __attribute__((always_inline)) int admit_locked(struct ax_sched *s
      * read of the enders' cache line, only when it would shed. */
     if (p != AX_PRIO_HIGH && s->load >= s->shed_at && load_locked(s) >= s->shed_at)
         return refuse_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
-    if (s->b[p].n + s->delayed_new[p] >= s->cfg.capacity[p])
+    if (s->b[p].n + s->delayed_prio[p] >= s->cfg.capacity[p])
         return refuse_locked(s, sp, AX_EFULL,
-                             p == AX_PRIO_HIGH     ? "the HIGH bucket is full"
-                             : p == AX_PRIO_NORMAL ? "the NORMAL bucket is full"
-                                                   : "the LOW bucket is full");
+                             p == AX_PRIO_HIGH ? "the HIGH bucket is full (its capacity "
+                                                 "counts queued tasks and those in a delay "
+                                                 "or a retry's back-off)"
+                             : p == AX_PRIO_NORMAL ? "the NORMAL bucket is full (its capacity "
+                                                     "counts queued tasks and those in a delay "
+                                                     "or a retry's back-off)"
+                                                   : "the LOW bucket is full (its capacity "
+                                                     "counts queued tasks and those in a delay "
+                                                     "or a retry's back-off)");
     int rc = bucket_reserve_locked(s, p);
     if (AX_LIKELY(!rc))
         rc = job_alloc_locked(s, jp);

@@ -13,6 +13,13 @@ static int noop(ax_task *t, void *arg)
     return 0;
 }
 
+static int fail_once(ax_task *t, void *arg)
+{
+    (void)t;
+    (void)arg;
+    return ax_task_attempt(t) == 0 ? 1 : 0;
+}
+
 static void count_done(const ax_result *r, void *arg)
 {
     (void)r;
@@ -121,6 +128,39 @@ int main(void)
     }
     CHECK_EQ(sub(s, AX_PRIO_LOW), AX_EFULL);
     CHECK_EQ(test_stats(s).delayed, 4);
+    ax_free(s);
+
+    /* So do tasks waiting out a retry back-off (a new-user trial: HIGH tasks
+     * failing into a 60 s back-off, never shed, left their bucket's room to
+     * new ones: 1 000 000 admitted against a capacity of 10, 245 MB). */
+    s = make(1.0);
+    static const ax_retry_policy minute = {.mode = AX_BACKOFF_EXPONENTIAL, .base_ms = 60000,
+                                           .max_ms = 60000, .jitter_ms = 0};
+    uint64_t ids[4];
+    for (int i = 0; i < 4; i++) {
+        ax_spec sp = {.fn = fail_once, .priority = AX_PRIO_HIGH, .timeout_ms = 1000,
+                      .max_retry = 1, .retry = &minute, .on_done = count_done};
+        CHECK_EQ(ax_submit(s, &sp, &ids[i]), 0);
+    }
+    CHECK_EQ(sub(s, AX_PRIO_HIGH), AX_EFULL); /* the bucket itself */
+    atomic_store(&done, 0);
+    CHECK_EQ(ax_resume(s), 0);
+    CHECK(WAIT_UNTIL(test_stats(s).retried == 4, 10000));
+    st = test_stats(s);
+    CHECK_EQ(st.queued[AX_PRIO_HIGH], 0);
+    CHECK_EQ(st.delayed, 4);
+    CHECK_EQ(sub(s, AX_PRIO_HIGH), AX_EFULL); /* four back-offs fill it */
+    CHECK_EQ(sub(s, AX_PRIO_NORMAL), 0);      /* other buckets are not theirs */
+    /* One back-off ended by a cancel: room for exactly one. */
+    CHECK_EQ(ax_cancel(s, ids[0]), 0);
+    CHECK(WAIT_UNTIL(atomic_load(&done) == 1, 5000));
+    CHECK_EQ(sub(s, AX_PRIO_HIGH), 0);
+    CHECK_EQ(sub(s, AX_PRIO_HIGH), AX_EFULL);
+    /* Shutdown ends the back-offs: every admitted task once, none lost. */
+    CHECK_EQ(ax_shutdown(s, 2000), 0);
+    st = test_stats(s);
+    CHECK_EQ(st.delayed, 0);
+    CHECK_EQ(atomic_load(&done), 4 + 1 + 1); /* 4 failing, one NORMAL, one HIGH */
     ax_free(s);
 
     /* Rate limit: burst 5 at 2/s; the 6th at once is refused, and after
