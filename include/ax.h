@@ -299,7 +299,10 @@ typedef struct ax_spec {
     ax_callback on_done;      /* exactly once per admitted task; may be NULL */
     ax_callback on_timeout;   /* each timed-out attempt, on the callback pool, and once
                                  when deadline_ns passes before an attempt could run
-                                 (queued, or in a retry's back-off); may be NULL */
+                                 (queued, or in a retry's back-off); may be NULL. Not
+                                 ordered with on_done: it may run after on_done has
+                                 returned (a cancel that ends the task first), so
+                                 free what it reads in on_release, which waits for it */
     void *cb_arg;
     /* A task class (ax_class_register; 0 = none). With a class, timeout_ms 0
      * and retry NULL take the class's (its timeout as it is at submit time);
@@ -326,7 +329,9 @@ typedef struct ax_spec {
      * running, when the orphan returns for one that was) and after every
      * on_timeout of the task ran or was dropped. Children (ax_spawn) are
      * tasks of their own: a child given this arg must be joined (or end)
-     * first. It runs on the
+     * first. An unjoined child's on_release also waits for its parent's
+     * function to return (the parent holds the child's result until then,
+     * an orphan parent too). It runs on the
      * thread that let go last (the task's worker, the caller of ax_cancel
      * or ax_shutdown, a parent's ax_join, or the callback pool's finisher;
      * never the watchdog), and like on_done it must not block for long nor

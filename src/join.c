@@ -2,8 +2,11 @@
  *
  * A child is an ordinary job (same admission, priorities, retries) that also
  * carries the JH_PARENT hold (state.h), so its result -- state, code and
- * error text -- survives until the parent joins it or the parent's attempt
- * ends (then the child is released, not cancelled: it finishes on its own).
+ * error text -- survives until the parent joins it or the parent's function
+ * returns (then the child is released, not cancelled: it finishes on its
+ * own). A parent cancelled or past its deadline that runs on (an orphan)
+ * holds its unjoined children, and delays their on_release, until it
+ * returns (run_complete).
  * The parent records its children in its run; ax_join looks there, so only
  * the parent can join.
  *
@@ -79,6 +82,11 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
         return ax_fail_static(AX_EINVAL, "ax_join: task is NULL");
     if (t != ax_current_run)
         return ax_fail_static(AX_ESTATE, "ax_join: called outside the task's own coroutine");
+    /* An ended attempt's code first, whatever the id (ax.h: every blocking
+     * call returns it instead of doing its work). */
+    int rc = run_blocking_entry(t, "ax_join");
+    if (rc)
+        return rc;
     unsigned i;
     for (i = 0; i < t->nchildren; i++)
         if (t->children[i]->id == child_id)
@@ -86,9 +94,6 @@ int ax_join(ax_task *t, uint64_t child_id, int64_t timeout_ms, ax_result *out)
     if (i == t->nchildren)
         return ax_fail(AX_ENOTFOUND, "ax_join: %llu is not an unjoined child of this task",
                        (unsigned long long)child_id);
-    int rc = run_blocking_entry(t, "ax_join");
-    if (rc)
-        return rc;
     struct ax_sched *s = t->s;
     struct job *c = t->children[i];
 
@@ -188,7 +193,7 @@ void join_ended_locked(struct job *j, unsigned attempt)
 /* The child's last hold but its parent's went (`word`, the word that
  * release left): wake the parent if it is parked in ax_join. Not under
  * s->lock. The job is held until the parent releases JH_PARENT, which it
- * may do meanwhile (its attempt ended: join_release_children), and the job
+ * may do meanwhile (its function returned: join_release_children), and the job
  * then be freed and reused: under the lock the generation says whether it
  * is still this child (a free takes the lock too). */
 void join_let_go(struct ax_sched *s, struct job *j, uint64_t word)
@@ -223,7 +228,8 @@ void join_unpark_locked(struct ax_task *t, struct job *c)
     }
 }
 
-/* The parent's attempt ended: release the children it did not join. */
+/* The parent's function returned (run_complete; for an orphan, when it
+ * returns): release the children it did not join. */
 void join_release_children(struct worker *w, struct ax_task *t)
 {
     for (unsigned i = 0; i < t->nchildren; i++)

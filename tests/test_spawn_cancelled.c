@@ -3,11 +3,12 @@
  * AX_ECANCELED, and a parent past its deadline gets AX_ETIMEDOUT from
  * ax_spawn ("work the parent can no longer use is not started on its
  * behalf", src/submit.c); a cancelled parent should get AX_ECANCELED and
- * start nothing. */
+ * start nothing. ax_join of an id that is not its child gets AX_ECANCELED
+ * too, not AX_ENOTFOUND. */
 #include "util.h"
 
 static atomic_int parked, fin, child_ran;
-static atomic_int spawn_rc = 99;
+static atomic_int spawn_rc = 99, join_rc = 99;
 
 static int child(ax_task *t, void *arg)
 {
@@ -26,6 +27,11 @@ static int parent(ax_task *t, void *arg)
     ax_spec c = {.fn = child, .timeout_ms = 1000};
     uint64_t id;
     atomic_store(&spawn_rc, ax_spawn(t, &c, &id)); /* e.g. a cleanup path that fans out */
+    /* ax_join too, for an id that is no child of this task: the cancel's
+     * code, as every blocking call of an ended attempt (a review: it was
+     * AX_ENOTFOUND, the lookup came before the check). */
+    ax_result r;
+    atomic_store(&join_rc, ax_join(t, 999999, -1, &r));
     atomic_store(&fin, 1);
     return rc;
 }
@@ -44,6 +50,7 @@ int main(void)
     fprintf(stderr, "ax_spawn after cancel: %d (%s); child ran: %d\n", atomic_load(&spawn_rc),
             ax_strerror(atomic_load(&spawn_rc)), atomic_load(&child_ran));
     CHECK_EQ(atomic_load(&spawn_rc), AX_ECANCELED);
+    CHECK_EQ(atomic_load(&join_rc), AX_ECANCELED);
     CHECK_EQ(atomic_load(&child_ran), 0);
     ax_free(s);
     return 0;
