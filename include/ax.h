@@ -869,7 +869,10 @@ int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every);
  * for another whose callback may be waiting for it, so with a full buffer
  * they are dropped and counted. */
 int ax_events_lossless(ax_sched *s, bool on);
-/* Write out everything buffered so far (returns when it is written). */
+/* Write out everything buffered so far (returns when it is written).
+ * AX_ESTATE on one of this scheduler's workers (from its tasks, and from
+ * on_done / on_release run there: the wait would stall the worker), and
+ * from an events callback or a metrics appender (above). */
 int ax_events_flush(ax_sched *s);
 uint64_t ax_events_dropped(ax_sched *s);
 

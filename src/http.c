@@ -664,25 +664,27 @@ static int map_result(CURL *easy, CURLcode c, const char *errbuf)
     }
 }
 
-/* The transfer, bounded by `bound_ns` (the task's deadline or tighter). */
-static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_ns)
+/* The transfer, bounded by `bound_ns` (the task's deadline or tighter);
+ * `who` is the public call the user made, for the error details (a trial:
+ * ax_http_get(NULL, ...) said "ax_http_perform: task is NULL"). */
+static int perform(ax_task *t, CURL *easy, CURLcode *curl_code, uint64_t bound_ns,
+                   const char *who)
 {
     if (!t)
-        return ax_fail_static(AX_EINVAL, "ax_http_perform: task is NULL");
+        return ax_fail(AX_EINVAL, "%s: task is NULL", who);
     if (t != ax_current_run)
-        return ax_fail_static(AX_ESTATE,
-                              "ax_http_perform: called outside the task's own coroutine");
+        return ax_fail(AX_ESTATE, "%s: called outside the task's own coroutine", who);
     if (!easy)
-        return ax_fail_static(AX_EINVAL, "ax_http_perform: easy handle is NULL");
-    int rc = run_blocking_entry(t, "ax_http_perform");
+        return ax_fail(AX_EINVAL, "%s: easy handle is NULL", who);
+    int rc = run_blocking_entry(t, who);
     if (rc)
         return rc;
     struct http_worker *hw = http_worker_get(t->w);
     if (!hw)
-        return ax_fail_static(AX_ENOMEM, "ax_http_perform: cannot set up curl on this worker");
+        return ax_fail(AX_ENOMEM, "%s: cannot set up curl on this worker", who);
     uint64_t now = now_ns();
     if (now >= bound_ns)
-        return ax_fail_static(AX_ETIMEDOUT, "ax_http_perform: the deadline has passed");
+        return ax_fail(AX_ETIMEDOUT, "%s: the deadline has passed", who);
     long left_ms = (long)((bound_ns - now + 999999u) / 1000000u);
     struct http_wait wait = {.easy = easy, .hw = hw};
     /* CURLOPT_PRIVATE is how the multi callbacks find the task: the
@@ -738,7 +740,8 @@ static CURLcode curl_of(int rc)
 int ax_http_perform(ax_task *t, CURL *easy, CURLcode *curl_code)
 {
     CURLcode cc = CURL_LAST; /* still CURL_LAST: curl gave no result */
-    int rc = perform(t, easy, &cc, t && t == ax_current_run ? t->deadline_ns : 0);
+    int rc = perform(t, easy, &cc, t && t == ax_current_run ? t->deadline_ns : 0,
+                     "ax_http_perform");
     if (curl_code)
         *curl_code = cc != CURL_LAST ? cc : curl_of(rc);
     return rc;
@@ -906,7 +909,7 @@ static int request_do(ax_task *t, const char *url, const char *content_type, con
     uint64_t bound = deadline;
     if (timeout_ms >= 0 && bound && now_ns() + ms_to_ns_capped(timeout_ms) < bound)
         bound = now_ns() + ms_to_ns_capped(timeout_ms);
-    int rc = perform(t, easy, NULL, bound);
+    int rc = perform(t, easy, NULL, bound, fn);
     /* curl says "Operation timed out" for either bound, as AX_ETIMEDOUT
      * does: when it was the request's own timeout_ms that expired, with the
      * task's deadline still ahead, the detail says so. */

@@ -104,6 +104,9 @@ expect_json "--qps 7 --mean-ms 333 --p99-ms 500 --backlog-s 10 --task-bytes 0" \
 # in doubles, 175/s x 1.1 s x 1.2 is 231.00000000000003; both are exact integers.
 expect_json "--qps 1.1 --mean-ms 100 --p99-ms 0.1 --backlog-s 100 --task-bytes 0" \
     capacity=11 timeout_ms=1
+# A p99 so small that 1.5 x p99 snaps to 0: still 1, the least ax_submit takes
+# (a trial: the plan printed spec.timeout_ms = 0, which ax_submit refuses).
+expect_json "--qps 1 --mean-ms 1 --p99-ms 1e-12 --backlog-s 1 --task-bytes 0" timeout_ms=1
 expect_json "--qps 175 --mean-ms 1100 --p99-ms 2000 --backlog-s 1 --task-bytes 0" \
     concurrency_base=193 max_concurrency=231
 expect_json "--qps 2000 $RESTS --mix 10/70/20" \

@@ -273,6 +273,14 @@ static int errors(ax_task *t, void *arg)
     check_empty(&r);
     ax_http_response_free(&r);
     CHECK_EQ(ax_http_perform(t, NULL, NULL), AX_EINVAL);
+    /* A NULL task: the detail names the call made (a trial: both said
+     * "ax_http_perform: task is NULL"). */
+    CHECK_EQ(ax_http_get(NULL, url("/ok"), 1000, &r), AX_EINVAL);
+    CHECK(strcmp(ax_error_detail(), "ax_http_get: task is NULL") == 0);
+    ax_http_response_free(&r);
+    CHECK_EQ(ax_http_post(NULL, url("/ok"), "text/plain", "a", 1, 1000, &r), AX_EINVAL);
+    CHECK(strcmp(ax_error_detail(), "ax_http_post: task is NULL") == 0);
+    ax_http_response_free(&r);
     CURLcode cc = CURLE_OK;
     CHECK_EQ(ax_http_perform(t, NULL, &cc), AX_EINVAL);
     CHECK_EQ(cc, CURLE_BAD_FUNCTION_ARGUMENT); /* never CURLE_OK for a failure */

@@ -312,7 +312,9 @@ static int make_plan(const struct inputs *in, const ax_config *def, struct plan 
         return refuse("--throughput x --mean-ms gives %.3g running tasks (more than 1e15): "
                     "check the units",
                     p->max_concurrency);
-    p->timeout_ms = ceil_exact(in->p99_ms * 3.0 / 2.0);
+    /* At least 1: ax_submit refuses 0, which a p99 under ~7e-10 ms snapped
+     * to (a trial). */
+    p->timeout_ms = fmax(1.0, ceil_exact(in->p99_ms * 3.0 / 2.0));
     p->rate_limit = in->qps * 3.0 / 2.0;
     p->shed_ratio = def->shed_ratio;
     /* As sched.c computes it: rounded up, at least 1 (a trial: the plan
