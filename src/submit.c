@@ -23,7 +23,13 @@
  * Only an admission adds a live task, and it needs queued + delayed of its
  * priority under capacity[p]; so the live tasks of a priority are at most
  * capacity[p] + max_concurrency (the running ones may all fail into
- * back-offs while the bucket is full).
+ * back-offs while the bucket is full), besides the retries decided but not
+ * armed yet: their slot is freed first (finish.c attempt_end, then
+ * retry_schedule takes the lock), a moment on a worker, but for an attempt
+ * the watchdog ended on a held worker as long as the ax-finish thread takes
+ * to reach it (review of da73730: 11 live against a bound of 8, with an
+ * on_done that blocked that thread 2.5 s). Counting them at the decision
+ * would close it: not done.
  *
  * The new job's state word (state.h) is written here, under the lock and
  * before the job is in a bucket: QUEUED (or DELAYED), attempt 0, holding
