@@ -271,7 +271,7 @@ void finish_terminal(struct ax_sched *s, struct worker *w, struct job *j, unsign
 /* Schedule the back-off of an attempt the CAS made RETRYING. */
 static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                            bool timed_out, int code, const char *err, uint64_t now,
-                           uint64_t run_ns, uint64_t give);
+                           uint64_t run_ns, uint64_t give, int slot);
 
 FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                             unsigned state, unsigned to, int code, const char *err, int slot,
@@ -302,8 +302,11 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
          * dispatches itself next (a wake-up per task cost the 2-worker full
          * path ~200 ns); held after that (its on_done below, a hog), the
          * watchdog wakes a peer for the queued work (watchdog.c). */
-        if (slot == FIN_SLOT)
+        if (slot == FIN_SLOT) {
+            if (to == JS_RETRYING)
+                retry_unarmed_add(s, j); /* before its slot is someone else's */
             job_slot_free(s, j, !w || (state != JS_SUCCEEDED && state != JS_FAILED));
+        }
     }
     if (state == JS_TIMED_OUT && j->on_timeout) {
         ax_result r;
@@ -319,7 +322,7 @@ FIN_INLINE void attempt_end(struct ax_sched *s, struct worker *w, struct job *j,
         terminal_path(s, w, j, attempt, to, code, err, give);
     else
         retry_schedule(s, w, j, attempt, state == JS_TIMED_OUT, code, err,
-                       w ? w->now_ns : now_ns(), run_ns, give);
+                       w ? w->now_ns : now_ns(), run_ns, give, slot);
 }
 
 void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
@@ -331,8 +334,9 @@ void finish_attempt(struct ax_sched *s, struct worker *w, struct job *j, unsigne
 
 static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, unsigned attempt,
                            bool timed_out, int code, const char *err, uint64_t now,
-                           uint64_t run_ns, uint64_t give)
+                           uint64_t run_ns, uint64_t give, int slot)
 {
+    bool slot_freed = slot != FIN_NO_SLOT; /* counted in retry_unarmed then */
     uint64_t delay_ms = 0;
     ax_retry_delay_ms(&j->retry, attempt, ax_rand64(), &delay_ms);
     /* The event belongs to the attempt that ended: its number, wait and
@@ -356,6 +360,8 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
         armed = sched_retry_locked(s, j, attempt + 1, timed_out, now + delay_ms * 1000000u,
                                    run_ns);
     }
+    if (slot_freed)
+        atomic_fetch_sub_explicit(&s->retry_unarmed[j->prio], 1, memory_order_relaxed);
     pthread_mutex_unlock(&s->lock);
     if (armed < 0) {
         /* The attempt's run time, as sched_retry_locked would have kept it

@@ -669,6 +669,11 @@ struct ax_sched {
     unsigned parked_total;          /* class jobs parked off their bucket's list (sched.c) */
     unsigned delayed_prio[AX_PRIO_COUNT]; /* `delayed` by priority (DELAYED, and RETRYING
                                              in its back-off): counted in bucket bounds */
+    /* Retries decided whose slot is freed but whose back-off is not armed
+     * yet (finish.c retry_unarmed_add, dropped in retry_schedule's lock
+     * section): counted in bucket bounds too. Written once each way per
+     * retry, read by admission. */
+    _Atomic unsigned retry_unarmed[AX_PRIO_COUNT];
     unsigned total_capacity;
     unsigned shed_at;               /* load at which NORMAL/LOW are shed */
     unsigned max_orphans;
@@ -1340,6 +1345,15 @@ enum { FIN_NO_SLOT = 0, FIN_SLOT = 1, FIN_SLOT_FREED = 2 };
  * never entered. FIN_HOLDER: the attempt was the one holding its worker (it
  * ran on past its deadline without yielding), not one held behind it. */
 enum { FIN_UNBEGUN = 8, FIN_HOLDER = 16 };
+/* A retry's slot is about to be freed before its back-off is armed: it
+ * keeps its room in its bucket's bound meanwhile (submit.c admit_locked).
+ * Whoever frees the slot adds (attempt_end, or the watchdog for a held
+ * worker's); retry_schedule drops it in the lock section that arms the
+ * back-off or ends the task. */
+static inline void retry_unarmed_add(struct ax_sched *s, const struct job *j)
+{
+    atomic_fetch_add_explicit(&s->retry_unarmed[j->prio], 1, memory_order_relaxed);
+}
 /* The state the CAS that ends an attempt must set: RETRYING or `state`. */
 unsigned finish_decide(struct ax_sched *s, const struct job *j, unsigned attempt, unsigned state,
                        int code, uint64_t now, bool *denied);

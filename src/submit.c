@@ -23,13 +23,12 @@
  * Only an admission adds a live task, and it needs queued + delayed of its
  * priority under capacity[p]; so the live tasks of a priority are at most
  * capacity[p] + max_concurrency (the running ones may all fail into
- * back-offs while the bucket is full), besides the retries decided but not
- * armed yet: their slot is freed first (finish.c attempt_end, then
- * retry_schedule takes the lock), a moment on a worker, but for an attempt
- * the watchdog ended on a held worker as long as the ax-finish thread takes
- * to reach it (review of da73730: 11 live against a bound of 8, with an
- * on_done that blocked that thread 2.5 s). Counting them at the decision
- * would close it: not done.
+ * back-offs while the bucket is full). A retry decided but not armed yet
+ * (its slot freed in finish.c attempt_end, or by the watchdog for a held
+ * worker, before retry_schedule takes the lock, which for the watchdog's is
+ * as long as the ax-finish thread takes to reach it) counts as well:
+ * retry_unarmed (review of da73730: 11 live against a bound of 8, with an
+ * on_done that blocked that thread 2.5 s).
  *
  * The new job's state word (state.h) is written here, under the lock and
  * before the job is in a bucket: QUEUED (or DELAYED), attempt 0, holding
@@ -255,7 +254,9 @@ static inline __attribute__((always_inline)) int admit_locked(struct ax_sched *s
      * read of the enders' cache line, only when it would shed. */
     if (p != AX_PRIO_HIGH && s->load >= s->shed_at && load_locked(s) >= s->shed_at)
         return refuse_locked(s, sp, AX_ESHED, "overloaded: NORMAL/LOW shed above shed_ratio");
-    if (s->b[p].n + s->delayed_prio[p] >= s->cfg.capacity[p])
+    if (s->b[p].n + s->delayed_prio[p] +
+            atomic_load_explicit(&s->retry_unarmed[p], memory_order_relaxed) >=
+        s->cfg.capacity[p])
         return refuse_locked(s, sp, AX_EFULL,
                              p == AX_PRIO_HIGH ? "the HIGH bucket is full (its capacity "
                                                  "counts queued tasks and those in a delay "

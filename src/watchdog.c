@@ -284,6 +284,8 @@ static void expire_held(struct ax_sched *s, struct worker *w, uint64_t now,
         ended = j->next;
         if (j->handoff & 16)
             job_unran(s, j); /* unbegun: it will never run */
+        if ((j->handoff & 15) == JS_RETRYING)
+            retry_unarmed_add(s, j); /* until ax-finish arms it (retry_schedule) */
         job_slot_free(s, j, true); /* free at the deadline, though the worker is held */
         cb_pool_finish(s, j, j->handoff >> 6, JS_TIMED_OUT, j->handoff & 15,
                        FIN_SLOT_FREED | (j->handoff & 16 ? FIN_UNBEGUN : 0) |
