@@ -653,7 +653,8 @@ typedef struct ax_stats {
                                        capacity[p], which bounds new submissions
                                        only: retries and jobs the watchdog hands
                                        back from a held worker are never refused */
-    uint64_t delayed;     /* waiting out a delay or a retry back-off */
+    uint64_t delayed;     /* waiting out a delay or a retry back-off (or about
+                             to: an attempt that ended into a retry) */
     uint64_t running;     /* holding a concurrency slot */
     uint64_t limit;       /* the cap on running tasks now: max_concurrency, or
                              config.adaptive_limit's value */

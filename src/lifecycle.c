@@ -595,6 +595,11 @@ int ax_stats_get(ax_sched *s, ax_stats *out)
     for (int p = 0; p < AX_PRIO_COUNT; p++)
         out->queued[p] = s->b[p].n;
     out->delayed = s->delayed;
+    /* With the retries about to start their back-off (their slot freed,
+     * the back-off not armed yet: admission counts them, so the stats show
+     * them where a reader of an AX_EFULL looks for them). */
+    for (int p = 0; p < AX_PRIO_COUNT; p++)
+        out->delayed += atomic_load_explicit(&s->retry_unarmed[p], memory_order_relaxed);
     out->running = s->running;
     out->limit = s->cap;
     /* Orphans are the coroutines alive beyond those whose attempt holds a

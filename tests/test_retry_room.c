@@ -80,6 +80,7 @@ int main(void)
     CHECK(WAIT_UNTIL(atomic_load(&hog_in_done) && test_stats(s).running == 0, 60000));
     ax_stats st = test_stats(s);
     CHECK_EQ(st.queued[AX_PRIO_HIGH], 0);
+    CHECK_EQ(st.delayed, 3); /* the three retries, about to start their back-off */
     int admitted = 0, full = 0;
     for (int k = 0; k < 10; k++) {
         ax_spec sp = {.fn = filler, .priority = AX_PRIO_HIGH, .timeout_ms = 10000,
