@@ -648,6 +648,16 @@ int dm_cluster_run(const struct dm_cluster_opts *o, struct dm_cluster_result *r)
             kill(p.worker[r->killed], SIGKILL);
             killed = true;
             r->kill_t_ms = now * sc->speed;
+            /* What it held when it died, read again once it is dead (not
+             * reaped: stop_pid takes its status at the end): the count
+             * above was read before the kill, and a worker may take more
+             * in between (a run printed "holding 62" beside 63
+             * redeliveries). */
+            siginfo_t si;
+            while (waitid(P_PID, (id_t)p.worker[r->killed], &si, WEXITED | WNOWAIT) < 0 &&
+                   errno == EINTR) {
+            }
+            holds(port, r->w[r->killed].name, &r->kill_held);
             fprintf(stderr, "%scluster: SIGKILL to %s at %.1f s (incident), holding %" PRIu64
                             " messages\n",
                     o->tty ? "\r" : "", r->w[r->killed].name, r->kill_t_ms / 1000, r->kill_held);
