@@ -70,7 +70,6 @@ struct cb_pool {
     bool stop;
     unsigned nthreads, max_threads;
     struct cb_thread *threads;
-    _Atomic uint64_t overruns, dropped;
     uint64_t limit_ns;
 };
 
@@ -354,7 +353,7 @@ static bool post(struct ax_sched *s, ax_callback fn, void *arg, const ax_result 
     pthread_mutex_lock(&p->lock);
     if (p->n == p->cap) {
         pthread_mutex_unlock(&p->lock);
-        atomic_fetch_add_explicit(&p->dropped, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&s->cb_dropped, 1, memory_order_relaxed);
         return false;
     }
     struct cb_item *it = &p->ring[(p->head + p->n) % p->cap];
@@ -428,7 +427,7 @@ bool cb_pool_check(struct ax_sched *s, uint64_t now)
             stuck++;
             if (!t->overrun_counted) {
                 t->overrun_counted = true;
-                atomic_fetch_add(&p->overruns, 1);
+                atomic_fetch_add(&s->cb_overruns, 1);
                 unsigned what = atomic_load(&t->what);
                 report_note(s, report_line("ax: %s of task %llu has been running for more "
                                            "than %u ms; the callback pool goes on without it",
@@ -456,12 +455,15 @@ bool cb_pool_running(struct ax_sched *s)
     return false;
 }
 
+/* In the scheduler, not the pool: ax_stats_get reads them from an events
+ * callback while ax_free stops and frees the pool, the event thread
+ * stopping last (review: TSan saw the free race the reads). */
 uint64_t cb_pool_overruns(struct ax_sched *s)
 {
-    return s->cbp ? atomic_load(&s->cbp->overruns) : 0;
+    return atomic_load(&s->cb_overruns);
 }
 
 uint64_t cb_pool_dropped(struct ax_sched *s)
 {
-    return s->cbp ? atomic_load(&s->cbp->dropped) : 0;
+    return atomic_load(&s->cb_dropped);
 }

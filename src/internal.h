@@ -784,6 +784,7 @@ struct ax_sched {
     _Atomic bool hint_cap_full;
     /* --- callback pool (callback.c) --- */
     struct cb_pool *cbp;
+    _Atomic uint64_t cb_overruns, cb_dropped; /* ax_stats; outlive the pool */
     /* --- libax_http (http.c): ax_http_configure's settings --- */
     void *http_conf;              /* an ax_http_config, s->lock; NULL = defaults */
     _Atomic unsigned http_conf_gen; /* bumped by each ax_http_configure: workers re-read */
