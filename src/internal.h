@@ -1615,6 +1615,9 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
  * for what a lock section will emit; inside it ev_under_lock forbids waiting. */
 void ev_reserve(struct ax_sched *s);
 extern _Thread_local bool ev_under_lock;
+/* A shutdown began: lossless producers wait for room until `until`
+ * (CLOCK_MONOTONIC ns) at the latest, then drop and count (lifecycle.c). */
+void ev_bound_waits(struct ax_sched *s, uint64_t until);
 #define EV(s, w, j, kind, code, msg)                                                           \
     do {                                                                                       \
         if (AX_UNLIKELY(ev_on((s), (kind))))                                                   \

@@ -104,6 +104,9 @@ struct ev_state {
     pthread_cond_t cond;
     pthread_cond_t room;        /* lossless producers waiting for ring slots */
     _Atomic unsigned room_waiters;
+    /* Lossless producers wait for room only until then (CLOCK_MONOTONIC
+     * ns; 0: no bound): set when a shutdown begins (ev_bound_waits). */
+    _Atomic uint64_t wait_until;
     pthread_t thread;
     bool started, stop, kick;
     bool finished;  /* ev_main has returned its last drain (lock) */
@@ -286,6 +289,26 @@ static void wait_for_room(struct ev_state *st, struct ev_ring *r, unsigned limit
     pthread_mutex_unlock(&st->lock);
 }
 
+/* May a lossless producer (still) wait for room? Not once the time of a
+ * shutdown under way has run out: a sink that takes nothing (a pipe nobody
+ * reads, a callback that never returns) held ax_free's and ax_shutdown's
+ * cancelling of thousands of queued tasks for ever, one CANCELLED event
+ * each (review: ax_free never returned, 5 of 5 runs). Past it an event
+ * that finds its ring full is dropped and counted, as without lossless. */
+static bool room_wait_allowed(struct ev_state *st)
+{
+    uint64_t until = atomic_load_explicit(&st->wait_until, memory_order_relaxed);
+    return until == 0 || now_ns() < until;
+}
+
+void ev_bound_waits(struct ax_sched *s, uint64_t until)
+{
+    if (!s->ev)
+        return;
+    atomic_store_explicit(&s->ev->wait_until, until ? until : 1, memory_order_relaxed);
+    /* Waiters look again within a millisecond (room_wait_locked). */
+}
+
 /* Each thread keeps 1 in sample_every of its own submissions: of every
  * window of sample_every consecutive ones, the one at a random position
  * (stratified). Exact over a thread's consecutive submissions, and fair
@@ -328,7 +351,8 @@ void ev_reserve(struct ax_sched *s)
     struct ev_state *st = s->ev;
     if (ax_current_ev_sched)
         return; /* an event thread: see ev_emit_attempt */
-    while (s->ev_lossless && atomic_load_explicit(&s->ev_mask, memory_order_relaxed)) {
+    while (s->ev_lossless && atomic_load_explicit(&s->ev_mask, memory_order_relaxed) &&
+           room_wait_allowed(st)) {
         if (atomic_load_explicit(&st->shared.head, memory_order_relaxed) -
                 atomic_load_explicit(&st->shared.tail, memory_order_acquire) >=
             RING_CAP * 3 / 4)
@@ -367,7 +391,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         /* Rare (backtraces, a long message with a ref): a full event in the
          * long ring, under the lock. */
         pthread_mutex_lock(&st->lock);
-        while (may_wait && long_used(st) >= LONG_CAP) { /* lossless: wait, as below */
+        while (may_wait && long_used(st) >= LONG_CAP && room_wait_allowed(st)) { /* as below */
             kick_locked(st);
             atomic_fetch_add(&st->room_waiters, 1);
             room_wait_locked(st);
@@ -392,7 +416,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
     }
     if (w && w == ax_current_worker) {
         struct ev_rec *e = ring_slot(w->ev_ring);
-        while (!e && may_wait) {
+        while (!e && may_wait && room_wait_allowed(st)) {
             wait_for_room(st, w->ev_ring, RING_CAP);
             e = ring_slot(w->ev_ring);
         }
@@ -410,7 +434,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
     }
     pthread_mutex_lock(&st->lock);
     struct ev_rec *e = ring_slot(&st->shared);
-    while (!e && may_wait) {
+    while (!e && may_wait && room_wait_allowed(st)) {
         pthread_mutex_unlock(&st->lock);
         wait_for_room(st, &st->shared, RING_CAP);
         pthread_mutex_lock(&st->lock);
