@@ -1611,6 +1611,10 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
                      int code, const char *msg, const struct ev_attempt *a);
 void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int code,
                      const char *msg);
+/* STARTED around an attempt's begin: room (lossless) and its time before
+ * js_begin, the event after it succeeded (events.c). */
+uint64_t ev_started_room(struct ax_sched *s, struct worker *w);
+void ev_emit_started(struct ax_sched *s, struct worker *w, const struct job *j, uint64_t at);
 /* Lossless mode: wait (before taking s->lock) until the shared ring has room
  * for what a lock section will emit; inside it ev_under_lock forbids waiting. */
 void ev_reserve(struct ax_sched *s);

@@ -251,18 +251,21 @@ static void run_entry(void *arg)
     struct worker *w = t->w;
     while (t->job) {
         struct job *j = t->job;
+        /* STARTED's room and time before the begin (events.c). */
+        uint64_t ev_at = AX_UNLIKELY(ev_on(w->s, AX_EV_STARTED)) ? ev_started_room(w->s, w) : 0;
         /* Cancelled since dispatch: this run never enters the function. */
         if (js_begin(&j->sw, t->gen, t->attempt)) {
+            if (AX_UNLIKELY(ev_at))
+                ev_emit_started(w->s, w, j, ev_at);
+            wc_inc(&w->counts.started); /* counted where STARTED is emitted: the two agree */
             /* A reused coroutine keeps what the last task set; each task
              * starts with the worker's rounding mode and masks. */
             ax_coro_fpenv_reset(w->fpenv);
             t->began = 1;
             t->rs = RS_ACTIVE;
-            wc_inc(&w->counts.started); /* counted where STARTED is emitted: the two agree */
             if (AX_UNLIKELY(j->cls))
                 class_started(w->s, j);
             ax_hist_record(&w->m->wait[j->prio], j->wait_ns); /* metrics_record_wait, inline */
-            EV(w->s, w, j, AX_EV_STARTED, 0, NULL);
             t->code = j->fn(t, j->arg);
             run_defers(t);
         }

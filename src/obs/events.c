@@ -184,13 +184,14 @@ static inline size_t job_reflen(const struct job *j)
     return j && AX_UNLIKELY(j->has_ref) ? strnlen(j->ext->ref, AX_REF_MAX - 1) : 0;
 }
 
+/* at: the event's time (CLOCK_REALTIME ns), 0 for now. */
 static void fill(struct ax_sched *s, struct ev_rec *e, unsigned kind, const struct job *j,
                  const struct ev_attempt *a, int code, const char *msg, size_t msglen,
-                 size_t reflen)
+                 size_t reflen, uint64_t at)
 {
     e->kind = (uint8_t)kind;
     e->cls = j && j->cls ? s->classes[j->cls]->name : NULL;
-    e->time_ns = realtime_ns();
+    e->time_ns = at ? at : realtime_ns();
     e->code = code;
     if (j) {
         e->id = j->id;
@@ -370,8 +371,8 @@ void ev_emit(struct ax_sched *s, struct worker *w, const struct job *j, unsigned
     ev_emit_attempt(s, w, j, kind, code, msg, NULL);
 }
 
-void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
-                     int code, const char *msg, const struct ev_attempt *a)
+static void emit_at(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
+                    int code, const char *msg, const struct ev_attempt *a, uint64_t at)
 {
     /* The event thread is the ring's only reader: an event it produces
      * itself (its callback submitting or cancelling) never waits for room,
@@ -399,7 +400,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         }
         if (long_used(st) < LONG_CAP) {
             struct ev_rec tmp;
-            fill(s, &tmp, kind, j, a, code, NULL, 0, 0);
+            fill(s, &tmp, kind, j, a, code, NULL, 0, 0, at);
             ax_event *e = &st->long_ev[atomic_load(&st->long_head) % LONG_CAP];
             rec_to_event(&tmp, e);
             memcpy(e->message, msg, msglen);
@@ -424,7 +425,7 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
             atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
             return;
         }
-        fill(s, e, kind, j, a, code, msg, msglen, reflen);
+        fill(s, e, kind, j, a, code, msg, msglen, reflen, at);
         if (ring_commit(w->ev_ring)) {
             pthread_mutex_lock(&st->lock); /* half full: flush early (rare) */
             kick_locked(st);
@@ -441,13 +442,45 @@ void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, 
         e = ring_slot(&st->shared);
     }
     if (e) {
-        fill(s, e, kind, j, a, code, msg, msglen, reflen);
+        fill(s, e, kind, j, a, code, msg, msglen, reflen, at);
         if (ring_commit(&st->shared))
             kick_locked(st);
     } else {
         atomic_fetch_add_explicit(&s->ev_dropped, 1, memory_order_relaxed);
     }
     pthread_mutex_unlock(&st->lock);
+}
+
+void ev_emit_attempt(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
+                     int code, const char *msg, const struct ev_attempt *a)
+{
+    emit_at(s, w, j, kind, code, msg, a, 0);
+}
+
+/* STARTED in two steps around the attempt's begin (run.c run_entry), so
+ * that nothing waits between the begin and the event and the event's time
+ * precedes anything that ends the attempt: emitted after js_begin with a
+ * wait for room in between, a cancel that won the attempt's end meanwhile
+ * wrote CANCELLED before it (review: "submitted cancelled started" for 2-4
+ * tasks of 20 000 with a slow lossless sink). ev_started_room, before the
+ * begin: in lossless mode, waits until the worker's own ring has a slot
+ * (only this worker fills it, so the slot stays free), and returns the
+ * time the event will carry. A task whose ref makes its STARTED a long
+ * event (a ref over ~100 bytes) goes to the shared long ring, where room
+ * cannot be held: it may still wait there. */
+uint64_t ev_started_room(struct ax_sched *s, struct worker *w)
+{
+    struct ev_state *st = s->ev;
+    if (AX_UNLIKELY(s->ev_lossless) && !ev_under_lock && !ax_current_ev_sched &&
+        w == ax_current_worker)
+        while (!ring_slot(w->ev_ring) && room_wait_allowed(st))
+            wait_for_room(st, w->ev_ring, RING_CAP);
+    return realtime_ns();
+}
+
+void ev_emit_started(struct ax_sched *s, struct worker *w, const struct job *j, uint64_t at)
+{
+    emit_at(s, w, j, AX_EV_STARTED, 0, NULL, NULL, at);
 }
 
 void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int code,
@@ -951,17 +984,29 @@ static unsigned drain(struct ax_sched *s)
 {
     struct ev_state *st = s->ev;
     unsigned n = 0, nw = s->nworkers, nruns = 0;
-    unsigned from[nw + 1], upto[nw + 1], done[nw + 1], bound[nw + 3];
+    unsigned from[nw + 1], upto[nw + 1], done[nw + 1], bound[nw + 3], head[nw];
+    /* Every ring's head first, the workers' before the shared and long
+     * rings', all before any record is taken: an event that another thread
+     * causes after a worker's (a cancel's CANCELLED in the shared ring
+     * after the worker's STARTED) is then in this batch only if the
+     * worker's was committed when its ring was looked at, a moment before.
+     * Read with the records taken in between (and the lock's wait), a
+     * cancel racing a slow sink's batches wrote "submitted cancelled
+     * started" for 88 tasks of 20 000 (review's program). An event the
+     * shared ring causes on a worker (SUBMITTED, RETRY_SCHEDULED before a
+     * STARTED) is safe either way: committed before it, so before the
+     * shared head is read. What is left is a worker preempted between an
+     * attempt's begin and its STARTED's commit, a few instructions. */
+    for (unsigned i = 0; i < nw; i++)
+        head[i] = atomic_load_explicit(&s->workers[i].ev_ring->head, memory_order_acquire);
+    unsigned sh = atomic_load_explicit(&st->shared.head, memory_order_acquire);
+    unsigned lh = atomic_load(&st->long_head), lt = atomic_load(&st->long_tail);
     for (unsigned i = 0; i < nw; i++) {
-        struct ev_ring *r = s->workers[i].ev_ring;
         bound[nruns] = n;
-        n = take(st, r, i, atomic_load_explicit(&r->head, memory_order_acquire), n, &from[i],
-                 &upto[i]);
+        n = take(st, s->workers[i].ev_ring, i, head[i], n, &from[i], &upto[i]);
         nruns += n > bound[nruns];
     }
     pthread_mutex_lock(&st->lock);
-    unsigned sh = atomic_load_explicit(&st->shared.head, memory_order_acquire);
-    unsigned lh = atomic_load(&st->long_head), lt = atomic_load(&st->long_tail);
     FILE *f = st->json;
     ax_event_fn fn = st->fn;
     void *arg = st->fn_arg;
