@@ -869,9 +869,10 @@ int ax_events_filter(ax_sched *s, unsigned mask, unsigned sample_every);
  * scheduler) are the exception: an event thread cannot wait for itself, nor
  * for another whose callback may be waiting for it, so with a full buffer
  * they are dropped and counted. So are events that find their buffer full
- * once a shutdown's time has run out (ax_shutdown's timeout_ms and its
- * coroutines' grace; ax_free's shutdown_timeout_ms): a sink that takes
- * nothing (a pipe nobody reads) cannot hold ax_shutdown or ax_free. */
+ * once a shutdown's time for them has run out (ax_shutdown: timeout_ms and
+ * half its coroutines' grace; ax_free: half of shutdown_timeout_ms): a sink
+ * that takes nothing (a pipe nobody reads) cannot hold ax_shutdown or
+ * ax_free. */
 int ax_events_lossless(ax_sched *s, bool on);
 /* Write out everything buffered so far (returns when it is written).
  * AX_ESTATE on one of this scheduler's workers (from its tasks, and from
