@@ -498,6 +498,10 @@ int ax_set_quotas(ax_sched *s, unsigned high, unsigned normal, unsigned low_guar
  * retry ends with "; not retried: retries of its priority are switched off
  * (ax_set_retry_enabled)" in its error. */
 int ax_set_retry_enabled(ax_sched *s, ax_priority p, bool enabled);
+/* A token bucket on submissions (AX_ERATE past it); per_second 0 turns it
+ * off; burst 0 = per_second (at least 1). A limit turned on starts with a
+ * full bucket; a change of a limit on keeps the tokens the bucket holds, up
+ * to the new burst (setting the same limit again grants no new burst). */
 int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst);
 /* Hold and release dispatch: submissions queue, nothing new starts. */
 int ax_pause(ax_sched *s);

@@ -937,10 +937,19 @@ int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst)
         return ax_fail(AX_EINVAL, "rate limit must be in [0, 1e12] per second (got %g)",
                        per_second);
     pthread_mutex_lock(&s->lock);
+    uint64_t now = now_ns();
+    /* A change keeps what the bucket holds (refilled at the old rate up to
+     * now), up to the new burst: re-applying the same limit used to refill
+     * it, a fresh burst each time (new-user trial: a config reloader
+     * applying it periodically). A limit turned on starts full. */
+    double tokens = s->tokens;
+    if (s->rate > 0.0 && now > s->rate_last_ns)
+        tokens += (double)(now - s->rate_last_ns) / 1e9 * s->rate;
+    bool was_on = s->rate > 0.0;
     s->rate = per_second;
     s->burst = burst ? (double)burst : (per_second >= 1.0 ? per_second : 1.0);
-    s->tokens = s->burst;
-    s->rate_last_ns = now_ns();
+    s->tokens = was_on && tokens < s->burst ? tokens : s->burst;
+    s->rate_last_ns = now;
     pthread_mutex_unlock(&s->lock);
     return AX_OK;
 }

@@ -143,8 +143,53 @@ static void run_case(unsigned nthreads, bool set_limit)
     ax_free(s);
 }
 
+/* Admitted of n submissions now. */
+static int admit_n(ax_sched *s, int n)
+{
+    int ok = 0;
+    for (int i = 0; i < n; i++) {
+        ax_spec sp = {.fn = nop, .timeout_ms = 1000};
+        int rc = ax_submit(s, &sp, NULL);
+        if (rc == 0)
+            ok++;
+        else
+            CHECK_EQ(rc, AX_ERATE);
+    }
+    return ok;
+}
+
+/* A change of the limit keeps the bucket's tokens, up to the new burst: set
+ * again, the same limit granted a fresh burst (new-user trial: a config
+ * reloader re-applying it). A rate of one per 1 000 s adds no token while
+ * the test runs. */
+static void reconfigure_case(void)
+{
+    ax_config c;
+    ax_config_default(&c);
+    c.workers = 1;
+    ax_sched *s = NULL;
+    CHECK_EQ(ax_new(&c, &s), 0);
+    CHECK_EQ(ax_pause(s), 0);
+    CHECK_EQ(ax_set_rate_limit(s, 0.001, 10), 0); /* turned on: a full bucket */
+    CHECK_EQ(admit_n(s, 20), 10);
+    CHECK_EQ(ax_set_rate_limit(s, 0.001, 10), 0); /* the same again: no new burst */
+    CHECK_EQ(admit_n(s, 20), 0);
+    CHECK_EQ(ax_set_rate_limit(s, 0.001, 50), 0); /* a larger burst: still empty */
+    CHECK_EQ(admit_n(s, 5), 0);
+    CHECK_EQ(ax_set_rate_limit(s, 0, 0), 0); /* off */
+    CHECK_EQ(admit_n(s, 3), 3);
+    CHECK_EQ(ax_set_rate_limit(s, 0.001, 4), 0); /* on again: full */
+    CHECK_EQ(admit_n(s, 10), 4);
+    ax_stats st = test_stats(s);
+    CHECK_EQ(st.submitted, 17);
+    CHECK_EQ(st.rejected, 10 + 20 + 5 + 6);
+    CHECK_EQ(ax_shutdown(s, 1000), 0);
+    ax_free(s);
+}
+
 int main(void)
 {
+    reconfigure_case();
     run_case(1, false);
     run_case(2, false);
     run_case(4, false);
