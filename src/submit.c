@@ -510,8 +510,18 @@ int ax_submit_batch(ax_sched *s, const ax_spec *specs, size_t n, int *rcs, uint6
 {
     if (!s)
         return ax_fail_static(AX_EINVAL, "ax_submit_batch: scheduler is NULL");
-    if (sched_forked(s))
+    if (sched_forked(s)) {
+        /* Each spec refused, as n calls of ax_submit would be (new-user
+         * trial: rcs and ids were left as they were); not beside a NULL
+         * specs, whose n is not trusted (below). */
+        for (size_t i = 0; specs && i < n; i++) {
+            if (rcs)
+                rcs[i] = AX_ESTATE;
+            if (ids)
+                ids[i] = 0;
+        }
         return sched_forked_fail("ax_submit_batch");
+    }
     if (!specs && n) {
         /* One refused call, counted once as a NULL spec to ax_submit is,
          * with one REJECTED event, whatever n: an n beside a NULL array is

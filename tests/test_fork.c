@@ -78,8 +78,15 @@ static void child(ax_sched *parent_s, uint64_t parent_id)
     /* The parent's scheduler: refused, never used. */
     ax_spec sp = {.fn = parked, .timeout_ms = 60000};
     expect_refused(ax_submit(parent_s, &sp, NULL), "ax_submit");
-    int rcs[1];
-    expect_refused(ax_submit_batch(parent_s, &sp, 1, rcs, NULL), "ax_submit_batch");
+    ax_spec two[2] = {sp, sp};
+    int rcs[2] = {9, 9};
+    uint64_t ids[2] = {9, 9};
+    expect_refused(ax_submit_batch(parent_s, two, 2, rcs, ids), "ax_submit_batch");
+    /* each spec's result written, as n calls of ax_submit (new-user trial) */
+    CHECK_EQ(rcs[0], AX_ESTATE);
+    CHECK_EQ(rcs[1], AX_ESTATE);
+    CHECK_EQ(ids[0], 0);
+    CHECK_EQ(ids[1], 0);
     expect_refused(ax_cancel(parent_s, parent_id), "ax_cancel");
     ax_stats st;
     expect_refused(ax_stats_get(parent_s, &st), "ax_stats_get");
