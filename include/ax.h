@@ -585,7 +585,7 @@ typedef struct ax_class_config {
 void ax_class_config_default(ax_class_config *c);
 /* Register a class; *id_out gets its id (id_out may be NULL: ax_class_find
  * gets it by name). AX_EINVAL naming the bad field, AX_EBUSY if the name is
- * taken, AX_ENOMEM past AX_CLASS_MAX. */
+ * taken, AX_ENOMEM past AX_CLASS_MAX, AX_ESHUTDOWN once ax_shutdown began. */
 int ax_class_register(ax_sched *s, const ax_class_config *c, unsigned *id_out);
 /* The id of a class by name; AX_ENOTFOUND if none. */
 int ax_class_find(ax_sched *s, const char *name, unsigned *id_out);
@@ -856,7 +856,14 @@ const char *ax_event_name(ax_event_kind k); /* "submitted", ..., "panic" */
  * the call is made from a task, which cannot wait for the event thread.
  * Allowed after ax_shutdown: the event thread runs until ax_free, and a
  * sink set then gets the events still to come (an orphan's end, the
- * REJECTED of a late submission). */
+ * REJECTED of a late submission). A sink that takes nothing (a pipe nobody
+ * reads, a callback that never returns) holds the event thread, and with it
+ * ax_events_flush and every switch of a sink, which wait for what is
+ * buffered to be written (so that the old sink is not used after the
+ * call): they return once the sink takes it; only ax_free gives up on it
+ * (leaking the scheduler). A callback that submits on every REJECTED or
+ * SHED event feeds itself when its own submissions are refused: skip those
+ * kinds (or filter them out) in such a callback. */
 int ax_events_json(ax_sched *s, FILE *f);
 int ax_events_callback(ax_sched *s, ax_event_fn fn, void *arg);
 /* Which kinds are produced (AX_EVMASK bits; default AX_EVMASK_ALL once a sink
