@@ -270,7 +270,11 @@ int ax_shutdown(ax_sched *s, int64_t timeout_ms);
  * write its sink does not take (a pipe nobody reads) or in an events
  * callback (then at least 10 ms after the workers), or if a callback on the
  * callback pool (an on_timeout, or an on_done / on_release run there) has
- * not returned. NULL is ok. Refused (a message on stderr,
+ * not returned. NULL is ok. Once it returns, its event sinks (the JSON
+ * file, the callback and its arg) are not used again, leaked or not: what
+ * the sink has not taken by then is dropped (its count said on stderr),
+ * but for a write or callback still in progress when the time ran out.
+ * Refused (a message on stderr,
  * nothing freed) from one of the scheduler's own tasks or callbacks, and
  * from any scheduler's metrics appender or events callback. */
 void ax_free(ax_sched *s);
@@ -809,7 +813,12 @@ typedef enum {
 
 typedef struct ax_event {
     ax_event_kind kind;
-    uint64_t time_ns;       /* CLOCK_REALTIME when it happened */
+    uint64_t time_ns;       /* CLOCK_REALTIME when it happened. A task's events
+                               are in the order of their times; the sinks get
+                               them in that order but for a rare race (a worker
+                               preempted in the instant its attempt begins
+                               while a cancel ends it: STARTED one batch after
+                               CANCELLED, with the earlier time) */
     uint64_t id;            /* 0 for REJECTED / SHED */
     char trace_id[AX_TRACE_ID_MAX];
     ax_priority priority;   /* AX_PRIO_COUNT ("invalid" in JSON) for a refusal of

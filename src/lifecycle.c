@@ -509,6 +509,7 @@ void ax_free(ax_sched *s)
          * leaked with the scheduler. Not past the budget's last part: the
          * sink may be a pipe nobody reads. */
         ev_flush_until(s, until > now_ns() ? until : now_ns() + FREE_JOIN_MIN_NS);
+        ev_abandon(s); /* the sinks are the host's once ax_free returns */
         report_drain(atomic_load(&s->report_ticket)); /* the overrun's line, often */
         return;
     }
@@ -522,6 +523,7 @@ void ax_free(ax_sched *s)
                 "when shutdown_timeout_ms (%u ms) ran out; leaking the scheduler instead of "
                 "waiting\n",
                 s->cfg.shutdown_timeout_ms);
+        ev_abandon(s);
         report_drain(atomic_load(&s->report_ticket));
         return;
     }
@@ -542,6 +544,7 @@ void ax_free(ax_sched *s)
                 "freeing what they use\n",
                 cbs, s->cfg.shutdown_timeout_ms);
         ev_flush_until(s, now_ns() + FREE_JOIN_MIN_NS);
+        ev_abandon(s);
         report_drain(atomic_load(&s->report_ticket));
         return;
     }
@@ -560,6 +563,7 @@ void ax_free(ax_sched *s)
                 "not run\n",
                 s->cfg.shutdown_timeout_ms);
         ev_flush_until(s, now_ns() + FREE_JOIN_MIN_NS);
+        ev_abandon(s);
         return;
     }
     /* Last: writes what the others produced. A sink that takes nothing (a
