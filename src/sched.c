@@ -945,6 +945,9 @@ int ax_set_rate_limit(ax_sched *s, double per_second, unsigned burst)
     double tokens = s->tokens;
     if (s->rate > 0.0 && now > s->rate_last_ns)
         tokens += (double)(now - s->rate_last_ns) / 1e9 * s->rate;
+    if (tokens > s->burst) /* what the old bucket could hold (review: a raised burst got
+                              the whole idle time's refill) */
+        tokens = s->burst;
     bool was_on = s->rate > 0.0;
     s->rate = per_second;
     s->burst = burst ? (double)burst : (per_second >= 1.0 ? per_second : 1.0);

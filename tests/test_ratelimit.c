@@ -180,9 +180,19 @@ static void reconfigure_case(void)
     CHECK_EQ(admit_n(s, 3), 3);
     CHECK_EQ(ax_set_rate_limit(s, 0.001, 4), 0); /* on again: full */
     CHECK_EQ(admit_n(s, 10), 4);
+    /* A full bucket of 2 idles 1.2 s at 10/s, then its burst is raised to
+     * 50: it holds 2, not 2 + the idle time's 12 (review: the refill was
+     * not capped at the old burst first). At most one token more comes
+     * while the 60 submits run (100 ms at 10/s). */
+    CHECK_EQ(ax_set_rate_limit(s, 0, 0), 0);
+    CHECK_EQ(ax_set_rate_limit(s, 10, 2), 0); /* on: full, 2 */
+    usleep(1200 * 1000);
+    CHECK_EQ(ax_set_rate_limit(s, 10, 50), 0);
+    int got = admit_n(s, 60);
+    CHECK(got >= 2 && got <= 3);
     ax_stats st = test_stats(s);
-    CHECK_EQ(st.submitted, 17);
-    CHECK_EQ(st.rejected, 10 + 20 + 5 + 6);
+    CHECK_EQ(st.submitted, 17 + got);
+    CHECK_EQ(st.rejected, 10 + 20 + 5 + 6 + 60 - got);
     CHECK_EQ(ax_shutdown(s, 1000), 0);
     ax_free(s);
 }
