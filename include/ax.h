@@ -815,10 +815,13 @@ typedef struct ax_event {
     ax_event_kind kind;
     uint64_t time_ns;       /* CLOCK_REALTIME when it happened. A task's events
                                are in the order of their times; the sinks get
-                               them in that order but for a rare race (a worker
-                               preempted in the instant its attempt begins
-                               while a cancel ends it: STARTED one batch after
-                               CANCELLED, with the earlier time) */
+                               them in that order but for races between two
+                               threads (a cancel ending an attempt as it
+                               begins or as its retry is scheduled, with a
+                               slow sink or a preempted worker): a STARTED or
+                               RETRY_SCHEDULED may then come a batch after
+                               the terminal event, with the earlier time:
+                               order a task's events by time_ns ("ts") */
     uint64_t id;            /* 0 for REJECTED / SHED */
     char trace_id[AX_TRACE_ID_MAX];
     ax_priority priority;   /* AX_PRIO_COUNT ("invalid" in JSON) for a refusal of

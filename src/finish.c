@@ -343,13 +343,18 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
      * run. Read now: once the retry is armed the next attempt may start and
      * overwrite the job's. */
     struct ev_attempt ended = {attempt, j->wait_ns, run_ns};
-    /* RETRY_SCHEDULED is emitted in the lock section that arms the retry
-     * (into the shared ring, whose room ev_reserve made): emitted after
-     * the unlock, a cancel or the next attempt's STARTED could come
-     * first (review: "submitted started cancelled retry_scheduled" for 7
-     * to 19 tasks of 20 000 with a slow lossless sink). Its text is made
-     * before the lock. */
+    /* RETRY_SCHEDULED carries the time of the lock section that arms the
+     * retry, and is emitted after it: a cancel of the retry or its next
+     * attempt's STARTED, which need the lock after, have later times
+     * (emitted with the time of its emission, after a lossless wait, it
+     * read "submitted started cancelled retry_scheduled" for 7 to 19 tasks
+     * of 20 000 with a slow sink: review). Not emitted under the lock: it
+     * could not wait for room there, and a long one (its text holds the
+     * task's error) was dropped from a full long ring in lossless mode
+     * (review of that: 16 workers, 5 of 6 runs). Its text is made before
+     * the lock. */
     char rmsg[AX_ERROR_MAX + 96];
+    uint64_t ev_at = 0;
     bool ev_retry = AX_UNLIKELY(ev_on(s, AX_EV_RETRY_SCHEDULED));
     if (ev_retry) {
         if (j->deadline_ns && now + delay_ms * 1000000u > j->deadline_ns)
@@ -379,11 +384,8 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
     } else {
         armed = sched_retry_locked(s, j, attempt + 1, timed_out, now + delay_ms * 1000000u,
                                    run_ns);
-        if (armed > 0 && ev_retry) {
-            ev_under_lock = true;
-            ev_emit_attempt(s, NULL, j, AX_EV_RETRY_SCHEDULED, code, rmsg, &ended);
-            ev_under_lock = false;
-        }
+        if (armed > 0 && ev_retry)
+            ev_at = ev_clock();
     }
     if (slot_freed)
         atomic_fetch_sub_explicit(&s->retry_unarmed[j->prio], 1, memory_order_relaxed);
@@ -396,6 +398,8 @@ static void retry_schedule(struct ax_sched *s, struct worker *w, struct job *j, 
                         give);
         return;
     }
+    if (ev_at)
+        ev_emit_attempt_at(s, w, j, AX_EV_RETRY_SCHEDULED, code, rmsg, &ended, ev_at);
     /* armed == 0: ax_cancel ended it first and ran its terminal path. */
     if (give)
         job_release(s, w, j, give);

@@ -1618,6 +1618,10 @@ void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int c
  * js_begin, the event after it succeeded (events.c). */
 uint64_t ev_started_room(struct ax_sched *s, struct worker *w);
 void ev_emit_started(struct ax_sched *s, struct worker *w, const struct job *j, uint64_t at);
+/* An event with the time it happened (`at`, ev_clock's), emitted later. */
+void ev_emit_attempt_at(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
+                        int code, const char *msg, const struct ev_attempt *a, uint64_t at);
+uint64_t ev_clock(void); /* an event's clock: CLOCK_REALTIME ns */
 /* Lossless mode: wait (before taking s->lock) until the shared ring has room
  * for what a lock section will emit; inside it ev_under_lock forbids waiting. */
 void ev_reserve(struct ax_sched *s);

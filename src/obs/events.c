@@ -488,6 +488,17 @@ void ev_emit_started(struct ax_sched *s, struct worker *w, const struct job *j, 
     emit_at(s, w, j, AX_EV_STARTED, 0, NULL, NULL, at);
 }
 
+void ev_emit_attempt_at(struct ax_sched *s, struct worker *w, const struct job *j, unsigned kind,
+                        int code, const char *msg, const struct ev_attempt *a, uint64_t at)
+{
+    emit_at(s, w, j, kind, code, msg, a, at);
+}
+
+uint64_t ev_clock(void)
+{
+    return realtime_ns();
+}
+
 void ev_emit_refusal(struct ax_sched *s, const ax_spec *sp, unsigned kind, int code,
                      const char *msg)
 {
