@@ -1590,7 +1590,8 @@ void ev_stop(struct ax_sched *s);
  * (a pipe nobody reads); its state is then leaked with the scheduler. */
 bool ev_stop_until(struct ax_sched *s, uint64_t until);
 /* ax_free leaks the scheduler: the event thread calls no sink again (it
- * drops what is left once out of the call it is in, if it ever is). */
+ * goes on draining and dropping, once out of the call it is in, if it ever
+ * is; it is not stopped). */
 void ev_abandon(struct ax_sched *s);
 /* ax_events_flush, giving up at `until`: false if it did. */
 bool ev_flush_until(struct ax_sched *s, uint64_t until);

@@ -1204,11 +1204,10 @@ void ev_abandon(struct ax_sched *s)
     struct ev_state *st = s->ev;
     if (!st)
         return;
-    pthread_mutex_lock(&st->lock);
+    /* Not stopped: the thread goes on draining, dropping (a held worker's
+     * task may still emit), and stays alive with the leaked scheduler, as
+     * it did before; one that exited unjoined is a thread leak to TSan. */
     atomic_store_explicit(&st->abandoned, true, memory_order_release);
-    st->stop = true;
-    pthread_cond_broadcast(&st->cond);
-    pthread_mutex_unlock(&st->lock);
 }
 
 /* The thread writes what is buffered, then exits. A sink too slow for the
